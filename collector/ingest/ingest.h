@@ -1,0 +1,66 @@
+/* Profile parsers: bytes in, struct profile out.
+ *
+ * Formats are detected from content, never from a file name:
+ *   jemalloc  "heap_v2/<period>" threaded dumps (prof.dump)
+ *   gperftools "heap profile: ..." (heapprofile, heap_v2/N, heap/N, growth)
+ *   pprof     profile.proto, gzipped or not
+ *   collapsed "frame;frame;frame <value>" lines
+ *
+ * Parsing is streaming: feed chunks as they arrive (from curl or a file) and
+ * finish at the end; text formats are processed a line at a time, so memory is
+ * bounded by the limits below plus the profile being built. Every size that
+ * comes from the input is capped; an input over a cap is refused with
+ * HP_ETOOBIG, malformed input with HP_EPARSE, and `err` says where (line or
+ * byte offset) and what was expected.
+ *
+ * Thread context: any thread; a parser is used by one thread at a time. */
+#ifndef HP_INGEST_H
+#define HP_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/hp.h"
+#include "store/profile.h"
+
+struct ingest_limits {
+    size_t max_bytes;      /* whole input (after gunzip for pprof) */
+    size_t max_line;       /* one text line */
+    uint32_t max_frames;   /* frames in one stack */
+    size_t max_stacks;     /* distinct stacks (samples) */
+    size_t max_mappings;   /* MAPPED_LIBRARIES lines */
+    size_t max_threads;    /* per-thread records in a jemalloc header */
+};
+
+/* 2 GiB input, 1 MiB lines, 4096 frames, 4M stacks, 64k mappings, 64k threads. */
+void ingest_limits_default(struct ingest_limits *l);
+
+/* Guess the format from the first bytes (at least 64 are best). */
+enum profile_format ingest_detect(const void *data, size_t len);
+
+struct ingest_parser;
+
+/* lim may be NULL for the defaults. */
+struct ingest_parser *ingest_parser_new(const struct ingest_limits *lim);
+void ingest_parser_free(struct ingest_parser *ps);
+/* Feed the next chunk. After an error every later call returns the same error. */
+int ingest_parser_feed(struct ingest_parser *ps, const void *data, size_t len,
+                       struct hp_buf *err) HP_MUST_CHECK;
+/* End of input: on success *ret is a finished (mapped, un-sampled) profile
+ * owned by the caller. */
+int ingest_parser_finish(struct ingest_parser *ps, struct profile **ret,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
+/* One-shot convenience: parse a whole buffer. */
+int ingest_parse(const void *data, size_t len, const struct ingest_limits *lim,
+                 struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* Read and parse a file (size capped by lim->max_bytes). */
+int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct profile **ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+
+/* Parse one /proc/<pid>/maps line into m (strings point into `line`, which
+ * must stay alive until the mapping is added to a profile). Returns 1 for a
+ * mapping, 0 for a line that is not one (blank, build-id hints), <0 on error. */
+int ingest_maps_line(const char *line, size_t len, struct profile_mapping *m);
+
+#endif
