@@ -68,6 +68,8 @@ int query_render_top_text(const struct profile *p, const struct query_folded *f,
         hp_buf_puts(out, ", unsampled");
     hp_buf_printf(out, "; %zu stacks, %zu threads, %zu mappings\n", p->nsamples, p->nthreads,
                   p->nmappings);
+    if (p->hint)
+        hp_buf_printf(out, "Note: %s\n", p->hint);
     double total = t->total[v];
     hp_buf_printf(out, "Total %s: %s (%lld %s)\n", profile_value_name(v),
                   fmt_value(v, total, a, sizeof(a)), (long long)total,
