@@ -913,7 +913,6 @@ out:
     if (cfg->keep > 0 && a->keep_timer.data)
         uv_close((uv_handle_t *)&a->keep_timer, NULL);
     if (a->h2o_ready) {
-        h2o_context_request_shutdown(&a->h2o_ctx);
         for (int i = 0; i < 100 && (a->conns > 0 || a->jobs > 0 || a->keep_busy); i++)
             uv_run(&a->loop, UV_RUN_NOWAIT), uv_sleep(10);
         h2o_context_dispose(&a->h2o_ctx);
