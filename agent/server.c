@@ -740,11 +740,18 @@ static void keep_timer_cb(uv_timer_t *t)
 
 /* ---- connections ---- */
 
+/* h2o_uv_socket_create() takes over handle->data, so the agent is found
+ * through the struct that embeds the handle instead. */
+struct conn {
+    uv_tcp_t tcp;
+    struct agent *agent;
+};
+
 static void conn_close_cb(uv_handle_t *h)
 {
-    struct agent *a = h->data;
-    a->conns--;
-    free(h);
+    struct conn *c = hp_container_of((uv_tcp_t *)h, struct conn, tcp);
+    c->agent->conns--;
+    free(c);
 }
 
 static void on_accept_cb(uv_stream_t *listener, int status)
@@ -752,15 +759,15 @@ static void on_accept_cb(uv_stream_t *listener, int status)
     struct agent *a = listener->data;
     if (status != 0)
         return;
-    uv_tcp_t *conn = hp_xmalloc(sizeof(*conn));
-    uv_tcp_init(&a->loop, conn);
-    conn->data = a;
+    struct conn *c = hp_xmalloc(sizeof(*c));
+    uv_tcp_init(&a->loop, &c->tcp);
+    c->agent = a;
     a->conns++;
-    if (uv_accept(listener, (uv_stream_t *)conn) != 0 || a->conns > MAX_CONNS) {
-        uv_close((uv_handle_t *)conn, conn_close_cb);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || a->conns > MAX_CONNS) {
+        uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
         return;
     }
-    h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, conn_close_cb);
+    h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, conn_close_cb);
     h2o_accept(&a->accept_ctx, sock);
 }
 
