@@ -46,6 +46,13 @@ static bool sym_better(const struct sym_symbol *a, const struct sym_symbol *b)
     return strlen(a->name) < strlen(b->name);
 }
 
+static bool section_is_code(Elf *e, size_t shndx)
+{
+    Elf_Scn *scn = elf_getscn(e, shndx);
+    GElf_Shdr sh;
+    return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
 static void read_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_elf *o,
                          size_t *cap)
 {
@@ -60,12 +67,16 @@ static void read_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_e
         if (!gelf_getsym(data, (int)i, &s))
             break;
         int type = GELF_ST_TYPE(s.st_info);
-        if (type != STT_FUNC && type != STT_GNU_IFUNC)
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
             continue;
-        if (s.st_shndx == SHN_UNDEF || s.st_value == 0)
+        if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE || s.st_value == 0)
             continue;
         const char *name = elf_strptr(e, sh->sh_link, s.st_name);
-        if (!name || !*name)
+        if (!name || !*name || name[0] == '$' || strncmp(name, ".L", 2) == 0)
+            continue;
+        /* Untyped labels in code (assembly entry points such as
+         * _dl_start_user) are what nm and addr2line name such code by. */
+        if (type == STT_NOTYPE && !section_is_code(e, s.st_shndx))
             continue;
         if (o->nsyms >= SYM_MAX_SYMBOLS)
             return;

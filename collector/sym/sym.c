@@ -651,6 +651,22 @@ static struct sym_object_status *status_add(struct symbolizer *s)
     return st;
 }
 
+/* Is this object the allocator itself (a shared jemalloc or tcmalloc)?
+ * Stripped allocator libraries name their internal code after the nearest
+ * exported symbol, so names alone do not find every frame. */
+static bool allocator_object(const struct profile *p, const struct profile_location *l)
+{
+    if (!l->mapping || l->mapping > p->nmappings)
+        return false;
+    const char *b = base_name(p->mappings[l->mapping - 1].path);
+    return strncmp(b, "libjemalloc", 11) == 0 || strncmp(b, "libtcmalloc", 11) == 0;
+}
+
+/* jeprof's RemoveUninterestingFrames: everything up to the last location
+ * that is an allocator entry point goes. A location counts when any of its
+ * frames is one (jeprof names an address by addr2line's outermost frame when
+ * it inlines, by the innermost when it does not), or when it lies in the
+ * leading run of frames inside the allocator library. */
 static void trim_allocator(struct profile *p, struct sym_stats *st)
 {
     char buf[512];
@@ -658,15 +674,21 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)si);
         uint32_t n = p->stacks[si].n;
         int64_t cut = -1;
+        bool leading = true;
         for (uint32_t i = 0; i < n; i++) {
             const struct profile_location *l = &p->locs[locs[i]];
-            if (!l->nframes)
-                continue;
-            /* jeprof tests the outermost function of the address (what
-             * addr2line -i prints last). */
-            const char *f = p->frames[l->frame_off + l->nframes - 1].function;
-            if (f && sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf))))
+            if (leading && allocator_object(p, l)) {
                 cut = i;
+                continue;
+            }
+            leading = false;
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                const char *f = p->frames[l->frame_off + k].function;
+                if (f && sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)))) {
+                    cut = i;
+                    break;
+                }
+            }
         }
         for (int64_t i = 0; i <= cut; i++) {
             struct profile_location *l = &p->locs[locs[i]];
