@@ -35,5 +35,10 @@ extern const char query_cli_common_help[];
 
 int query_cmd_top(int argc, char **argv);
 int query_cmd_export(int argc, char **argv);
+int query_cmd_diff(int argc, char **argv);
+int query_cmd_fleet(int argc, char **argv);
+int query_cmd_trend(int argc, char **argv);
+int query_cmd_leaks(int argc, char **argv);
+int query_cmd_discrepancy(int argc, char **argv);
 
 #endif

@@ -1,0 +1,2 @@
+/* discrepancy: placeholder */
+#include "query/query.h"

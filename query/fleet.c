@@ -1,0 +1,2 @@
+/* fleet: placeholder */
+#include "query/query.h"

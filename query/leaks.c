@@ -1,0 +1,2 @@
+/* leaks: placeholder */
+#include "query/query.h"

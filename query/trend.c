@@ -1,0 +1,2 @@
+/* trend: placeholder */
+#include "query/query.h"
