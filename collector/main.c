@@ -12,6 +12,19 @@
 #include <unistd.h>
 
 #include "collector/daemon.h"
+#include "collector/ingest/ingest.h"
+
+static uint64_t parse_max_bytes;
+
+/* Parse a fetched dump on a worker thread; the limits follow --max-body. */
+static int parse_dump(const void *data, size_t len, struct profile **ret, struct hp_buf *err)
+{
+    struct ingest_limits lim;
+    ingest_limits_default(&lim);
+    if (parse_max_bytes && parse_max_bytes < lim.max_bytes)
+        lim.max_bytes = (size_t)parse_max_bytes;
+    return ingest_parse(data, len, &lim, ret, err);
+}
 
 static void usage(FILE *f)
 {
@@ -200,5 +213,6 @@ int main(int argc, char **argv)
         return 2;
     }
     hp_buf_release(&err);
-    return collector_daemon_run(&cfg, sink, NULL);
+    parse_max_bytes = cfg.max_body;
+    return collector_daemon_run(&cfg, sink, parse_dump);
 }
