@@ -1,0 +1,176 @@
+#!/bin/bash
+# Integration test: the real `collector` binary against real fixture nodes
+# (fakenode: a jemalloc-linked process serving its own prof.dump output) on
+# loopback, well-behaved and misbehaving, checked through what the collector
+# recorded (DIR/snapshots.jsonl and the raw dumps).
+#
+#   it-collector.sh COLLECTOR FAKENODE [CASE...]
+#
+# Cases: mixed (one --once round over every kind and failure mode), nodelist
+# (bad lines, --strict), daemon (SIGHUP reload, SIGTERM with a transfer in
+# flight). Needs jq. Waits use deadlines, never bare sleeps.
+set -u
+COLLECTOR=$1
+FAKENODE=$2
+shift 2
+CASES=${*:-mixed nodelist daemon}
+
+WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
+PIDS=()
+fails=0
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    if [ "$fails" -eq 0 ]; then rm -rf "$WORK"; else echo "# work dir kept: $WORK"; fi
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; fails=$((fails + 1)); }
+check() { # check DESCRIPTION COMMAND...
+    local d=$1
+    shift
+    if "$@"; then ok "$d"; else not_ok "$d"; fi
+}
+# wait_for SECONDS COMMAND...: poll a condition until a deadline.
+wait_for() {
+    local limit=$1
+    shift
+    local end=$((SECONDS + limit))
+    while ! "$@"; do
+        [ $SECONDS -ge "$end" ] && return 1
+        sleep 0.05
+    done
+    return 0
+}
+# start_fakenode DIR SPEC...: start one fakenode, wait for its node list.
+start_fakenode() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    "$FAKENODE" --list "$dir/be.list" --dir "$dir/dumps" "$@" >"$dir/ports.txt" 2>"$dir/fakenode.err" &
+    PIDS+=($!)
+    wait_for 10 test -s "$dir/be.list" || { not_ok "fakenode started ($(cat "$dir/fakenode.err"))"; return 1; }
+}
+# rec FILE NODE FILTER: jq FILTER over NODE's last record.
+rec() { jq -r --arg n "$2" "select(.node == \$n) | $3" "$1" | tail -n 1; }
+
+case_mixed() {
+    local d=$WORK/mixed
+    start_fakenode "$d" starrocks doris databend agent url starrocks:gzip starrocks:auth \
+        doris:inactive doris:noagent starrocks:refuse starrocks:hang starrocks:trickle \
+        starrocks:close starrocks:500 starrocks:empty starrocks:garbage starrocks:huge \
+        starrocks:flood starrocks:html starrocks:redirect databend:500 || return
+    local t0=$SECONDS
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 2s --retries 1 \
+        --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
+    local rc=$?
+    local J=$d/out/snapshots.jsonl
+    check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
+    check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
+    check "mixed: summary line on stdout" grep -q "21 nodes, 8 ok, 13 failed" "$d/stdout"
+    check "mixed: one record per node" test "$(jq -r .node "$J" | sort -u | wc -l)" -eq 21 -a "$(wc -l <"$J")" -eq 21
+    check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
+
+    for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive; do
+        local st file bytes fmt samples
+        st=$(rec "$J" "$n" .status)
+        file=$(rec "$J" "$n" .dump.file)
+        bytes=$(rec "$J" "$n" .dump.bytes)
+        fmt=$(rec "$J" "$n" .profile.format)
+        samples=$(rec "$J" "$n" .profile.samples)
+        check "$n: status ok ($(rec "$J" "$n" .error))" test "$st" = ok
+        check "$n: raw dump stored as received ($bytes bytes)" \
+            test -f "$d/out/$file" -a "$(stat -c %s "$d/out/$file" 2>/dev/null)" = "$bytes"
+        check "$n: dump is a real jemalloc heap_v2 profile" bash -c "head -c 8 '$d/out/$file' | grep -q '^heap_v2/'"
+        check "$n: parsed ($fmt, $samples samples)" test "$fmt" = jemalloc -a "${samples:-0}" -gt 0
+        check "$n: last.json is the latest attempt" test "$(jq -r .status "$d/out/$n/last.json")" = ok
+    done
+
+    check "starrocks: memory metrics kept" test "$(rec "$J" starrocks-ok '.figures.starrocks_be_process_mem_bytes > 0 and .figures.starrocks_be_jemalloc_allocated_bytes > 0')" = true
+    check "starrocks: other metrics dropped" test "$(rec "$J" starrocks-ok '.figures | has("starrocks_be_fragment_requests_total")')" = false
+    check "doris: RSS metric, tracker table and bvars read" test "$(rec "$J" doris-ok '(.figures.doris_be_memory_allocated_bytes > 0) and (.figures["mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}"] > 0) and (.figures.memory_all_tracked_sum_bytes > 0)')" = true
+    check "doris: dump fetched through the agent from the node's path" test "$(rec "$J" doris-ok '(.remote_path | startswith("/")) and (.dump.url | contains("/dumps/file?path="))')" = true
+    check "doris: activate=yes switched profiling on and was recorded" test "$(rec "$J" doris-inactive '(.activated_at != null) and ([.attempts[].what] | index("activate") != null)')" = true
+    check "databend: process figures read" test "$(rec "$J" databend-ok '.figures.databend_process_resident_memory_bytes > 0')" = true
+    check "agent: /proc figures read" test "$(rec "$J" agent-ok '.figures.proc_rss_bytes > 0')" = true
+    check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(rec "$J" starrocks-gzip .dump.file)' | grep -q '^heap_v2/'"
+
+    expect_err() { # NODE REGEX
+        local e
+        e=$(rec "$J" "$1" .error)
+        check "$1: failed with \"$e\"" bash -c "[ \"$(rec "$J" "$1" .status)\" = failed ] && grep -Eq -- \"\$0\" <<<\"\$1\"" "$2" "$e"
+    }
+    expect_err starrocks-refuse 'connection refused'
+    expect_err starrocks-hang '^timeout after 2\.0 s with 0 body bytes'
+    expect_err starrocks-trickle '^timeout after 2\.0 s with [0-9]+ body bytes'
+    expect_err starrocks-close 'connection closed mid-transfer after [0-9]+ body bytes'
+    expect_err starrocks-500 '^HTTP 500: jemalloc heap dump failed'
+    expect_err databend-500 '^HTTP 500: jemalloc heap dump failed'
+    expect_err starrocks-empty '^empty dump: HTTP 200 with an empty body'
+    expect_err starrocks-garbage '^unparseable dump: .*line 3'
+    expect_err starrocks-huge 'larger than the 8388608 byte limit \(announced by Content-Length\)'
+    expect_err starrocks-flood 'larger than the 8388608 byte limit \(stopped reading\)'
+    expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
+    expect_err starrocks-redirect '^redirect loop'
+    expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
+    check "500: retried once (2 dump attempts)" test "$(rec "$J" starrocks-500 '[.attempts[] | select(.what == "dump")] | length')" = 2
+    check "html: not retried (1 dump attempt)" test "$(rec "$J" starrocks-html '[.attempts[] | select(.what == "dump")] | length')" = 1
+    check "500: attempt records carry HTTP code and error" test "$(rec "$J" starrocks-500 '.attempts[-1] | (.http == 500 and (.error | startswith("HTTP 500")))')" = true
+    check "failed node's raw dump not stored" test "$(rec "$J" starrocks-empty .dump)" = null
+    check "a failure is logged in logfmt" grep -q 'level=warn comp=collector node=starrocks-refuse .*status=failed' "$d/stderr"
+}
+
+case_nodelist() {
+    local d=$WORK/nodelist
+    start_fakenode "$d" starrocks || return
+    { echo "dorris 127.0.0.1:1 name=typo"; echo "starrocks nope"; cat "$d/be.list"; } >"$d/bad.list"
+    "$COLLECTOR" --nodes "$d/bad.list" --once --out "$d/out" >"$d/stdout" 2>"$d/stderr"
+    local rc=$?
+    check "nodelist: bad lines skipped, the rest polled (rc=$rc)" test "$rc" -eq 0
+    check "nodelist: bad kind reported with file and line" grep -q 'bad.list:1: unknown kind "dorris" (expected doris, starrocks, databend, agent, url)' "$d/stderr"
+    check "nodelist: bad address reported with file and line" grep -q 'bad.list:2: bad address "nope": missing :PORT' "$d/stderr"
+    check "nodelist: good node polled" grep -q "1 nodes, 1 ok, 0 failed" "$d/stdout"
+    "$COLLECTOR" --nodes "$d/bad.list" --once --strict --out "$d/out2" >/dev/null 2>"$d/stderr2"
+    rc=$?
+    check "nodelist: --strict refuses the file (rc=$rc)" test "$rc" -eq 2
+    check "nodelist: --strict says why" grep -q "node list refused" "$d/stderr2"
+    "$COLLECTOR" --nodes "$d/missing.list" --once --out "$d/out3" >/dev/null 2>"$d/stderr3"
+    rc=$?
+    check "nodelist: missing file is a startup error (rc=$rc)" test "$rc" -eq 2
+}
+
+case_daemon() {
+    local d=$WORK/daemon
+    start_fakenode "$d" starrocks databend starrocks:hang || return
+    grep starrocks-ok "$d/be.list" >"$d/run.list"
+    local J=$d/out/snapshots.jsonl
+    "$COLLECTOR" --nodes "$d/run.list" --interval 1s --spread 0 --timeout 30s --out "$d/out" \
+        >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    check "daemon: first round starts at startup" wait_for 10 grep -qs '"starrocks-ok"' "$J"
+    cp "$d/be.list" "$d/run.list"
+    kill -HUP "$C"
+    check "daemon: SIGHUP reload logged" wait_for 10 grep -qs 'msg="node list reloaded"' "$d/stderr"
+    check "daemon: node added by the reload is polled" wait_for 10 grep -qs '"databend-ok"' "$J"
+    check "daemon: rounds repeat on the interval" wait_for 10 bash -c "[ \$(grep -c '\"starrocks-ok\"' '$J') -ge 3 ]"
+    # The hanging node now has a transfer in flight (30 s timeout).
+    check "daemon: hanging node in flight" wait_for 10 bash -c "grep -q 'round=.*nodes=3' '$d/stderr'"
+    local t0
+    t0=$(date +%s%N)
+    kill -TERM "$C"
+    local rc
+    wait "$C"
+    rc=$?
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    check "daemon: SIGTERM exits 0 (rc=$rc)" test "$rc" -eq 0
+    check "daemon: SIGTERM stopped in ${ms} ms (< 3000)" test "$ms" -lt 3000
+    check "daemon: the abandoned transfer is recorded" test "$(rec "$J" starrocks-hang .error | grep -c 'abandoned at shutdown')" -eq 1
+    check "daemon: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
+}
+
+command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
+for c in $CASES; do "case_$c"; done
+[ "$fails" -eq 0 ] || echo "# $fails check(s) failed"
+exit $((fails > 0))
