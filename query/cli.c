@@ -6,7 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "collector/ingest/ingest.h"
+#include "collector/sym/sym.h"
+#include "store/store.h"
 
 const char query_cli_common_help[] =
     "  --format F          text|collapsed|json|dot|svg|pprof (default text)\n"
@@ -150,18 +154,82 @@ int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int 
     return 0;
 }
 
+/* Symbolize a profile in place with the command's --binary/--symbols, and
+ * print what a user should know about objects that could not be used. */
+static int symbolize(struct query_cli *c, struct profile *p, struct hp_buf *err)
+{
+    struct sym_options so = {
+        .binary = c->binary,
+        .symbols_dir = c->symbols,
+    };
+    struct symbolizer *s = sym_new(&so);
+    struct sym_stats st;
+    struct hp_buf warn = HP_BUF_INIT(0);
+    int r = sym_profile(s, p, &st, &warn);
+    if (r == 0) {
+        for (size_t i = 0; i < st.nobjects; i++) {
+            const struct sym_object_status *o = &st.objects[i];
+            if (o->status < 0 && o->addresses > 0)
+                fprintf(stderr, "%s: warning: %s: %s (%u addresses left unsymbolized)\n",
+                        c->prog, o->path, o->message, o->addresses);
+        }
+    } else {
+        hp_err_printf(err, "symbolization failed: %s", warn.len ? warn.data : hp_strerror(r));
+    }
+    hp_buf_release(&warn);
+    sym_free(s);
+    return r;
+}
+
 int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
                    struct hp_buf *err)
 {
     struct profile *p = NULL;
-    if (access(selector, F_OK) != 0) {
-        hp_err_printf(err, "\"%s\": no such file (stored snapshots: NODE, NODE@TIME, #ID)",
-                      selector);
-        return HP_ENOTFOUND;
+    struct stat st;
+    int r;
+    if (stat(selector, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* A profile file on disk: the offline `jeprof BINARY HEAP` path. */
+        r = ingest_parse_file(selector, NULL, &p, err);
+        if (r == 0 && !c->no_symbolize)
+            r = symbolize(c, p, err);
+    } else {
+        /* A stored snapshot: NODE, NODE@TIME or #ID. Stored profiles come
+         * back symbolized; --binary/--symbols re-symbolize them. */
+        struct store *s = NULL;
+        struct hp_buf serr = HP_BUF_INIT(0);
+        int64_t id = 0;
+        if (strchr(selector, '/')) {
+            hp_err_printf(err, "cannot read \"%s\": %s", selector,
+                          stat(selector, &st) == 0 ? "not a regular file" : "no such file");
+            return HP_ENOTFOUND;
+        }
+        r = store_open(c->db, STORE_OPEN_READ, &s, &serr);
+        if (r == HP_ENOTFOUND) {
+            hp_err_printf(err,
+                          "\"%s\" is not a profile file, and there is no database at %s to "
+                          "look it up as a snapshot (NODE, NODE@TIME, #ID; set --db or "
+                          "$HEAPFLEET_DB)",
+                          selector, c->db);
+        } else if (r < 0) {
+            hp_err_printf(err, "%s", serr.data ? serr.data : hp_strerror(r));
+        } else {
+            r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &serr);
+            if (r == 0)
+                r = store_snapshot_load(s, id, &p, &serr);
+            if (r == HP_ENOTFOUND && !strchr(selector, '@') && selector[0] != '#')
+                hp_err_printf(err, "\"%s\": no such file or node in %s", selector, c->db);
+            else if (r < 0)
+                hp_err_printf(err, "%s", serr.data ? serr.data : hp_strerror(r));
+        }
+        store_close(s);
+        hp_buf_release(&serr);
+        if (r == 0 && (c->binary || c->symbols))
+            r = symbolize(c, p, err);
     }
-    int r = ingest_parse_file(selector, NULL, &p, err);
-    if (r < 0)
+    if (r < 0) {
+        profile_free(p);
         return r;
+    }
     *ret = p;
     return 0;
 }
