@@ -21,7 +21,7 @@ fails=0
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    if [ "$fails" -eq 0 ]; then rm -rf "$WORK"; else echo "# work dir kept: $WORK"; fi
+    if [ "$fails" -eq 0 ] && [ -z "${HP_KEEP:-}" ]; then rm -rf "$WORK"; else echo "# work dir kept: $WORK"; fi
 }
 trap cleanup EXIT
 
