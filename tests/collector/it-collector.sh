@@ -7,13 +7,13 @@
 #   it-collector.sh COLLECTOR FAKENODE [CASE...]
 #
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
-# (bad lines, --strict), daemon (SIGHUP reload, SIGTERM with a transfer in
-# flight). Needs jq. Waits use deadlines, never bare sleeps.
+# (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
+# reload, SIGTERM with a transfer in flight). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist daemon}
+CASES=${*:-mixed nodelist limits daemon}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -168,6 +168,39 @@ case_daemon() {
     check "daemon: SIGTERM stopped in ${ms} ms (< 3000)" test "$ms" -lt 3000
     check "daemon: the abandoned transfer is recorded" test "$(rec "$J" starrocks-hang .error | grep -c 'abandoned at shutdown')" -eq 1
     check "daemon: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
+}
+
+# Largest number of jobs running at once, from each record's first attempt
+# start to its last attempt's end (ms since the epoch, from the records).
+max_overlap() {
+    jq -r '[.attempts[0].start, (.attempts[-1].start), (.attempts[-1].ms)] | @tsv' "$1" |
+        while IFS=$'\t' read -r s e ms; do
+            echo "$(date -d "$s" +%s%3N) 1"
+            echo "$(($(date -d "$e" +%s%3N) + ms)) -1"
+        done | sort -n -k1,1 -k2,2n | awk '{ c += $2; if (c > m) m = c } END { print m }'
+}
+
+case_limits() {
+    local d=$WORK/limits
+    start_fakenode "$d" starrocks:hangx6 || return
+    local t0
+    t0=$(date +%s%N)
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 1s --retries 0 \
+        --max-inflight 2 >"$d/stdout" 2>"$d/stderr"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    local m
+    m=$(max_overlap "$d/out/snapshots.jsonl")
+    check "limits: --max-inflight 2 ran at most 2 nodes at once (saw $m)" test "$m" -le 2 -a "$m" -ge 1
+    check "limits: 6 one-second timeouts, 2 at a time, took ${ms} ms (3 waves)" test "$ms" -ge 2900 -a "$ms" -lt 6000
+
+    local e=$WORK/spread
+    start_fakenode "$e" starrocksx5 || return
+    "$COLLECTOR" --nodes "$e/be.list" --once --out "$e/out" --spread 2s >"$e/stdout" 2>"$e/stderr"
+    local first last
+    first=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | head -n 1)
+    last=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | tail -n 1)
+    local span=$(($(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N)))
+    check "spread: 5 nodes over --spread 2s started across ${span} ms (1000..2400)" test "$span" -ge 1000 -a "$span" -le 2400
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
