@@ -213,19 +213,27 @@ int poll_metrics_parse(const char *text, size_t len, struct poll_figures *out,
 
 #define TRACKER_MAX_CELLS 32u
 #define TRACKER_MAX_CELL 1024u
+#define TRACKER_MAX_PAGE (16u << 20)
 
 struct cell {
     char text[TRACKER_MAX_CELL];
     bool header;
 };
 
-/* Case-insensitive search bounded by end. */
+/* Case-insensitive search bounded by end. The first byte of the needle is
+ * matched exactly ('<' for tags) so memchr does most of the scanning. */
 static const char *find_ci(const char *s, const char *end, const char *needle)
 {
     size_t nl = strlen(needle);
-    for (const char *p = s; p + nl <= end; p++)
-        if (strncasecmp(p, needle, nl) == 0)
-            return p;
+    const char *p = s;
+    while (p + nl <= end) {
+        const char *q = memchr(p, needle[0], (size_t)(end - p));
+        if (!q || q + nl > end)
+            return NULL;
+        if (strncasecmp(q, needle, nl) == 0)
+            return q;
+        p = q + 1;
+    }
     return NULL;
 }
 
@@ -352,6 +360,11 @@ static int tracker_add(struct poll_figures *out, const char *metric, const char 
 int poll_tracker_parse(const char *html, size_t len, struct poll_figures *out,
                        struct hp_buf *err)
 {
+    if (len > TRACKER_MAX_PAGE) {
+        hp_err_printf(err, "mem_tracker page is %zu bytes, over the limit of %u", len,
+                      TRACKER_MAX_PAGE);
+        return HP_ETOOBIG;
+    }
     const char *end = html + len;
     int col_type = -1, col_label = -1, col_cur = -1, col_peak = -1;
     size_t rows = 0, bad_rows = 0;

@@ -7,7 +7,7 @@
  * allocates along a few named call paths first (and a little more on every
  * dump request, so successive dumps grow like a slow leak).
  *
- *   fakenode [--list FILE] [--dir DIR] [--stacks LG] [--cache] SPEC...
+ *   fakenode [--list FILE] [--dir DIR] [--stacks N] [--cache] SPEC...
  *   fakenode demo [--nodes N] [--bad] [--list FILE] [--dir DIR]
  *
  * SPEC is KIND[:MODE][xCOUNT]: KIND starrocks, doris, databend, agent, url;
@@ -35,8 +35,8 @@
  * It writes a node list (be.list) naming every node and prints one line per
  * node "NAME KIND MODE PORT" and then "ready" on stdout. --cache makes one
  * dump at start and serves it to every request (benchmarks: the node side
- * must not be the bottleneck); --stacks LG allocates along 2^LG distinct
- * call stacks (12 gives a dump of about 1 MB). SIGINT/SIGTERM stop it. */
+ * must not be the bottleneck); --stacks N allocates along N distinct call
+ * stacks (default 16; 2600 gives a dump of about 1 MB). SIGINT/SIGTERM stop it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -109,7 +109,7 @@ struct conn {
 
 static uv_loop_t *loop;
 static const char *dir = ".";
-static int lg_stacks = 4;
+static unsigned nstacks = 16;
 static bool cache_mode;
 static char *cached_dump;
 static size_t cached_len;
@@ -166,8 +166,11 @@ static NOINLINE void tablet_schema_cache_grow(unsigned n)
 
 static NOINLINE void segment_reader_open(void)
 {
-    for (unsigned i = 0; i < (1u << lg_stacks); i++)
-        keep(path_a(lg_stacks, i, 64));
+    int depth = 0;
+    while ((1u << depth) < nstacks)
+        depth++;
+    for (unsigned i = 0; i < nstacks; i++)
+        keep(path_a(depth, i, 64));
 }
 
 /* ---- dumps ------------------------------------------------------------- */
@@ -979,8 +982,9 @@ int main(int argc, char **argv)
             cache_mode = true;
         else if (!strcmp(a, "--bad"))
             demo_bad = true;
-        else if (!strcmp(a, "--stacks") && v && hp_parse_u64(v, strlen(v), &u) == 0 && u <= 16)
-            lg_stacks = (int)u, i++;
+        else if (!strcmp(a, "--stacks") && v && hp_parse_u64(v, strlen(v), &u) == 0 && u > 0 &&
+                 u <= 65536)
+            nstacks = (unsigned)u, i++;
         else if (!strcmp(a, "--nodes") && v && hp_parse_u64(v, strlen(v), &u) == 0 && u > 0 &&
                  u <= 1000)
             demo_n = (unsigned)u, i++;
@@ -990,7 +994,7 @@ int main(int argc, char **argv)
         }
     }
     if (!demo && i >= argc) {
-        fprintf(stderr, "usage: fakenode [--list FILE] [--dir DIR] [--stacks LG] [--cache] "
+        fprintf(stderr, "usage: fakenode [--list FILE] [--dir DIR] [--stacks N] [--cache] "
                         "KIND[:MODE][xCOUNT]...\n       fakenode demo [--nodes N] [--bad] "
                         "[--list FILE] [--dir DIR]\n");
         return 2;

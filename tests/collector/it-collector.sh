@@ -7,13 +7,13 @@
 #   it-collector.sh COLLECTOR FAKENODE [CASE...]
 #
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
-# (bad lines, --strict), daemon (SIGHUP reload, SIGTERM with a transfer in
-# flight). Needs jq. Waits use deadlines, never bare sleeps.
+# (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
+# reload, SIGTERM with a transfer in flight). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist daemon}
+CASES=${*:-mixed nodelist limits daemon}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -21,7 +21,7 @@ fails=0
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    if [ "$fails" -eq 0 ]; then rm -rf "$WORK"; else echo "# work dir kept: $WORK"; fi
+    if [ "$fails" -eq 0 ] && [ -z "${HP_KEEP:-}" ]; then rm -rf "$WORK"; else echo "# work dir kept: $WORK"; fi
 }
 trap cleanup EXIT
 
@@ -66,40 +66,62 @@ case_mixed() {
         --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
     local rc=$?
     local J=$d/out/snapshots.jsonl
+    # One jq pass (jq starts slowly): "node<TAB>key<TAB>value" for every fact checked.
+    declare -A V
+    while IFS=$'\t' read -r node key value; do
+        V["$node|$key"]=$value
+    done < <(jq -r '
+        def facts: {
+            status, error: (.error // ""), file: (.dump.file // ""),
+            bytes: (.dump.bytes // 0), format: (.profile.format // ""),
+            samples: (.profile.samples // 0), dump: (.dump == null | not),
+            sr_mem: ((.figures.starrocks_be_process_mem_bytes // 0) > 0 and
+                     (.figures.starrocks_be_jemalloc_allocated_bytes // 0) > 0),
+            sr_other: (.figures | has("starrocks_be_fragment_requests_total")),
+            doris_figs: ((.figures.doris_be_memory_allocated_bytes // 0) > 0 and
+                ((.figures["mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}"]) // 0) > 0 and
+                (.figures.memory_all_tracked_sum_bytes // 0) > 0),
+            via_agent: ((.remote_path // "" | startswith("/")) and
+                        (.dump.url // "" | contains("/dumps/file?path="))),
+            activated: (.activated_at != null and ([.attempts[].what] | index("activate") != null)),
+            databend_figs: ((.figures.databend_process_resident_memory_bytes // 0) > 0),
+            proc_figs: ((.figures.proc_rss_bytes // 0) > 0),
+            dump_attempts: ([.attempts[] | select(.what == "dump")] | length),
+            last_http: (.attempts[-1].http), last_err: (.attempts[-1].error // "")
+        };
+        .node as $n | facts | to_entries[] | [$n, .key, (.value | tostring)] | @tsv' "$J")
+    v() { echo "${V["$1|$2"]:-}"; }
     check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
     check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
     check "mixed: summary line on stdout" grep -q "21 nodes, 8 ok, 13 failed" "$d/stdout"
-    check "mixed: one record per node" test "$(jq -r .node "$J" | sort -u | wc -l)" -eq 21 -a "$(wc -l <"$J")" -eq 21
+    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 21 -a "$(wc -l <"$J")" -eq 21
     check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
 
     for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive; do
-        local st file bytes fmt samples
-        st=$(rec "$J" "$n" .status)
-        file=$(rec "$J" "$n" .dump.file)
-        bytes=$(rec "$J" "$n" .dump.bytes)
-        fmt=$(rec "$J" "$n" .profile.format)
-        samples=$(rec "$J" "$n" .profile.samples)
-        check "$n: status ok ($(rec "$J" "$n" .error))" test "$st" = ok
+        local file bytes
+        file=$(v "$n" file)
+        bytes=$(v "$n" bytes)
+        check "$n: status ok ($(v "$n" error))" test "$(v "$n" status)" = ok
         check "$n: raw dump stored as received ($bytes bytes)" \
             test -f "$d/out/$file" -a "$(stat -c %s "$d/out/$file" 2>/dev/null)" = "$bytes"
         check "$n: dump is a real jemalloc heap_v2 profile" bash -c "head -c 8 '$d/out/$file' | grep -q '^heap_v2/'"
-        check "$n: parsed ($fmt, $samples samples)" test "$fmt" = jemalloc -a "${samples:-0}" -gt 0
-        check "$n: last.json is the latest attempt" test "$(jq -r .status "$d/out/$n/last.json")" = ok
+        check "$n: parsed ($(v "$n" format), $(v "$n" samples) samples)" test "$(v "$n" format)" = jemalloc -a "$(v "$n" samples)" -gt 0
+        check "$n: last.json is the latest attempt" grep -q '"status":"ok"' "$d/out/$n/last.json"
     done
 
-    check "starrocks: memory metrics kept" test "$(rec "$J" starrocks-ok '.figures.starrocks_be_process_mem_bytes > 0 and .figures.starrocks_be_jemalloc_allocated_bytes > 0')" = true
-    check "starrocks: other metrics dropped" test "$(rec "$J" starrocks-ok '.figures | has("starrocks_be_fragment_requests_total")')" = false
-    check "doris: RSS metric, tracker table and bvars read" test "$(rec "$J" doris-ok '(.figures.doris_be_memory_allocated_bytes > 0) and (.figures["mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}"] > 0) and (.figures.memory_all_tracked_sum_bytes > 0)')" = true
-    check "doris: dump fetched through the agent from the node's path" test "$(rec "$J" doris-ok '(.remote_path | startswith("/")) and (.dump.url | contains("/dumps/file?path="))')" = true
-    check "doris: activate=yes switched profiling on and was recorded" test "$(rec "$J" doris-inactive '(.activated_at != null) and ([.attempts[].what] | index("activate") != null)')" = true
-    check "databend: process figures read" test "$(rec "$J" databend-ok '.figures.databend_process_resident_memory_bytes > 0')" = true
-    check "agent: /proc figures read" test "$(rec "$J" agent-ok '.figures.proc_rss_bytes > 0')" = true
-    check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(rec "$J" starrocks-gzip .dump.file)' | grep -q '^heap_v2/'"
+    check "starrocks: memory metrics kept" test "$(v starrocks-ok sr_mem)" = true
+    check "starrocks: other metrics dropped" test "$(v starrocks-ok sr_other)" = false
+    check "doris: RSS metric, tracker table and bvars read" test "$(v doris-ok doris_figs)" = true
+    check "doris: dump fetched through the agent from the node's path" test "$(v doris-ok via_agent)" = true
+    check "doris: activate=yes switched profiling on and was recorded" test "$(v doris-inactive activated)" = true
+    check "databend: process figures read" test "$(v databend-ok databend_figs)" = true
+    check "agent: /proc figures read" test "$(v agent-ok proc_figs)" = true
+    check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(v starrocks-gzip file)' | grep -q '^heap_v2/'"
 
     expect_err() { # NODE REGEX
         local e
-        e=$(rec "$J" "$1" .error)
-        check "$1: failed with \"$e\"" bash -c "[ \"$(rec "$J" "$1" .status)\" = failed ] && grep -Eq -- \"\$0\" <<<\"\$1\"" "$2" "$e"
+        e=$(v "$1" error)
+        check "$1: failed with \"$e\"" bash -c "[ \"$(v "$1" status)\" = failed ] && grep -Eq -- \"\$0\" <<<\"\$1\"" "$2" "$e"
     }
     expect_err starrocks-refuse 'connection refused'
     expect_err starrocks-hang '^timeout after 2\.0 s with 0 body bytes'
@@ -114,10 +136,10 @@ case_mixed() {
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
     expect_err starrocks-redirect '^redirect loop'
     expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
-    check "500: retried once (2 dump attempts)" test "$(rec "$J" starrocks-500 '[.attempts[] | select(.what == "dump")] | length')" = 2
-    check "html: not retried (1 dump attempt)" test "$(rec "$J" starrocks-html '[.attempts[] | select(.what == "dump")] | length')" = 1
-    check "500: attempt records carry HTTP code and error" test "$(rec "$J" starrocks-500 '.attempts[-1] | (.http == 500 and (.error | startswith("HTTP 500")))')" = true
-    check "failed node's raw dump not stored" test "$(rec "$J" starrocks-empty .dump)" = null
+    check "500: retried once (2 dump attempts)" test "$(v starrocks-500 dump_attempts)" = 2
+    check "html: not retried (1 dump attempt)" test "$(v starrocks-html dump_attempts)" = 1
+    check "500: attempt records carry HTTP code and error" bash -c "[ '$(v starrocks-500 last_http)' = 500 ] && [[ '$(v starrocks-500 last_err)' == 'HTTP 500'* ]]"
+    check "failed node's raw dump not stored" test "$(v starrocks-empty dump)" = false
     check "a failure is logged in logfmt" grep -q 'level=warn comp=collector node=starrocks-refuse .*status=failed' "$d/stderr"
 }
 
@@ -168,6 +190,39 @@ case_daemon() {
     check "daemon: SIGTERM stopped in ${ms} ms (< 3000)" test "$ms" -lt 3000
     check "daemon: the abandoned transfer is recorded" test "$(rec "$J" starrocks-hang .error | grep -c 'abandoned at shutdown')" -eq 1
     check "daemon: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
+}
+
+# Largest number of jobs running at once, from each record's first attempt
+# start to its last attempt's end (ms since the epoch, from the records).
+max_overlap() {
+    jq -r '[.attempts[0].start, (.attempts[-1].start), (.attempts[-1].ms)] | @tsv' "$1" |
+        while IFS=$'\t' read -r s e ms; do
+            echo "$(date -d "$s" +%s%3N) 1"
+            echo "$(($(date -d "$e" +%s%3N) + ms)) -1"
+        done | sort -n -k1,1 -k2,2n | awk '{ c += $2; if (c > m) m = c } END { print m }'
+}
+
+case_limits() {
+    local d=$WORK/limits
+    start_fakenode "$d" starrocks:hangx6 || return
+    local t0
+    t0=$(date +%s%N)
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 1s --retries 0 \
+        --max-inflight 2 >"$d/stdout" 2>"$d/stderr"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    local m
+    m=$(max_overlap "$d/out/snapshots.jsonl")
+    check "limits: --max-inflight 2 ran at most 2 nodes at once (saw $m)" test "$m" -le 2 -a "$m" -ge 1
+    check "limits: 6 one-second timeouts, 2 at a time, took ${ms} ms (3 waves)" test "$ms" -ge 2900 -a "$ms" -lt 6000
+
+    local e=$WORK/spread
+    start_fakenode "$e" starrocksx5 || return
+    "$COLLECTOR" --nodes "$e/be.list" --once --out "$e/out" --spread 2s >"$e/stdout" 2>"$e/stderr"
+    local first last
+    first=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | head -n 1)
+    last=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | tail -n 1)
+    local span=$(($(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N)))
+    check "spread: 5 nodes over --spread 2s started across ${span} ms (1000..2400)" test "$span" -ge 1000 -a "$span" -le 2400
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
