@@ -154,11 +154,8 @@ int query_cli_load(struct query_cli *c, const char *selector, struct profile **r
                    struct hp_buf *err)
 {
     struct profile *p = NULL;
-    if (access(selector, F_OK) != 0) {
-        hp_err_printf(err, "\"%s\": no such file (stored snapshots: NODE, NODE@TIME, #ID)",
-                      selector);
-        return HP_ENOTFOUND;
-    }
+    if (access(selector, F_OK) != 0)
+        return query_store_load(c->db, selector, ret, err); /* NODE, NODE@TIME, #ID */
     int r = ingest_parse_file(selector, NULL, &p, err);
     if (r < 0)
         return r;

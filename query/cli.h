@@ -36,4 +36,15 @@ extern const char query_cli_common_help[];
 int query_cmd_top(int argc, char **argv);
 int query_cmd_export(int argc, char **argv);
 
+/* query/cmd-store.c: the store's commands, and loading a stored snapshot
+ * (NODE, NODE@TIME, #ID) from database `db`; HP_ENOTFOUND when the
+ * selector names nothing stored (err says so). */
+int query_cmd_import(int argc, char **argv);
+int query_cmd_reindex(int argc, char **argv);
+int query_cmd_nodes(int argc, char **argv);
+int query_cmd_snapshots(int argc, char **argv);
+int query_cmd_retain(int argc, char **argv);
+int query_store_load(const char *db, const char *selector, struct profile **ret,
+                     struct hp_buf *err);
+
 #endif

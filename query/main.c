@@ -15,6 +15,11 @@ struct command {
 static const struct command commands[] = {
     { "top", query_cmd_top, "function table of one snapshot or profile file" },
     { "export", query_cmd_export, "one profile as collapsed stacks, JSON, pprof, dot or SVG" },
+    { "import", query_cmd_import, "load profile files into the database as a node's snapshots" },
+    { "reindex", query_cmd_reindex, "re-derive stored snapshots from their raw dumps" },
+    { "nodes", query_cmd_nodes, "list stored nodes with their last status" },
+    { "snapshots", query_cmd_snapshots, "list a node's stored snapshots" },
+    { "retain", query_cmd_retain, "delete old snapshots, thin to one a day, reclaim space" },
 };
 
 static void usage(FILE *f)

@@ -246,7 +246,7 @@ static int migrate(struct store *s, struct hp_buf *err)
         }
         if ((r = store_exec(s, sql, err)) < 0 || (r = store_exec(s, "COMMIT", err)) < 0)
             goto fail;
-        hp_log_info("store", "db=%s version=%d msg=\"migrated\"", s->path, m->version);
+        hp_log_debug("store", "db=%s version=%d msg=\"migrated\"", s->path, m->version);
         s->version = m->version;
     }
     return 0;
