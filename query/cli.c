@@ -10,7 +10,6 @@
 
 #include "collector/ingest/ingest.h"
 #include "collector/sym/sym.h"
-#include "store/store.h"
 
 const char query_cli_common_help[] =
     "  --format F          text|collapsed|json|dot|svg|pprof (default text)\n"
@@ -192,37 +191,14 @@ int query_cli_load(struct query_cli *c, const char *selector, struct profile **r
         r = ingest_parse_file(selector, NULL, &p, err);
         if (r == 0 && !c->no_symbolize)
             r = symbolize(c, p, err);
+    } else if (strchr(selector, '/')) {
+        hp_err_printf(err, "cannot read \"%s\": %s", selector,
+                      stat(selector, &st) == 0 ? "not a regular file" : "no such file");
+        return HP_ENOTFOUND;
     } else {
         /* A stored snapshot: NODE, NODE@TIME or #ID. Stored profiles come
          * back symbolized; --binary/--symbols re-symbolize them. */
-        struct store *s = NULL;
-        struct hp_buf serr = HP_BUF_INIT(0);
-        int64_t id = 0;
-        if (strchr(selector, '/')) {
-            hp_err_printf(err, "cannot read \"%s\": %s", selector,
-                          stat(selector, &st) == 0 ? "not a regular file" : "no such file");
-            return HP_ENOTFOUND;
-        }
-        r = store_open(c->db, STORE_OPEN_READ, &s, &serr);
-        if (r == HP_ENOTFOUND) {
-            hp_err_printf(err,
-                          "\"%s\" is not a profile file, and there is no database at %s to "
-                          "look it up as a snapshot (NODE, NODE@TIME, #ID; set --db or "
-                          "$HEAPFLEET_DB)",
-                          selector, c->db);
-        } else if (r < 0) {
-            hp_err_printf(err, "%s", serr.data ? serr.data : hp_strerror(r));
-        } else {
-            r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &serr);
-            if (r == 0)
-                r = store_snapshot_load(s, id, &p, &serr);
-            if (r == HP_ENOTFOUND && !strchr(selector, '@') && selector[0] != '#')
-                hp_err_printf(err, "\"%s\": no such file or node in %s", selector, c->db);
-            else if (r < 0)
-                hp_err_printf(err, "%s", serr.data ? serr.data : hp_strerror(r));
-        }
-        store_close(s);
-        hp_buf_release(&serr);
+        r = query_store_load(c->db, selector, &p, err);
         if (r == 0 && (c->binary || c->symbols))
             r = symbolize(c, p, err);
     }

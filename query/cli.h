@@ -41,4 +41,15 @@ int query_cmd_trend(int argc, char **argv);
 int query_cmd_leaks(int argc, char **argv);
 int query_cmd_discrepancy(int argc, char **argv);
 
+/* query/cmd-store.c: the store's commands, and loading a stored snapshot
+ * (NODE, NODE@TIME, #ID) from database `db`; HP_ENOTFOUND when the
+ * selector names nothing stored (err says so). */
+int query_cmd_import(int argc, char **argv);
+int query_cmd_reindex(int argc, char **argv);
+int query_cmd_nodes(int argc, char **argv);
+int query_cmd_snapshots(int argc, char **argv);
+int query_cmd_retain(int argc, char **argv);
+int query_store_load(const char *db, const char *selector, struct profile **ret,
+                     struct hp_buf *err);
+
 #endif

@@ -81,57 +81,93 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Sort and deduplicate; returns the new length. */
-static size_t uniq_i64(int64_t *v, size_t n)
+/* A set of database ids numbered densely in first-seen order, so the rows
+ * fetched for them land in plain arrays. */
+struct idset {
+    struct hp_map64 map; /* id -> dense index */
+    int64_t *ids;
+    size_t n, cap;
+    /* Optional direct-mapped cache in front of the map: a stack's location
+     * ids repeat across stacks and sit in a narrow id range, so most
+     * lookups end here. */
+    struct idset_slot {
+        int64_t id;
+        uint32_t v;
+    } *cache;
+};
+
+#define IDSET_CACHE 16384
+
+static uint32_t idset_add(struct idset *set, int64_t id)
 {
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_i64);
-    size_t k = 1;
-    for (size_t i = 1; i < n; i++)
-        if (v[i] != v[k - 1])
-            v[k++] = v[i];
-    return k;
+    uint32_t v;
+    struct idset_slot *slot = set->cache ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
+    if (slot && slot->id == id)
+        return slot->v;
+    if (hp_map64_get(&set->map, (uint64_t)id, &v)) {
+        if (slot)
+            *slot = (struct idset_slot){ id, v };
+        return v;
+    }
+    if (slot)
+        *slot = (struct idset_slot){ id, (uint32_t)set->n };
+    set->ids = hp_xgrow(set->ids, &set->cap, set->n + 1, sizeof(*set->ids));
+    set->ids[set->n] = id;
+    v = (uint32_t)set->n++;
+    (void)hp_map64_put(&set->map, (uint64_t)id, v, &v);
+    return v;
 }
 
-/* Walk rows of `range` (id BETWEEN ?1 AND ?2) for the sorted unique ids,
- * calling row_cb(ctx, index into ids, stmt) for each wanted row. Every id
- * must be found. */
+static int64_t idset_find(const struct idset *set, int64_t id)
+{
+    uint32_t v;
+    return hp_map64_get(&set->map, (uint64_t)id, &v) ? (int64_t)v : -1;
+}
+
+static void idset_release(struct idset *set)
+{
+    free(set->cache);
+    hp_map64_release(&set->map);
+    free(set->ids);
+}
+
+/* Fetch the rows of `range` (id BETWEEN ?1 AND ?2) for every id of the set
+ * in a few range scans, calling cb(ctx, dense index, stmt) for each. */
 typedef int (*range_row_cb)(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err);
 
-static int range_fetch(struct store *s, enum store_stmt_id range, const int64_t *ids, size_t n,
-                       const char *what, range_row_cb cb, void *ctx, struct hp_buf *err)
+static int range_fetch(struct store *s, enum store_stmt_id range, const struct idset *set,
+                       range_row_cb cb, void *ctx, struct hp_buf *err)
 {
+    size_t n = set->n;
+    int64_t *ids = hp_xmalloc((n + 1) * sizeof(*ids));
+    memcpy(ids, set->ids, n * sizeof(*ids));
+    qsort(ids, n, sizeof(*ids), cmp_i64);
+    int r = 0;
     size_t i = 0;
     while (i < n) {
         size_t j = i;
         while (j + 1 < n && ids[j + 1] - ids[j] <= RANGE_GAP)
             j++;
         sqlite3_stmt *st;
-        int r = store_stmt(s, range, &st, err);
-        if (r < 0)
-            return r;
+        if ((r = store_stmt(s, range, &st, err)) < 0)
+            goto out;
         sqlite3_bind_int64(st, 1, ids[i]);
         sqlite3_bind_int64(st, 2, ids[j]);
-        size_t k = i;
         while ((r = store_step_row(s, st, "loading a profile", err)) == 1) {
-            int64_t id = sqlite3_column_int64(st, 0);
-            while (k <= j && ids[k] < id)
-                k++;
-            if (k <= j && ids[k] == id) {
-                if ((r = cb(ctx, k, st, err)) < 0) {
-                    sqlite3_reset(st);
-                    return r;
-                }
-                k++;
+            int64_t k = idset_find(set, sqlite3_column_int64(st, 0));
+            if (k >= 0 && (r = cb(ctx, (size_t)k, st, err)) < 0) {
+                sqlite3_reset(st);
+                goto out;
             }
         }
         if (r < 0)
-            return r;
+            goto out;
         sqlite3_reset(st);
         i = j + 1;
     }
-    return 0;
+out:
+    free(ids);
+    return r;
 }
 
 struct ld_stack {
@@ -170,18 +206,13 @@ struct loader {
     struct store *s;
     struct profile *p;
     int64_t snap_id;
-    int64_t *stack_ids;
-    size_t nstack_ids;
+    struct idset stackset, locset, fnset, fileset;
     struct ld_stack *stacks;
-    int64_t *stack_lids;
+    uint32_t *stack_lids; /* dense location indexes */
     size_t nstack_lids, stack_lids_cap;
-    int64_t *loc_ids;
-    size_t nloc_ids;
     struct ld_loc *locs;
     struct ld_frame *frames;
     size_t nframes, frames_cap;
-    int64_t *fn_ids, *file_ids;
-    size_t nfn_ids, nfile_ids;
     struct ld_name *fn_names, *file_names;
 };
 
@@ -206,7 +237,8 @@ static int stack_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *er
     sk->n = (uint32_t)n;
     sk->found = true;
     for (uint64_t k = 0; k < n; k++)
-        ld->stack_lids[ld->nstack_lids++] = (int64_t)store_unpack_u64(&u);
+        ld->stack_lids[ld->nstack_lids++] =
+            idset_add(&ld->locset, (int64_t)store_unpack_u64(&u));
     if (u.bad)
         return corrupt(ld, "a stored stack does not decode", err);
     return 0;
@@ -258,24 +290,11 @@ static int file_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err
     return 0;
 }
 
-static ssize_t find_id(const int64_t *ids, size_t n, int64_t id)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ids[lo] == id ? (ssize_t)lo : -1;
-}
-
-static const char *name_of(const int64_t *ids, size_t n, const struct ld_name *names, int64_t id)
+static const char *name_of(const struct idset *set, const struct ld_name *names, int64_t id)
 {
     if (id <= 0)
         return NULL;
-    ssize_t k = find_id(ids, n, id);
+    int64_t k = idset_find(set, id);
     return k >= 0 ? names[k].s : NULL;
 }
 
@@ -289,14 +308,14 @@ static int ld_map_cmp(const void *a, const void *b)
 
 static void loader_release(struct loader *ld)
 {
-    free(ld->stack_ids);
+    idset_release(&ld->stackset);
+    idset_release(&ld->locset);
+    idset_release(&ld->fnset);
+    idset_release(&ld->fileset);
     free(ld->stacks);
     free(ld->stack_lids);
-    free(ld->loc_ids);
     free(ld->locs);
     free(ld->frames);
-    free(ld->fn_ids);
-    free(ld->file_ids);
     free(ld->fn_names);
     free(ld->file_names);
 }
@@ -453,56 +472,44 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
     free(blob);
     blob = NULL;
 
-    /* Stacks. */
-    ld.stack_ids = hp_xmalloc((nall + 1) * sizeof(*ld.stack_ids));
+    /* Stacks: sample stack ids become dense indexes. Ids are > 0, so a
+     * zeroed cache holds no false hits. */
+    ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
     for (size_t i = 0; i < nall; i++)
-        ld.stack_ids[i] = sm[i].stack;
-    ld.nstack_ids = uniq_i64(ld.stack_ids, nall);
-    ld.stacks = hp_xcalloc(ld.nstack_ids + 1, sizeof(*ld.stacks));
-    if ((r = range_fetch(s, STMT_STACKS_RANGE, ld.stack_ids, ld.nstack_ids, "stacks",
-                         stack_row_cb, &ld, err)) < 0)
+        sm[i].stack = idset_add(&ld.stackset, sm[i].stack);
+    ld.stacks = hp_xcalloc(ld.stackset.n + 1, sizeof(*ld.stacks));
+    if ((r = range_fetch(s, STMT_STACKS_RANGE, &ld.stackset, stack_row_cb, &ld, err)) < 0)
         goto out;
-    for (size_t i = 0; i < ld.nstack_ids; i++)
+    for (size_t i = 0; i < ld.stackset.n; i++)
         if (!ld.stacks[i].found) {
             r = corrupt(&ld, "a stack it names is missing", err);
             goto out;
         }
 
     /* Locations and their frames. */
-    ld.loc_ids = hp_xmalloc((ld.nstack_lids + 1) * sizeof(*ld.loc_ids));
-    memcpy(ld.loc_ids, ld.stack_lids, ld.nstack_lids * sizeof(*ld.loc_ids));
-    ld.nloc_ids = uniq_i64(ld.loc_ids, ld.nstack_lids);
-    ld.locs = hp_xcalloc(ld.nloc_ids + 1, sizeof(*ld.locs));
-    if ((r = range_fetch(s, STMT_LOCS_RANGE, ld.loc_ids, ld.nloc_ids, "locations", loc_row_cb,
-                         &ld, err)) < 0)
+    ld.locs = hp_xcalloc(ld.locset.n + 1, sizeof(*ld.locs));
+    if ((r = range_fetch(s, STMT_LOCS_RANGE, &ld.locset, loc_row_cb, &ld, err)) < 0)
         goto out;
 
     /* Function and file names. */
-    ld.fn_ids = hp_xmalloc((ld.nframes + ld.nloc_ids + 1) * sizeof(*ld.fn_ids));
-    ld.file_ids = hp_xmalloc((ld.nframes + 1) * sizeof(*ld.file_ids));
-    size_t nf = 0, nfi = 0;
     for (size_t i = 0; i < ld.nframes; i++) {
         if (ld.frames[i].fid > 0)
-            ld.fn_ids[nf++] = ld.frames[i].fid;
+            (void)idset_add(&ld.fnset, ld.frames[i].fid);
         if (ld.frames[i].file > 0)
-            ld.file_ids[nfi++] = ld.frames[i].file;
+            (void)idset_add(&ld.fileset, ld.frames[i].file);
     }
-    for (size_t i = 0; i < ld.nloc_ids; i++) {
+    for (size_t i = 0; i < ld.locset.n; i++) {
         if (!ld.locs[i].found) {
             r = corrupt(&ld, "a location it names is missing", err);
             goto out;
         }
         if (ld.locs[i].object_id == -1)
-            ld.fn_ids[nf++] = (int64_t)ld.locs[i].address;
+            (void)idset_add(&ld.fnset, (int64_t)ld.locs[i].address);
     }
-    ld.nfn_ids = uniq_i64(ld.fn_ids, nf);
-    ld.nfile_ids = uniq_i64(ld.file_ids, nfi);
-    ld.fn_names = hp_xcalloc(ld.nfn_ids + 1, sizeof(*ld.fn_names));
-    ld.file_names = hp_xcalloc(ld.nfile_ids + 1, sizeof(*ld.file_names));
-    if ((r = range_fetch(s, STMT_FUNCS_RANGE, ld.fn_ids, ld.nfn_ids, "functions", fn_row_cb,
-                         &ld, err)) < 0 ||
-        (r = range_fetch(s, STMT_FILES_RANGE, ld.file_ids, ld.nfile_ids, "files", file_row_cb,
-                         &ld, err)) < 0)
+    ld.fn_names = hp_xcalloc(ld.fnset.n + 1, sizeof(*ld.fn_names));
+    ld.file_names = hp_xcalloc(ld.fileset.n + 1, sizeof(*ld.file_names));
+    if ((r = range_fetch(s, STMT_FUNCS_RANGE, &ld.fnset, fn_row_cb, &ld, err)) < 0 ||
+        (r = range_fetch(s, STMT_FILES_RANGE, &ld.fileset, file_row_cb, &ld, err)) < 0)
         goto out;
 
     /* Runtime addresses back from (object, file-relative address) through
@@ -519,12 +526,12 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
     qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
     struct profile_frame *pf = NULL;
     size_t pf_cap = 0;
-    for (size_t i = 0; i < ld.nloc_ids; i++) {
+    for (size_t i = 0; i < ld.locset.n; i++) {
         struct ld_loc *l = &ld.locs[i];
         uint32_t idx;
         if (l->object_id == -1) {
             const char *name =
-                name_of(ld.fn_ids, ld.nfn_ids, ld.fn_names, (int64_t)l->address);
+                name_of(&ld.fnset, ld.fn_names, (int64_t)l->address);
             if (!name) {
                 free(pf);
                 r = corrupt(&ld, "a named location has no name", err);
@@ -555,8 +562,8 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
             pf = hp_xgrow(pf, &pf_cap, l->nframes, sizeof(*pf));
             for (uint32_t k = 0; k < l->nframes; k++) {
                 const struct ld_frame *f = &ld.frames[l->frame_off + k];
-                pf[k].function = name_of(ld.fn_ids, ld.nfn_ids, ld.fn_names, f->fid);
-                pf[k].file = name_of(ld.file_ids, ld.nfile_ids, ld.file_names, f->file);
+                pf[k].function = name_of(&ld.fnset, ld.fn_names, f->fid);
+                pf[k].file = name_of(&ld.fileset, ld.file_names, f->file);
                 pf[k].line = f->line;
             }
             profile_location_set_frames(p, idx, pf, l->nframes);
@@ -569,14 +576,11 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
     uint32_t *tmp = NULL;
     size_t tmp_cap = 0;
     for (size_t i = 0; i < nall; i++) {
-        ssize_t k = find_id(ld.stack_ids, ld.nstack_ids, sm[i].stack);
-        struct ld_stack *sk = &ld.stacks[k];
+        struct ld_stack *sk = &ld.stacks[sm[i].stack];
         if (!sk->pidx) {
             tmp = hp_xgrow(tmp, &tmp_cap, sk->n + 1, sizeof(*tmp));
-            for (uint32_t j = 0; j < sk->n; j++) {
-                ssize_t li = find_id(ld.loc_ids, ld.nloc_ids, ld.stack_lids[sk->off + j]);
-                tmp[j] = ld.locs[li].pidx;
-            }
+            for (uint32_t j = 0; j < sk->n; j++)
+                tmp[j] = ld.locs[ld.stack_lids[sk->off + j]].pidx;
             sk->pidx = profile_stack_add(p, tmp, sk->n) + 1;
         }
         (void)profile_sample_add(p, sk->pidx - 1, i < ns ? 0 : sm[i].thread, sm[i].raw);

@@ -93,11 +93,26 @@ int store_sqlite_error(struct store *s, int rc, const char *what, struct hp_buf 
     case SQLITE_LOCKED:
         code = HP_ERR(EBUSY);
         break;
-    case SQLITE_IOERR:
+    case SQLITE_IOERR: {
         /* A size-limited file (EFBIG) or a full disk that SQLite did not
-         * classify as SQLITE_FULL end up here. */
-        code = HP_ERR(EIO);
-        break;
+         * classify as SQLITE_FULL end up here; say which. */
+        int e = s && s->db ? sqlite3_system_errno(s->db) : 0;
+        if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+            hp_err_printf(err, "%s: %s: %s (%s)", path, what,
+                          e == EFBIG ? "file size limit reached" : "disk full", strerror(e));
+            return HP_ERR(ENOSPC);
+        }
+        if (e)
+            hp_err_printf(err, "%s: %s: %s (%s)", path, what, msg, strerror(e));
+        else if (rc == SQLITE_IOERR_WRITE)
+            /* SQLite keeps no errno for a refused write (EFBIG under a
+             * file size limit); the likely causes are worth naming. */
+            hp_err_printf(err, "%s: %s: %s (a write was refused: disk full or file size "
+                          "limit?)", path, what, msg);
+        else
+            hp_err_printf(err, "%s: %s: %s", path, what, msg);
+        return HP_ERR(EIO);
+    }
     case SQLITE_NOMEM:
         code = HP_ERR(ENOMEM);
         break;
@@ -246,7 +261,7 @@ static int migrate(struct store *s, struct hp_buf *err)
         }
         if ((r = store_exec(s, sql, err)) < 0 || (r = store_exec(s, "COMMIT", err)) < 0)
             goto fail;
-        hp_log_info("store", "db=%s version=%d msg=\"migrated\"", s->path, m->version);
+        hp_log_debug("store", "db=%s version=%d msg=\"migrated\"", s->path, m->version);
         s->version = m->version;
     }
     return 0;

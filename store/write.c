@@ -247,31 +247,59 @@ static struct hp_map64 *locmap_for(struct store_writer *w, int64_t obj)
     return &w->locmaps[idx - 1];
 }
 
-/* Pack a location's frames (function id, file id, line) and remember the
- * function id of each frame in fids (indexed like p->frames). */
-static int frames_pack(struct store *s, const struct profile *p,
-                       const struct profile_location *l, int64_t *fids,
-                       struct store_pack *out, struct hp_buf *err)
+/* Database id of a profile string (function name or file). Strings of one
+ * profile are interned, so their pointers are a per-profile key that skips
+ * hashing the text again for every frame that repeats it. */
+static int profile_name_id(struct store *s, struct hp_map64 *by_ptr, struct name_ids *n,
+                           enum store_stmt_id find, enum store_stmt_id insert,
+                           const char *str, int64_t *ret, struct hp_buf *err)
+{
+    uint32_t v;
+    if (hp_map64_get(by_ptr, (uint64_t)(uintptr_t)str, &v)) {
+        *ret = v;
+        return 0;
+    }
+    int r = name_id(s, n, find, insert, str, NULL, ret, err);
+    if (r == 0 && *ret > 0 && *ret <= UINT32_MAX)
+        (void)hp_map64_put(by_ptr, (uint64_t)(uintptr_t)str, (uint32_t)*ret, &v);
+    return r;
+}
+
+/* Function and file ids of a location's frames: fids/file_ids are indexed
+ * like p->frames. */
+static int frames_ids(struct store *s, const struct profile *p, const struct profile_location *l,
+                      struct hp_map64 *fn_ptr, struct hp_map64 *file_ptr, int64_t *fids,
+                      int64_t *file_ids, struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
+    for (uint32_t i = 0; i < l->nframes; i++) {
+        uint32_t k = l->frame_off + i;
+        const struct profile_frame *f = &p->frames[k];
+        int r;
+        fids[k] = file_ids[k] = 0;
+        if (f->function &&
+            (r = profile_name_id(s, fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                                 STMT_FUNCTION_INSERT, f->function, &fids[k], err)) < 0)
+            return r;
+        if (f->file && (r = profile_name_id(s, file_ptr, &w->files, STMT_FILE_FIND,
+                                            STMT_FILE_INSERT, f->file, &file_ids[k], err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* frames_packed of a location: count, then (function id, file id, line). */
+static void frames_pack(const struct profile *p, const struct profile_location *l,
+                        const int64_t *fids, const int64_t *file_ids, struct store_pack *out)
+{
     out->len = 0;
     store_pack_u64(out, l->nframes);
     for (uint32_t i = 0; i < l->nframes; i++) {
-        const struct profile_frame *f = &p->frames[l->frame_off + i];
-        int64_t fid = 0, file = 0;
-        int r;
-        if (f->function && (r = name_id(s, &w->functions, STMT_FUNCTION_FIND,
-                                        STMT_FUNCTION_INSERT, f->function, NULL, &fid, err)) < 0)
-            return r;
-        if (f->file && (r = name_id(s, &w->files, STMT_FILE_FIND, STMT_FILE_INSERT, f->file,
-                                    NULL, &file, err)) < 0)
-            return r;
-        fids[l->frame_off + i] = fid;
-        store_pack_u64(out, (uint64_t)fid);
-        store_pack_u64(out, (uint64_t)file);
-        store_pack_u64(out, f->line);
+        uint32_t k = l->frame_off + i;
+        store_pack_u64(out, (uint64_t)fids[k]);
+        store_pack_u64(out, (uint64_t)file_ids[k]);
+        store_pack_u64(out, p->frames[k].line);
     }
-    return 0;
 }
 
 /* Everything derived from one profile, before the snapshot row exists. */
@@ -279,6 +307,7 @@ struct derived {
     int64_t *mobj;  /* per mapping: object id or 0 */
     int64_t *lid;   /* per location: location id */
     int64_t *fids;  /* per frame: function id or 0 */
+    int64_t *file_ids; /* per frame: file id or 0 */
     int64_t *sid;   /* per stack: stack id */
     int64_t ss_id;  /* sample set row */
     double totals[PV_COUNT];
@@ -289,6 +318,7 @@ static void derived_release(struct derived *d)
     free(d->mobj);
     free(d->lid);
     free(d->fids);
+    free(d->file_ids);
     free(d->sid);
 }
 
@@ -306,6 +336,10 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
     d->mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d->mobj));
     d->lid = hp_xcalloc(p->nlocs + 1, sizeof(*d->lid));
     d->fids = hp_xcalloc(p->nframes + 1, sizeof(*d->fids));
+    d->file_ids = hp_xcalloc(p->nframes + 1, sizeof(*d->file_ids));
+    struct hp_map64 fn_ptr, file_ptr;
+    hp_map64_init(&fn_ptr);
+    hp_map64_init(&file_ptr);
     for (size_t i = 0; i < p->nmappings; i++)
         if (mapping_is_object(&p->mappings[i]) &&
             (r = object_id(s, node_id, &p->mappings[i], &d->mobj[i], err)) < 0)
@@ -319,8 +353,8 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         if (l->flags & PROFILE_LOC_NAMED) {
             const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
             int64_t fid = 0;
-            if (name && (r = name_id(s, &w->functions, STMT_FUNCTION_FIND, STMT_FUNCTION_INSERT,
-                                     name, NULL, &fid, err)) < 0)
+            if (name && (r = profile_name_id(s, &fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                                             STMT_FUNCTION_INSERT, name, &fid, err)) < 0)
                 goto out;
             obj = -1;
             addr = (uint64_t)fid;
@@ -353,9 +387,10 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
             }
             r = 0;
         }
-        if (has_frames || id == 0)
-            if ((r = frames_pack(s, p, l, d->fids, &fp, err)) < 0)
-                goto out;
+        if ((r = frames_ids(s, p, l, &fn_ptr, &file_ptr, d->fids, d->file_ids, err)) < 0)
+            goto out;
+        if (has_frames && (id == 0 || !stored_frames || force_frames))
+            frames_pack(p, l, d->fids, d->file_ids, &fp);
         if (id == 0) {
             sqlite3_stmt *st;
             if ((r = store_stmt(s, STMT_LOC_INSERT, &st, err)) < 0)
@@ -394,6 +429,8 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         d->lid[i] = id;
     }
 out:
+    hp_map64_release(&fn_ptr);
+    hp_map64_release(&file_ptr);
     store_pack_release(&fp);
     return r;
 }
@@ -678,6 +715,23 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
         double flat_space, cum_space, flat_objects, cum_objects;
     } *acc = NULL;
     int r = 0;
+    /* Accumulator index of every frame, found once per frame rather than
+     * once per frame per stack through it. */
+    uint32_t *fa = hp_xmalloc((p->nframes + 1) * sizeof(*fa));
+    for (size_t k = 0; k < p->nframes; k++) {
+        int64_t fid = d->fids[k];
+        fa[k] = UINT32_MAX;
+        if (fid <= 0)
+            continue;
+        uint32_t ai;
+        if (!hp_map64_get(&idx, (uint64_t)fid, &ai)) {
+            acc = hp_xgrow(acc, &cap, n + 1, sizeof(*acc));
+            acc[n] = (struct acc){ .fid = fid, .last = SIZE_MAX };
+            ai = (uint32_t)n++;
+            (void)hp_map64_put(&idx, (uint64_t)fid, ai, &ai);
+        }
+        fa[k] = ai;
+    }
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct profile_sample *sm = &p->samples[i];
         const uint32_t *locs = profile_stack_locs(p, sm->stack);
@@ -688,16 +742,9 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
             if (leaf && (l->flags & PROFILE_LOC_ALLOCATOR))
                 continue;
             for (uint32_t k = 0; k < l->nframes; k++) {
-                int64_t fid = d->fids[l->frame_off + k];
-                if (fid <= 0)
+                uint32_t ai = fa[l->frame_off + k];
+                if (ai == UINT32_MAX)
                     continue;
-                uint32_t ai;
-                if (!hp_map64_get(&idx, (uint64_t)fid, &ai)) {
-                    acc = hp_xgrow(acc, &cap, n + 1, sizeof(*acc));
-                    acc[n] = (struct acc){ .fid = fid, .last = SIZE_MAX };
-                    ai = (uint32_t)n++;
-                    (void)hp_map64_put(&idx, (uint64_t)fid, ai, &ai);
-                }
                 struct acc *a = &acc[ai];
                 if (leaf && k == 0) {
                     a->flat_space += sm->value[PV_INUSE_SPACE];
@@ -730,6 +777,7 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
             goto out;
     }
 out:
+    free(fa);
     free(acc);
     hp_map64_release(&idx);
     return r;
