@@ -459,12 +459,15 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
 
 /* ---- resolving addresses -------------------------------------------------- */
 
+/* jeprof's test for taking nm's name over addr2line's: the symbol's full
+ * demangled name starts with the short form of the DWARF name. It holds for
+ * C clones ("f.constprop.0") and plain C++ functions ("ns::f(int) [clone
+ * .isra.0]"), not for members of templates, exactly as jeprof shows them. */
 static bool starts_with_short(const char *sym, const char *dw)
 {
-    char a[512], b[512];
-    sym_function_short(sym, a, sizeof(a));
+    char b[512];
     sym_function_short(dw, b, sizeof(b));
-    return b[0] && strncmp(a, b, strlen(b)) == 0;
+    return b[0] && strncmp(sym, b, strlen(b)) == 0;
 }
 
 static const char *intern(struct sym_obj *o, const char *str)
