@@ -117,6 +117,23 @@ int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
         r = HP_EELF;
         goto out;
     }
+    /* A truncated copy (an interrupted download or scp) keeps a valid
+     * header; libelf would then just see fewer sections. Check that the
+     * section table and every section with file data fit in the file.
+     * (PT_LOADs are not checked: separate debug files keep the image's
+     * program headers without its bytes.) */
+    uint64_t need = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+    for (Elf_Scn *sc = NULL; (sc = elf_nextscn(e, sc)) != NULL;) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(sc, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > need)
+            need = sh.sh_offset + sh.sh_size;
+    }
+    if (eh.e_shoff == 0 || need > (uint64_t)st.st_size) {
+        hp_err_printf(err, "%s: truncated or damaged ELF: %lld bytes, its headers describe %llu",
+                      path, (long long)st.st_size, (unsigned long long)need);
+        r = HP_EELF;
+        goto out;
+    }
     o = hp_xcalloc(1, sizeof(*o));
     hp_arena_init(&o->arena);
     o->path = hp_xstrdup(path);

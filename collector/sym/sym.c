@@ -422,7 +422,7 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
             free(c);
         }
     }
-    if (got <= 0 && !s->opt.no_local_paths && w->path[0] == '/')
+    if (got <= 0 && !s->opt.no_local_paths)
         got = try_image(w, w->path, "maps path", &e, &why);
     if (got <= 0 && w->build_id && *w->build_id) {
         struct sym_dbgd_options d = dbgd_opts(s);
