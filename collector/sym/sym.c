@@ -61,6 +61,7 @@ struct symbolizer {
     struct sym_object_status *status;
     size_t nstatus, status_cap;
     struct hp_arena call_arena;
+    struct sym_dbgd_backoff backoff;
 };
 
 static char *dup_or_null(const char *s)
@@ -167,9 +168,10 @@ static char *build_id_path(const char *root, const char *bid)
     return hp_xasprintf("%s/.build-id/%.2s/%s.debug", root, bid, bid + 2);
 }
 
-static struct sym_dbgd_options dbgd_opts(const struct symbolizer *s)
+static struct sym_dbgd_options dbgd_opts(struct symbolizer *s)
 {
     return (struct sym_dbgd_options){
+        .backoff = &s->backoff,
         .urls = s->opt.debuginfod_urls,
         .cache_dir = s->opt.cache_dir,
         .timeout_ms = s->opt.debuginfod_timeout_ms,
