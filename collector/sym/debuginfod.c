@@ -214,9 +214,20 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
         while (*q && *q != ' ' && *q != '\t' && *q != '\n')
             q++;
         if (q > p) {
+            uint64_t h = hp_hash_bytes(p, (size_t)(q - p), 0);
+            struct sym_dbgd_backoff *bo = o->backoff;
+            size_t slot = bo ? h % HP_ARRAY_SIZE(bo->url_hash) : 0;
+            if (bo && bo->url_hash[slot] == h && hp_now_ns() < bo->until_ns[slot]) {
+                p = q;
+                continue;
+            }
             char *server = hp_xstrndup(p, (size_t)(q - p));
             int fr = fetch_one(o, server, build_id, kind, dest, err);
             free(server);
+            if (bo && fr == HP_EHTTP) {
+                bo->url_hash[slot] = h;
+                bo->until_ns[slot] = hp_now_ns() + UINT64_C(60) * 1000000000;
+            }
             if (fr == 0) {
                 r = 0;
                 break;

@@ -397,6 +397,18 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
         dw_err_free(dbg, &e);
         return;
     }
+    /* libdwarf 20210528 starts the file register of a DWARF 5 line program
+     * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
+     * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
+     * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
+     * means the default, 1. Clang does use file 0 explicitly; leave it. */
+    bool zero_is_one = false;
+    if (lver >= 5) {
+        char *prod = NULL;
+        if (dwarf_die_text(cudie, DW_AT_producer, &prod, &e) == DW_DLV_OK)
+            zero_is_one = strncmp(prod, "GNU ", 4) == 0;
+        dw_err_free(dbg, &e);
+    }
     Dwarf_Line *lines = NULL;
     Dwarf_Signed nlines = 0;
     if (dwarf_srclines_from_linecontext(ctx, &lines, &nlines, &e) == DW_DLV_OK && nlines > 0) {
@@ -421,6 +433,8 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
             struct dw_row *r = &cu->rows[n++];
             r->addr = a;
             r->line = (uint32_t)ln;
+            if (fno == 0 && zero_is_one)
+                fno = 1;
             r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
         }
         cu->nrows = n;

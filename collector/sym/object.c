@@ -117,6 +117,23 @@ int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
         r = HP_EELF;
         goto out;
     }
+    /* A truncated copy (an interrupted download or scp) keeps a valid
+     * header; libelf would then just see fewer sections. Check that the
+     * section table and every section with file data fit in the file.
+     * (PT_LOADs are not checked: separate debug files keep the image's
+     * program headers without its bytes.) */
+    uint64_t need = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+    for (Elf_Scn *sc = NULL; (sc = elf_nextscn(e, sc)) != NULL;) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(sc, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > need)
+            need = sh.sh_offset + sh.sh_size;
+    }
+    if (eh.e_shoff == 0 || need > (uint64_t)st.st_size) {
+        hp_err_printf(err, "%s: truncated or damaged ELF: %lld bytes, its headers describe %llu",
+                      path, (long long)st.st_size, (unsigned long long)need);
+        r = HP_EELF;
+        goto out;
+    }
     o = hp_xcalloc(1, sizeof(*o));
     hp_arena_init(&o->arena);
     o->path = hp_xstrdup(path);
@@ -198,14 +215,17 @@ void sym_elf_free(struct sym_elf *o)
 
 int sym_elf_offset_to_vaddr(const struct sym_elf *o, uint64_t off, uint64_t *ret_vaddr)
 {
-    for (size_t i = 0; i < o->nloads; i++) {
-        const struct sym_load *l = &o->loads[i];
-        /* A maps line starts at the page-aligned offset of a segment; the
-         * segment itself may start mid-page. */
-        uint64_t start = l->offset & ~(uint64_t)0xfff;
-        if (off >= start && off < l->offset + l->filesz) {
-            *ret_vaddr = off - l->offset + l->vaddr;
-            return 1;
+    /* Segments may share a file page (lld and rustc layouts), so first look
+     * for the segment that holds the byte itself, then accept the page a
+     * maps line starts at (a segment may start mid-page). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < o->nloads; i++) {
+            const struct sym_load *l = &o->loads[i];
+            uint64_t start = pass == 0 ? l->offset : l->offset & ~(uint64_t)0xfff;
+            if (off >= start && off < l->offset + l->filesz) {
+                *ret_vaddr = off - l->offset + l->vaddr;
+                return 1;
+            }
         }
     }
     return 0;
@@ -253,29 +273,28 @@ int sym_elf_check_mapping(const struct sym_elf *o, uint64_t offset, uint64_t len
         hp_err_printf(err, "%s has no loadable segments", o->path);
         return HP_EMISMATCH;
     }
+    /* The kernel maps an executable segment page-rounded at both ends; a
+     * file of another build usually has its code elsewhere or sized
+     * differently. Segments may share pages, so any executable one fits. */
+    bool in_any = false;
     for (size_t i = 0; i < o->nloads; i++) {
         const struct sym_load *l = &o->loads[i];
         uint64_t start = l->offset & ~(uint64_t)0xfff;
         uint64_t end = (l->offset + l->filesz + 0xfff) & ~(uint64_t)0xfff;
-        if (offset >= start && offset < end) {
-            if (!(l->flags & PF_X)) {
-                hp_err_printf(err,
-                              "executable mapping at file offset 0x%llx falls in a "
-                              "non-executable segment of %s",
-                              (unsigned long long)offset, o->path);
-                return HP_EMISMATCH;
-            }
-            if (offset + len > end + 0x200000) {
-                hp_err_printf(err,
-                              "executable mapping at offset 0x%llx (0x%llx bytes) is larger "
-                              "than the segment of %s",
-                              (unsigned long long)offset, (unsigned long long)len, o->path);
-                return HP_EMISMATCH;
-            }
+        if (offset < start || offset >= end)
+            continue;
+        in_any = true;
+        if ((l->flags & PF_X) && offset + len <= end + 0x1000)
             return 0;
-        }
     }
-    hp_err_printf(err, "executable mapping at file offset 0x%llx is outside every segment of %s",
-                  (unsigned long long)offset, o->path);
+    if (in_any)
+        hp_err_printf(err,
+                      "executable mapping at file offset 0x%llx (0x%llx bytes) does not match "
+                      "an executable segment of %s",
+                      (unsigned long long)offset, (unsigned long long)len, o->path);
+    else
+        hp_err_printf(err,
+                      "executable mapping at file offset 0x%llx is outside every segment of %s",
+                      (unsigned long long)offset, o->path);
     return HP_EMISMATCH;
 }

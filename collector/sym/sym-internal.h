@@ -90,7 +90,16 @@ int sym_elf_check_mapping(const struct sym_elf *e, uint64_t offset, uint64_t len
                           struct hp_buf *err);
 
 /* ---- debuginfod.c ------------------------------------------------------- */
+/* Servers that failed at the transport level (down, stalled) are skipped
+ * for a while, so one dead server costs one timeout per symbolizer, not one
+ * per object. Owned by the symbolizer. */
+struct sym_dbgd_backoff {
+    uint64_t url_hash[16];
+    uint64_t until_ns[16];
+};
+
 struct sym_dbgd_options {
+    struct sym_dbgd_backoff *backoff; /* may be NULL */
     const char *urls;      /* space-separated server list */
     const char *cache_dir; /* on-disk cache root */
     long timeout_ms;

@@ -61,6 +61,7 @@ struct symbolizer {
     struct sym_object_status *status;
     size_t nstatus, status_cap;
     struct hp_arena call_arena;
+    struct sym_dbgd_backoff backoff;
 };
 
 static char *dup_or_null(const char *s)
@@ -167,9 +168,10 @@ static char *build_id_path(const char *root, const char *bid)
     return hp_xasprintf("%s/.build-id/%.2s/%s.debug", root, bid, bid + 2);
 }
 
-static struct sym_dbgd_options dbgd_opts(const struct symbolizer *s)
+static struct sym_dbgd_options dbgd_opts(struct symbolizer *s)
 {
     return (struct sym_dbgd_options){
+        .backoff = &s->backoff,
         .urls = s->opt.debuginfod_urls,
         .cache_dir = s->opt.cache_dir,
         .timeout_ms = s->opt.debuginfod_timeout_ms,
@@ -422,7 +424,7 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
             free(c);
         }
     }
-    if (got <= 0 && !s->opt.no_local_paths && w->path[0] == '/')
+    if (got <= 0 && !s->opt.no_local_paths)
         got = try_image(w, w->path, "maps path", &e, &why);
     if (got <= 0 && w->build_id && *w->build_id) {
         struct sym_dbgd_options d = dbgd_opts(s);
@@ -459,12 +461,15 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
 
 /* ---- resolving addresses -------------------------------------------------- */
 
+/* jeprof's test for taking nm's name over addr2line's: the symbol's full
+ * demangled name starts with the short form of the DWARF name. It holds for
+ * C clones ("f.constprop.0") and plain C++ functions ("ns::f(int) [clone
+ * .isra.0]"), not for members of templates, exactly as jeprof shows them. */
 static bool starts_with_short(const char *sym, const char *dw)
 {
-    char a[512], b[512];
-    sym_function_short(sym, a, sizeof(a));
+    char b[512];
     sym_function_short(dw, b, sizeof(b));
-    return b[0] && strncmp(a, b, strlen(b)) == 0;
+    return b[0] && strncmp(sym, b, strlen(b)) == 0;
 }
 
 static const char *intern(struct sym_obj *o, const char *str)

@@ -70,33 +70,115 @@ static void print_addresses(const struct profile *p)
     }
 }
 
-/* jeprof runs `addr2line -i` only for objects where nm finds a `_fini`
- * symbol (it uses _fini as a separator between addresses), so for stripped
- * system libraries it shows the innermost frame only. Reproduce that for
- * like-for-like comparisons. */
+/* --jeprof-compat: reproduce jeprof's own quirks so that a like-for-like
+ * comparison shows nothing but real differences. jeprof names addresses
+ * with addr2line and nm (MapToSymbols, MapSymbolsWithNM):
+ *  a) it runs `addr2line -i` only for objects where nm finds a `_fini`
+ *     symbol, so stripped system libraries get the innermost frame only;
+ *  b) when nm's symbol for the address starts with a frame's name, the
+ *     frame takes nm's name, inlined frames included ("grow" inlined into
+ *     "grow_buffers" shows as "grow_buffers");
+ *  c) where addr2line knows nothing, nm's nearest symbol at or before the
+ *     address names it, or the first symbol when none precedes it (the
+ *     symbolizer leaves such addresses unnamed);
+ *  d) allocator frames are trimmed by name only (RemoveUninterestingFrames),
+ *     so a stripped jemalloc's internal frames can survive;
+ *  e) inlined frames are names of their own, "f (inline)" (TranslateStack),
+ *     so a function both inlined and not in one stack counts twice.
+ * This is test-only emulation; the symbolizer itself does none of it. */
+static const char *nm_name(const struct sym_elf *e, uint64_t v)
+{
+    if (!e->nsyms)
+        return NULL;
+    size_t lo = 0, hi = e->nsyms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->syms[mid].addr <= v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return e->syms[lo ? lo - 1 : 0].name;
+}
+
 static void jeprof_compat(struct profile *p)
 {
     struct sym_elf **elfs = hp_xcalloc(p->nmappings + 1, sizeof(*elfs));
-    int8_t *has_fini = hp_xcalloc(p->nmappings + 1, 1);
+    int8_t *state = hp_xcalloc(p->nmappings + 1, 1); /* 0 unknown, -1 none, 1 fini, 2 no fini */
+    char a[1024], b[1024];
     for (size_t i = 0; i < p->nlocs; i++) {
         struct profile_location *l = &p->locs[i];
-        if (!l->mapping || l->nframes < 2)
+        l->flags &= ~(uint32_t)PROFILE_LOC_ALLOCATOR;
+        if (!l->mapping)
             continue;
         uint32_t mi = l->mapping - 1;
-        if (has_fini[mi] == 0) {
-            has_fini[mi] = -1;
-            if (sym_elf_open(p->mappings[mi].path, &elfs[mi], NULL) == 0) {
+        const struct profile_mapping *m = &p->mappings[mi];
+        if (state[mi] == 0) {
+            state[mi] = -1;
+            if (m->path[0] == '/' && sym_elf_open(m->path, &elfs[mi], NULL) == 0) {
+                state[mi] = 2;
                 for (size_t k = 0; k < elfs[mi]->nsyms; k++)
                     if (strcmp(elfs[mi]->syms[k].name, "_fini") == 0)
-                        has_fini[mi] = 1;
-                sym_elf_free(elfs[mi]);
+                        state[mi] = 1;
             }
         }
-        if (has_fini[mi] < 0)
-            l->nframes = 1;
+        if (state[mi] < 0)
+            continue;
+        struct sym_elf *e = elfs[mi];
+        uint64_t v;
+        if (!sym_elf_offset_to_vaddr(e, l->address - m->start + m->offset, &v))
+            continue;
+        if (state[mi] == 2 && l->nframes > 1)
+            l->nframes = 1; /* (a) */
+        const char *raw = nm_name(e, v);
+        char *dm = raw ? sym_demangle(raw) : NULL;
+        const char *nm = dm ? dm : raw;
+        if (nm && l->nframes == 0) {
+            struct profile_frame f = { nm, NULL, 0 }; /* (c) */
+            profile_location_set_frames(p, (uint32_t)i, &f, 1);
+        } else if (nm) {
+            for (uint32_t k = 0; k < l->nframes; k++) { /* (b) */
+                struct profile_frame *f = &p->frames[l->frame_off + k];
+                if (!f->function)
+                    continue;
+                sym_function_short(f->function, b, sizeof(b));
+                if (b[0] && strncmp(nm, b, strlen(b)) == 0)
+                    f->function = profile_intern(p, nm, strlen(nm));
+            }
+        }
+        free(dm);
     }
+    for (size_t si = 0; si < p->nstacks; si++) { /* (d) */
+        const uint32_t *locs = profile_stack_locs(p, (uint32_t)si);
+        int64_t cut = -1;
+        for (uint32_t i = 0; i < p->stacks[si].n; i++) {
+            const struct profile_location *l = &p->locs[locs[i]];
+            if (l->nframes &&
+                sym_is_allocator_function(sym_function_short(
+                    p->frames[l->frame_off + l->nframes - 1].function
+                        ? p->frames[l->frame_off + l->nframes - 1].function
+                        : "",
+                    a, sizeof(a))))
+                cut = i;
+        }
+        for (int64_t i = 0; i <= cut; i++)
+            p->locs[locs[i]].flags |= PROFILE_LOC_ALLOCATOR;
+    }
+    for (size_t i = 0; i < p->nlocs; i++) { /* (e) */
+        const struct profile_location *l = &p->locs[i];
+        for (uint32_t k = 0; k + 1 < l->nframes; k++) {
+            struct profile_frame *f = &p->frames[l->frame_off + k];
+            if (!f->function)
+                continue;
+            char *t = hp_xasprintf("%s (inline)", f->function);
+            f->function = profile_intern(p, t, strlen(t));
+            free(t);
+        }
+    }
+    for (size_t i = 0; i <= p->nmappings; i++)
+        sym_elf_free(elfs[i]);
     free(elfs);
-    free(has_fini);
+    free(state);
 }
 
 static int cmd_heap(int argc, char **argv)
