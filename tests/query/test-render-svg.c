@@ -304,6 +304,71 @@ static void test_render_svg_empty_profile(void **state)
     hp_buf_release(&out);
 }
 
+/* The script, run by a real browser when one is installed: headless
+ * Chromium loads the SVG with a probe script appended that types into the
+ * search box and clicks a frame, then records what the page shows. */
+static void test_render_svg_script_runs_in_browser(void **state)
+{
+    (void)state;
+    if (system("chromium --version >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "skipped: chromium is not installed\n");
+        skip();
+    }
+    struct query_opts o;
+    query_opts_init(&o);
+    const char *d = getenv("DATADIR");
+    char *path = hp_xasprintf("%s/go-heap.pb.gz", d ? d : "tests/data");
+    struct profile *p;
+    struct query_folded *f = fold_file(path, &o, &p);
+    struct hp_buf out = HP_BUF_INIT(0);
+    assert_int_equal(query_render_svg(f, &o, &out), 0);
+    assert_true(out.len > 7 && strcmp(out.data + out.len - 7, "</svg>\n") == 0);
+    out.len -= 7;
+    hp_buf_puts(&out,
+                "<script type=\"text/ecmascript\"><![CDATA[\n"
+                "(function(){var box=document.getElementById(\"search\");box.value=\"Segment\";\n"
+                "box.dispatchEvent(new Event(\"input\"));\n"
+                "var m=document.getElementById(\"matched\").textContent;\n"
+                "function find(n){return Array.prototype.find.call(document.querySelectorAll("
+                "\"g.f\"),function(g){return g.querySelector(\"title\").textContent.indexOf("
+                "n+\"\\n\")===0;});}\n"
+                "var g=find(\"main.segmentCache\");g.dispatchEvent(new MouseEvent(\"click\","
+                "{bubbles:true}));\n"
+                "document.documentElement.setAttribute(\"data-result\",m+\"|\"+g.querySelector("
+                "\"rect\").getAttribute(\"width\")+\"|\"+find(\"main.leakTabletSchema\")"
+                ".style.display+\"|\"+find(\"main.main\").getAttribute(\"class\"));})();\n"
+                "]]></script>\n</svg>\n");
+    assert_wellformed(&out, "browser.svg");
+    char *svg = tmp_path("browser.svg");
+    char *cmd = hp_xasprintf("timeout 60 chromium --headless --no-sandbox --disable-gpu "
+                             "--user-data-dir='%s/chromium' --dump-dom 'file://%s' 2>/dev/null",
+                             tmpdir, svg);
+    FILE *pf = popen(cmd, "r");
+    assert_non_null(pf);
+    struct hp_buf dom = HP_BUF_INIT(0);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pf)) > 0)
+        hp_buf_append(&dom, buf, n);
+    pclose(pf);
+    const char *res = dom.data ? strstr(dom.data, "data-result=\"") : NULL;
+    if (!res) {
+        fprintf(stderr, "skipped: chromium did not run the page\n");
+    } else {
+        /* Search: newSegment and segmentCache match, nested, counted once.
+         * Zoom: the clicked frame fills the width, its sibling hides, its
+         * caller stays as a greyed parent. */
+        assert_non_null(strstr(res, "Matched: 66.04% (512.00 KiB)|1200.00|none|f parent\""));
+    }
+    hp_buf_release(&dom);
+    free(cmd);
+    free(svg);
+    query_folded_free(f);
+    profile_free(p);
+    hp_buf_release(&out);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_render_svg_large_profile_stays_bounded),
         cmocka_unit_test(test_render_svg_diff_colours_growth_and_shrink),
         cmocka_unit_test(test_render_svg_empty_profile),
+        cmocka_unit_test(test_render_svg_script_runs_in_browser),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
