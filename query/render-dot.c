@@ -104,11 +104,15 @@ int query_render_dot(const struct query_folded *f, const struct query_top *t,
     hp_map64_init(&node_of);
     uint32_t *node_func = hp_xmalloc((HP_MIN(max_nodes, t->n) + 1) * sizeof(*node_func));
     uint32_t nnodes = 0;
-    size_t dropped_nodes = 0;
+    size_t dropped_small = 0, dropped_count = 0;
     for (size_t i = 0; i < t->n; i++) {
         const struct query_func *fn = &t->funcs[ord[i]];
-        if (nnodes >= max_nodes || fabs(fn->cum[v]) < node_min || fn->cum[v] == 0) {
-            dropped_nodes++;
+        if (fabs(fn->cum[v]) < node_min || fn->cum[v] == 0) {
+            dropped_small++;
+            continue;
+        }
+        if (nnodes >= max_nodes) {
+            dropped_count++;
             continue;
         }
         node_func[nnodes++] = ord[i];
@@ -179,10 +183,12 @@ int query_render_dot(const struct query_folded *f, const struct query_top *t,
         hp_buf_puts(out, "\\l");
     }
     hp_buf_printf(out, "Showing %u of %zu functions\\l", nnodes, t->n);
-    if (dropped_nodes)
-        hp_buf_printf(out, "Dropped %zu functions with cum < %s (%.2g%%) or past the first %zu\\l",
-                      dropped_nodes, fmt_value(v, node_min, b, sizeof(b)),
-                      100.0 * o->nodefraction, max_nodes);
+    if (dropped_small)
+        hp_buf_printf(out, "Dropped %zu functions with cum < %s (%.2g%%)\\l", dropped_small,
+                      fmt_value(v, node_min, b, sizeof(b)), 100.0 * o->nodefraction);
+    if (dropped_count)
+        hp_buf_printf(out, "Dropped %zu more functions past the first %zu\\l", dropped_count,
+                      max_nodes);
     size_t dropped_edges = 0;
     for (size_t i = 0; i < nedges; i++)
         dropped_edges += fabs(edges[i].w) < edge_min || edges[i].w == 0;
