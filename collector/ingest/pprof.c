@@ -31,9 +31,10 @@
 #include "store/proto/profile.pb-c.h"
 
 /* Decoding memory allowed per input byte, plus a fixed floor. Real profiles
- * need 3-6x; hostile ones (many empty sub-messages) would need 50x or more. */
-#define PPROF_MEM_PER_BYTE 16
-#define PPROF_MEM_FLOOR ((size_t)64 << 20)
+ * need up to ~10x (line tables); hostile ones (many empty sub-messages) need
+ * 40x or more. */
+#define PPROF_MEM_PER_BYTE 24
+#define PPROF_MEM_FLOOR ((size_t)16 << 20)
 
 typedef Perftools__Profiles__Profile pb_profile;
 
