@@ -30,14 +30,10 @@ void qa_stacks_release(struct qa_stacks *s)
 
 const char *qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
-    if (s->xlat_src != f) {
-        /* Pointers are only meaningful within one folded profile (a freed
-         * one's addresses may be reused), so the cache starts over. */
-        hp_map64_release(&s->xlat);
-        hp_map64_init(&s->xlat);
-        s->nxlat = 0;
-        s->xlat_src = f;
-    }
+    /* Every folded profile added stays alive until the union is released
+     * (analysis-internal.h), so a name pointer identifies its string across
+     * all of them and one cache serves them all. */
+    (void)f;
     uint32_t idx;
     if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &idx))
         return s->xlat_names[idx];
