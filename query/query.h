@@ -156,6 +156,13 @@ struct query_figure {
     double value;
 };
 
+/* Parse figures from text: Prometheus exposition lines (`name{labels}
+ * value`, labels dropped, '#' lines skipped), brpc bvar lines (`name : value`)
+ * or `name value`. Names and the array live in `arena`. Later duplicates
+ * win. HP_EPARSE with "origin:line: what" in err; at most 100,000 figures. */
+int query_figures_parse(const char *text, size_t len, const char *origin, struct hp_arena *arena,
+                        struct query_figure **ret, size_t *ret_n, struct hp_buf *err) HP_MUST_CHECK;
+
 /* Figure by exact name; 1 found (*ret set), 0 not. */
 int query_figure_find(const struct query_figure *figs, size_t n, const char *name,
                       double *ret);
