@@ -9,9 +9,9 @@
  *                      first file's modification time, instead of their own
  *   --node NAME        the node all files belong to
  *
- * A file's node is --node (or the command's NODE), else its folder's name
- * when the files span several folders (one folder per node), else its name
- * without extension. Figures for a file (tracker totals, RSS, jemalloc
+ * A file's node is --node or the command's NODE (the files are that node's),
+ * else its folder's name when the files span several folders (one folder per
+ * node), else its name without extension (fleet: one file per node). Figures for a file (tracker totals, RSS, jemalloc
  * statistics) come from "<file>.figures" next to it when present, in
  * Prometheus, bvar or "name value" lines; --figures FILE adds figures to
  * every snapshot. --since DURATION keeps snapshots at most that old, counted
@@ -390,8 +390,8 @@ int query_cmd_leaks(int argc, char **argv)
         ainput_release(&in);
         return r > 0 ? 0 : 2;
     }
-    if (npos && !in.node && in.nfiles && !in.dir)
-        in.node = pos[0]; /* files given for one node */
+    if (npos && !in.node)
+        in.node = pos[0]; /* the files are this node's */
     if (in.c.qo.top == (size_t)-1)
         in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 20 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
@@ -478,7 +478,7 @@ int query_cmd_trend(int argc, char **argv)
         ainput_release(&in);
         return 2;
     }
-    if (npos && !in.node && in.nfiles && !in.dir)
+    if (npos && !in.node)
         in.node = pos[0];
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
@@ -592,7 +592,7 @@ int query_cmd_discrepancy(int argc, char **argv)
         ainput_release(&in);
         return 2;
     }
-    if (!in.node && in.nfiles && !in.dir)
+    if (!in.node)
         in.node = pos[0];
     struct query_rules *rules = NULL;
     if ((r = query_rules_builtin(&rules, &err)) < 0)
