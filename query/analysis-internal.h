@@ -5,7 +5,10 @@
  * name has a different pointer in each. A qa_stacks re-interns names once per
  * distinct (profile, name) pair and gives every distinct name sequence a
  * small id, so that analyses index dense arrays by stack id and function id
- * instead of hashing strings in their inner loops. */
+ * instead of hashing strings in their inner loops.
+ *
+ * Every folded profile added must stay alive until qa_stacks_release: name
+ * pointers are cached, and a freed profile's addresses could be reused. */
 #ifndef HP_QUERY_ANALYSIS_INTERNAL_H
 #define HP_QUERY_ANALYSIS_INTERNAL_H
 
@@ -24,8 +27,7 @@ struct qa_stacks {
     struct qa_stack *v;
     size_t n, cap;
     struct hp_map64 index; /* sequence hash (probed) -> stack id */
-    /* Name translation for the folded profile last added. */
-    const struct query_folded *xlat_src;
+    /* Name translation: source name pointer -> shared name. */
     struct hp_map64 xlat; /* source name pointer -> index into xlat_names */
     const char **xlat_names;
     size_t nxlat, xlat_cap;

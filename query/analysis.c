@@ -3,6 +3,7 @@
 #include "query/analysis-internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +31,10 @@ void qa_stacks_release(struct qa_stacks *s)
 
 const char *qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
-    if (s->xlat_src != f) {
-        /* Pointers are only meaningful within one folded profile (a freed
-         * one's addresses may be reused), so the cache starts over. */
-        hp_map64_release(&s->xlat);
-        hp_map64_init(&s->xlat);
-        s->nxlat = 0;
-        s->xlat_src = f;
-    }
+    /* Every folded profile added stays alive until the union is released
+     * (analysis-internal.h), so a name pointer identifies its string across
+     * all of them and one cache serves them all. */
+    (void)f;
     uint32_t idx;
     if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &idx))
         return s->xlat_names[idx];
@@ -127,19 +124,50 @@ void qa_funcs_build(struct qa_funcs *fn, const struct qa_stacks *s)
     free(stamp);
 }
 
-static int dbl_cmp(const void *a, const void *b)
+/* k-th smallest of v[0..n) (reorders v); Hoare partitioning. Values are
+ * finite (un-sampled byte figures). */
+static double select_k(double *v, size_t n, size_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (hi > lo) {
+        double pivot = v[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
 }
 
 double qa_median(double *v, size_t n)
 {
     if (n == 0)
         return 0;
-    /* n is at most the node count; sorting keeps this simple and exact. */
-    qsort(v, n, sizeof(*v), dbl_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double hi = select_k(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    /* The largest of the lower half. */
+    double lo = v[0];
+    for (size_t i = 1; i < n / 2; i++)
+        if (v[i] > lo)
+            lo = v[i];
+    return (lo + hi) / 2;
 }
 
 void qa_stack_label(struct hp_buf *out, const char *const *frames, uint32_t n, uint32_t max)

@@ -185,6 +185,13 @@ struct query_figure {
     double value;
 };
 
+/* Parse figures from text: Prometheus exposition lines (`name{labels}
+ * value`, labels dropped, '#' lines skipped), brpc bvar lines (`name : value`)
+ * or `name value`. Names and the array live in `arena`. Later duplicates
+ * win. HP_EPARSE with "origin:line: what" in err; at most 100,000 figures. */
+int query_figures_parse(const char *text, size_t len, const char *origin, struct hp_arena *arena,
+                        struct query_figure **ret, size_t *ret_n, struct hp_buf *err) HP_MUST_CHECK;
+
 /* Figure by exact name; 1 found (*ret set), 0 not. */
 int query_figure_find(const struct query_figure *figs, size_t n, const char *name,
                       double *ret);
@@ -254,6 +261,14 @@ struct query_snapshot {
     const struct query_folded *folded; /* may be NULL: figures only */
     const struct query_figure *figures;
     size_t nfigures;
+    /* The store's path (leaks): instead of a folded profile, values of the
+     * chosen sample for entries of a shared dictionary `dict` (the distinct
+     * stacks of the node, values ignored), as stored stacks are
+     * deduplicated. Used when folded is NULL and dict is set. */
+    const struct query_folded *dict;
+    const uint32_t *ids;
+    const double *id_values;
+    size_t nids;
 };
 
 /* ---- leaks ---- */
@@ -263,6 +278,8 @@ struct query_leak_opts {
     double min_rate;            /* bytes/hour below which nothing is reported (default 0) */
     double min_monotonic;       /* least share of rising steps among changing ones (0.7) */
     double min_spearman;        /* least rank correlation with time (0.6) */
+    double max_step_share;      /* most of the rise one step may carry (0.5): a
+                                   single jump is a step, not a steady leak */
     double idle_bytes;          /* busy trackers at or under this mean idle (64 MiB) */
     const char *const *busy_figures; /* figure names that are query/load trackers;
                                         NULL for the built-in Doris/StarRocks list */
@@ -280,9 +297,13 @@ struct query_leak_row {
     double r2;                 /* of the linear fit */
     double monotonic;          /* rising steps / changing steps */
     double spearman;           /* rank correlation of value with time */
+    double step_share;         /* largest single rise / (last - first) */
     double share;              /* rate / the node's total rate (growth explained) */
     double idle_growth;        /* growth over steps where the node was idle */
     bool idle_flag;            /* grew while query/load trackers sat near zero */
+    const char *via;           /* functions: a callee carrying >= 90% of this growth
+                                  and specific to it (a pass-through caller); text
+                                  output hides these rows */
 };
 
 struct query_leaks {

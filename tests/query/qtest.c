@@ -150,8 +150,17 @@ size_t qt_symbolize(struct profile *p, const char *binary)
         const struct profile_mapping *m = &p->mappings[l->mapping - 1];
         if (strstr(m->path, "libjemalloc"))
             l->flags |= PROFILE_LOC_ALLOCATOR;
-        if (strcmp(m->path, rp) != 0)
+        if (strcmp(m->path, rp) != 0) {
+            /* Other objects: a name stable across processes (ASLR moves
+             * the runtime address), "libc.so.6+0x278eb". */
+            const char *base = strrchr(m->path, '/');
+            char name[256];
+            snprintf(name, sizeof(name), "%s+0x%llx", base ? base + 1 : m->path,
+                     (unsigned long long)(l->address - m->start + m->offset));
+            struct profile_frame fr = { .function = name };
+            profile_location_set_frames(p, (uint32_t)i, &fr, 1);
             continue;
+        }
         /* For a PIE built by the default linker the executable segment's
          * file offset equals its virtual address. */
         fprintf(f, "0x%llx\n", (unsigned long long)(l->address - m->start + m->offset));

@@ -34,8 +34,9 @@ int qt_jefixture_run(const char *dir, int lg_sample, const char *const *args,
 struct profile *qt_parse(const char *path);
 
 /* Flag locations inside libjemalloc as the allocator's own (what the
- * symbolizer will do), and name the locations inside `binary` with
- * `addr2line -f -e binary`. Returns the number of locations named. */
+ * symbolizer will do), name the locations inside `binary` with
+ * `addr2line -f -e binary`, and those in other objects "object+0xoffset"
+ * (stable across processes). Returns the number named by addr2line. */
 size_t qt_symbolize(struct profile *p, const char *binary);
 
 /* Only flag libjemalloc's locations as the allocator's own. */
