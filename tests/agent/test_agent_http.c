@@ -573,6 +573,87 @@ static void test_agent_http_buildid_serves_binary(void **state)
     resp_release(&r);
 }
 
+/* A shared library named in the dumps' MAPPED_LIBRARIES (libc, ~2 MB) comes
+ * back by build-id byte for byte: many 64 KiB chunks through uv_fs_read. */
+static void test_agent_http_buildid_serves_mapped_library(void **state)
+{
+    char *first = NULL;
+    size_t len;
+    /* The libc the fixture mapped, as the dump recorded it. */
+    json_t *j = get_json(&main_agent, "/dumps?prefix=cn.", 200);
+    const char *dump = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "dumps"), 0), "path"));
+    assert_int_equal(hp_file_read(dump, 64u << 20, &first, &len, NULL), 0);
+    json_decref(j);
+    const char *m = strstr(first, "MAPPED_LIBRARIES:");
+    assert_non_null(m);
+    const char *libc = strstr(m, "/libc.so.6");
+    assert_non_null(libc);
+    const char *start = libc;
+    while (start > m && start[-1] != ' ')
+        start--;
+    char path[512];
+    snprintf(path, sizeof(path), "%.*s", (int)(libc + strlen("/libc.so.6") - start), start);
+    free(first);
+
+    char id[256];
+    readelf_build_id(path, id, sizeof(id));
+    assert_true(strlen(id) >= 16);
+    char *t = hp_xasprintf("/identity?path=%s", path);
+    j = get_json(&main_agent, t, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "build_id")), id);
+    json_decref(j);
+    free(t);
+    struct resp r;
+    t = hp_xasprintf("/buildid/%s/executable", id);
+    http_get(&main_agent, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(r.body.len > 4 * 65536);
+    assert_body_is_file(&r, path);
+    resp_release(&r);
+    free(t);
+}
+
+static size_t abort_after_first_cb(char *p, size_t sz, size_t n, void *arg)
+{
+    return 0; /* curl aborts the transfer: the agent sees the client vanish */
+}
+
+/* Clients that go away mid-download or only ask for headers leave the agent
+ * serving everyone else (and, under ASan, without leaks or stale reads). */
+static void test_agent_http_client_abort_and_head(void **state)
+{
+    char real[4096], id[256];
+    assert_non_null(realpath("/usr/lib/x86_64-linux-gnu/libc.so.6", real));
+    readelf_build_id(real, id, sizeof(id));
+    char *url = hp_xasprintf("http://127.0.0.1:%d/buildid/%s/executable", main_agent.port, id);
+    for (int i = 0; i < 8; i++) {
+        CURL *c = curl_easy_init();
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first_cb);
+        assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+        curl_easy_cleanup(c);
+    }
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    long status = 0;
+    curl_off_t cl = -1;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    curl_easy_cleanup(c);
+    struct stat st;
+    assert_int_equal(stat(real, &st), 0);
+    assert_int_equal(status, 200);
+    assert_int_equal(cl, st.st_size);
+    free(url);
+    struct resp r;
+    http_get(&main_agent, "/health", NULL, &r);
+    assert_int_equal(r.status, 200);
+    resp_release(&r);
+}
+
 static void test_agent_http_proc_from_pid_file(void **state)
 {
     json_t *j = get_json(&main_agent, "/proc", 200);
@@ -759,6 +840,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_bad_requests_400),
         cmocka_unit_test(test_agent_http_identity_matches_readelf),
         cmocka_unit_test(test_agent_http_buildid_serves_binary),
+        cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
+        cmocka_unit_test(test_agent_http_client_abort_and_head),
         cmocka_unit_test(test_agent_http_proc_from_pid_file),
         cmocka_unit_test(test_agent_http_token_required),
         cmocka_unit_test(test_agent_http_keep_prunes_oldest),
