@@ -754,6 +754,56 @@ static void test_agent_http_keep_prunes_oldest(void **state)
     free(kd);
 }
 
+static void set_age(const char *path, int seconds_ago)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds_ago;
+    ts[1] = ts[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* A dump jemalloc is still writing (no MAPPED_LIBRARIES trailer yet) is not
+ * "newest" while it is fresh; once it has looked unfinished for a while it is
+ * served anyway, so a truncated dump is reported by the parser, not hidden. */
+static void test_agent_http_newest_skips_dump_being_written(void **state)
+{
+    char *pd = hp_xasprintf("%s/partial", tmp);
+    mkdir(pd, 0755);
+    char *done = hp_xasprintf("%s/jeprof.5.0.m0.heap", pd);
+    char *partial = hp_xasprintf("%s/jeprof.5.1.m1.heap", pd);
+    char *d[] = { done, NULL };
+    run_fixture("prof:true,lg_prof_sample:0", d, NULL);
+    char *data = NULL;
+    size_t len;
+    assert_int_equal(hp_file_read(done, 64u << 20, &data, &len, NULL), 0);
+    const char *m = strstr(data, "MAPPED_LIBRARIES:");
+    assert_non_null(m);
+    FILE *f = fopen(partial, "w");
+    assert_non_null(f);
+    fwrite(data, 1, (size_t)(m - data) / 2, f);
+    fclose(f);
+    set_age(done, 120);
+    struct agent_proc a;
+    const char *args[] = { "--dumps", pd, NULL };
+    start_agent(&a, "partial", args);
+    struct resp r;
+    http_get(&a, "/dumps/newest", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, done);
+    resp_release(&r);
+    set_age(partial, 60);
+    http_get(&a, "/dumps/newest", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, partial);
+    resp_release(&r);
+    stop_agent(&a);
+    free(data);
+    free(done);
+    free(partial);
+    free(pd);
+}
+
 struct running {
     struct agent_proc *a;
     pid_t pid;
@@ -845,6 +895,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_proc_from_pid_file),
         cmocka_unit_test(test_agent_http_token_required),
         cmocka_unit_test(test_agent_http_keep_prunes_oldest),
+        cmocka_unit_test(test_agent_http_newest_skips_dump_being_written),
         cmocka_unit_test(test_agent_http_serves_running_fixture),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
