@@ -63,15 +63,17 @@ static bool wait_until(bool (*cond)(void *), void *arg, int timeout_ms)
 /* Run jefixture with MALLOC_CONF, wait for it; its pid in *ret_pid. */
 static void run_fixture(const char *malloc_conf, char *const dumps[], pid_t *ret_pid)
 {
-    char *argv[16];
+    char *argv[32];
     int n = 0;
     argv[n++] = (char *)fixture_exe;
     argv[n++] = "--rounds";
     argv[n++] = "2";
     argv[n++] = "--threads";
     argv[n++] = "2";
-    for (int i = 0; dumps[i]; i++)
+    for (int i = 0; dumps[i]; i++) {
+        assert_true(n < (int)HP_ARRAY_SIZE(argv) - 1);
         argv[n++] = dumps[i];
+    }
     argv[n] = NULL;
     char *conf = hp_xasprintf("MALLOC_CONF=%s", malloc_conf);
     char *envp[] = { conf, NULL };
@@ -106,8 +108,10 @@ static void start_agent(struct agent_proc *a, const char *name, const char *cons
     argv[n++] = (char *)agent_exe;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
-    for (int i = 0; extra[i]; i++)
+    for (int i = 0; extra[i]; i++) {
+        assert_true(n < (int)HP_ARRAY_SIZE(argv) - 1);
         argv[n++] = (char *)extra[i];
+    }
     argv[n] = NULL;
     snprintf(a->log, sizeof(a->log), "%s/%s.log", tmp, name);
     posix_spawn_file_actions_t fa;
@@ -575,11 +579,11 @@ static void test_agent_http_buildid_serves_binary(void **state)
 
 /* A shared library named in the dumps' MAPPED_LIBRARIES (libc, ~2 MB) comes
  * back by build-id byte for byte: many 64 KiB chunks through uv_fs_read. */
-static void test_agent_http_buildid_serves_mapped_library(void **state)
+/* The path of the libc the fixture mapped, as its dump recorded it. */
+static void mapped_libc(char *path, size_t pathsz)
 {
     char *first = NULL;
     size_t len;
-    /* The libc the fixture mapped, as the dump recorded it. */
     json_t *j = get_json(&main_agent, "/dumps?prefix=cn.", 200);
     const char *dump = json_string_value(
         json_object_get(json_array_get(json_object_get(j, "dumps"), 0), "path"));
@@ -592,10 +596,15 @@ static void test_agent_http_buildid_serves_mapped_library(void **state)
     const char *start = libc;
     while (start > m && start[-1] != ' ')
         start--;
-    char path[512];
-    snprintf(path, sizeof(path), "%.*s", (int)(libc + strlen("/libc.so.6") - start), start);
+    snprintf(path, pathsz, "%.*s", (int)(libc + strlen("/libc.so.6") - start), start);
     free(first);
+}
 
+static void test_agent_http_buildid_serves_mapped_library(void **state)
+{
+    char path[512];
+    json_t *j;
+    mapped_libc(path, sizeof(path));
     char id[256];
     readelf_build_id(path, id, sizeof(id));
     assert_true(strlen(id) >= 16);
@@ -623,8 +632,8 @@ static size_t abort_after_first_cb(char *p, size_t sz, size_t n, void *arg)
  * serving everyone else (and, under ASan, without leaks or stale reads). */
 static void test_agent_http_client_abort_and_head(void **state)
 {
-    char real[4096], id[256];
-    assert_non_null(realpath("/usr/lib/x86_64-linux-gnu/libc.so.6", real));
+    char real[512], id[256];
+    mapped_libc(real, sizeof(real));
     readelf_build_id(real, id, sizeof(id));
     char *url = hp_xasprintf("http://127.0.0.1:%d/buildid/%s/executable", main_agent.port, id);
     for (int i = 0; i < 8; i++) {
@@ -721,7 +730,12 @@ static void test_agent_http_keep_prunes_oldest(void **state)
         hp_xasprintf("%s/jeprof.100.0.m0.heap", kd), hp_xasprintf("%s/jeprof.100.1.m1.heap", kd),
         hp_xasprintf("%s/jeprof.100.2.m2.heap", kd), hp_xasprintf("%s/jeprof.100.3.m3.heap", kd),
         hp_xasprintf("%s/other.7.0.i0.heap", kd),    hp_xasprintf("%s/other.7.1.i1.heap", kd),
-        hp_xasprintf("%s/other.7.2.i2.heap", kd),    NULL,
+        hp_xasprintf("%s/other.7.2.i2.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-00.manual.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-01.auto.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-02.auto.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-03.auto.heap", kd),
+        NULL,
     };
     run_fixture("prof:true,lg_prof_sample:0", names, NULL);
     char *notes = hp_xasprintf("%s/notes.txt", kd);
@@ -729,11 +743,15 @@ static void test_agent_http_keep_prunes_oldest(void **state)
     struct agent_proc a;
     const char *args[] = { "--dumps", kd, "--keep", "2", "--keep-every", "1s", NULL };
     start_agent(&a, "keep", args);
-    struct dircount dc = { kd, 5 };
+    struct dircount dc = { kd, 8 };
     assert_true(wait_until(dir_has, &dc, 10000));
     stop_agent(&a);
     static const char *const kept[] = { "jeprof.100.2.m2.heap", "jeprof.100.3.m3.heap",
-                                        "other.7.1.i1.heap", "other.7.2.i2.heap", "notes.txt" };
+                                        "other.7.1.i1.heap", "other.7.2.i2.heap", "notes.txt",
+                                        /* RisingWave: manual dumps are their own group */
+                                        "2026-01-01-00-00-00.manual.heap",
+                                        "2026-01-01-00-00-02.auto.heap",
+                                        "2026-01-01-00-00-03.auto.heap" };
     for (size_t i = 0; i < HP_ARRAY_SIZE(kept); i++) {
         char *p = hp_xasprintf("%s/%s", kd, kept[i]);
         assert_int_equal(access(p, F_OK), 0);
@@ -745,7 +763,7 @@ static void test_agent_http_keep_prunes_oldest(void **state)
     int deletions = 0;
     for (const char *p = log; (p = strstr(p, "msg=\"deleted old dump\"")) != NULL; p++)
         deletions++;
-    assert_int_equal(deletions, 3);
+    assert_int_equal(deletions, 4);
     assert_non_null(strstr(log, "file=jeprof.100.0.m0.heap"));
     free(log);
     for (int i = 0; names[i]; i++)
