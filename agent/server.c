@@ -854,7 +854,8 @@ int agent_run(const struct agent_config *cfg, struct hp_buf *err)
     a->bin = agent_binidx_new(&a->folders, cfg->binaries);
 
     h2o_config_init(&a->h2o_config);
-    a->h2o_config.max_request_entity_size = 0;
+    a->h2o_config.max_request_entity_size = 0; /* read-only: any body is refused (413) */
+    a->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("heapfleet-agent"));
     h2o_hostconf_t *host = h2o_config_register_host(&a->h2o_config,
                                                     h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *pc = h2o_config_register_path(host, "/", 0);
