@@ -708,6 +708,101 @@ static void test_agent_http_client_abort_and_head(void **state)
     resp_release(&r);
 }
 
+/* Run a shell command, return its first output line (trailing newline cut). */
+static bool sh_line(const char *cmd, char *out, size_t outsz)
+{
+    FILE *p = popen(cmd, "r");
+    out[0] = '\0';
+    if (!p)
+        return false;
+    bool ok = fgets(out, (int)outsz, p) != NULL;
+    int st = pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+    return ok && st == 0 && out[0];
+}
+
+/* --binaries with a stripped binary and its separate debug file, fetched by
+ * a real debuginfod client (LLVM's llvm-debuginfod-find) from the agent. */
+static void test_agent_http_debuginfod_client(void **state)
+{
+    char tool[256], line[1024];
+    if (!sh_line("command -v llvm-debuginfod-find || command -v llvm-debuginfod-find-14", tool,
+                 sizeof(tool))) {
+        printf("SKIP part: llvm-debuginfod-find not installed\n");
+        tool[0] = '\0';
+    }
+    char *bins = hp_xasprintf("%s/bins", tmp), *empty = hp_xasprintf("%s/empty", tmp);
+    mkdir(bins, 0755);
+    mkdir(empty, 0755);
+    char *cmd = hp_xasprintf("objcopy --only-keep-debug '%s' '%s/app.debug' && "
+                             "objcopy --strip-debug --add-gnu-debuglink='%s/app.debug' '%s' '%s/app'"
+                             " && echo ok",
+                             fixture_exe, bins, bins, fixture_exe, bins);
+    assert_true(sh_line(cmd, line, sizeof(line)));
+    free(cmd);
+    char *app = hp_xasprintf("%s/app", bins), *dbg = hp_xasprintf("%s/app.debug", bins);
+    char id[256];
+    readelf_build_id(app, id, sizeof(id));
+    assert_true(strlen(id) >= 16);
+
+    struct agent_proc a;
+    const char *args[] = { "--dumps", empty, "--binaries", bins, NULL };
+    start_agent(&a, "binaries", args);
+    struct resp r;
+    char *t = hp_xasprintf("/buildid/%s/executable", id);
+    http_get(&a, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, app);
+    resp_release(&r);
+    free(t);
+    t = hp_xasprintf("/buildid/%s/debuginfo", id);
+    http_get(&a, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, dbg);
+    struct sym_elf_identity got;
+    assert_int_equal(sym_elf_identity_mem(r.body.data, r.body.len, &got, NULL), 0);
+    assert_true(got.has_debug_info);
+    resp_release(&r);
+    free(t);
+    /* The stripped binary is known by path too. */
+    t = hp_xasprintf("/identity?path=%s", app);
+    json_t *j = get_json(&a, t, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "debuglink")), "app.debug");
+    assert_false(json_is_true(json_object_get(j, "has_debug_info")));
+    json_decref(j);
+    free(t);
+
+    if (tool[0]) {
+        static const char *const what[] = { "--executable", "--debuginfo" };
+        for (int i = 0; i < 2; i++) {
+            cmd = hp_xasprintf("DEBUGINFOD_URLS=http://127.0.0.1:%d DEBUGINFOD_CACHE_PATH=%s/dcache"
+                               " '%s' %s %s",
+                               a.port, tmp, tool, what[i], id);
+            assert_true(sh_line(cmd, line, sizeof(line)));
+            free(cmd);
+            char *x = NULL, *y = NULL;
+            size_t xl, yl;
+            assert_int_equal(hp_file_read(line, 64u << 20, &x, &xl, NULL), 0);
+            assert_int_equal(hp_file_read(i == 0 ? app : dbg, 64u << 20, &y, &yl, NULL), 0);
+            assert_int_equal(xl, yl);
+            assert_memory_equal(x, y, xl);
+            free(x);
+            free(y);
+        }
+        /* An unknown build-id is a miss for the client, not a crash. */
+        cmd = hp_xasprintf("DEBUGINFOD_URLS=http://127.0.0.1:%d DEBUGINFOD_CACHE_PATH=%s/dcache"
+                           " '%s' --executable 00112233445566778899 2>/dev/null",
+                           a.port, tmp, tool);
+        assert_false(sh_line(cmd, line, sizeof(line)));
+        free(cmd);
+    }
+    stop_agent(&a);
+    free(app);
+    free(dbg);
+    free(bins);
+    free(empty);
+}
+
 static void test_agent_http_proc_from_pid_file(void **state)
 {
     json_t *j = get_json(&main_agent, "/proc", 200);
@@ -956,6 +1051,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_buildid_serves_binary),
         cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
         cmocka_unit_test(test_agent_http_client_abort_and_head),
+        cmocka_unit_test(test_agent_http_debuginfod_client),
         cmocka_unit_test(test_agent_http_proc_from_pid_file),
         cmocka_unit_test(test_agent_http_token_required),
         cmocka_unit_test(test_agent_http_keep_prunes_oldest),
