@@ -34,4 +34,9 @@ if echo "$out" | grep -E 'heapfleet-(agent|collector)\.service' ; then
     exit 1
 fi
 echo "$out"
+# For the record (not a pass/fail criterion): systemd's exposure score.
+for u in heapfleet-agent.service heapfleet-collector.service; do
+    (cd "$tmp" && systemd-analyze security --offline=true --no-pager "./$u" 2>/dev/null |
+        grep 'Overall exposure level') || true
+done
 echo "ok: systemd-analyze verify accepts both units ($(systemd-analyze --version | head -1))"
