@@ -831,6 +831,10 @@ static int read_token(struct agent *a, const char *path, struct hp_buf *err)
     return 0;
 }
 
+/* An agent left running at exit stays reachable from here (leak checkers
+ * then see memory still in use, not lost). */
+static struct agent *abandoned;
+
 int agent_run(const struct agent_config *cfg, struct hp_buf *err)
 {
     struct agent *a = hp_xcalloc(1, sizeof(*a));
@@ -923,6 +927,15 @@ out:
     if (a->h2o_ready) {
         for (int i = 0; i < 100 && (a->conns > 0 || a->jobs > 0 || a->keep_busy); i++)
             uv_run(&a->loop, UV_RUN_NOWAIT), uv_sleep(10);
+        if (a->conns > 0 || a->jobs > 0 || a->keep_busy) {
+            /* A client still downloading after the grace period: h2o cannot
+             * dispose of a context with live connections, and the process
+             * is about to exit, so leave it all to the kernel. */
+            hp_log_warn("agent", "connections=%u msg=\"exiting with transfers in flight\"",
+                        a->conns);
+            abandoned = a;
+            return r;
+        }
         h2o_context_dispose(&a->h2o_ctx);
         h2o_config_dispose(&a->h2o_config);
     }
@@ -930,7 +943,8 @@ out:
         uv_sleep(10);
     if (uv_loop_close(&a->loop) != 0) {
         hp_log_warn("agent", "msg=\"loop still busy at exit\"");
-        return r; /* handles still reference a: leak it rather than free under them */
+        abandoned = a; /* handles still reference a: keep it rather than free under them */
+        return r;
     }
     agent_binidx_free(a->bin);
     agent_folders_close(&a->folders);

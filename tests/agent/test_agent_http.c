@@ -803,6 +803,34 @@ static void test_agent_http_debuginfod_client(void **state)
     free(empty);
 }
 
+/* SIGTERM while a client is stuck mid-download (it never reads): the agent
+ * still exits 0 within its grace period. */
+static void test_agent_http_stops_with_stalled_client(void **state)
+{
+    char libc[512], id[256];
+    mapped_libc(libc, sizeof(libc));
+    readelf_build_id(libc, id, sizeof(id));
+    struct agent_proc a;
+    const char *args[] = { "--dumps", jem, NULL };
+    start_agent(&a, "stalled", args);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)a.port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char *req = hp_xasprintf("GET /buildid/%s/executable HTTP/1.1\r\nHost: x\r\n\r\n", id);
+    assert_true(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    free(req);
+    char buf[64];
+    assert_true(read(fd, buf, sizeof(buf)) > 0); /* the response has started */
+    uint64_t t0 = hp_now_ns();
+    stop_agent(&a);
+    assert_true(hp_now_ns() - t0 < 5ull * 1000000000);
+    close(fd);
+}
+
 static void test_agent_http_proc_from_pid_file(void **state)
 {
     json_t *j = get_json(&main_agent, "/proc", 200);
@@ -1052,6 +1080,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
         cmocka_unit_test(test_agent_http_client_abort_and_head),
         cmocka_unit_test(test_agent_http_debuginfod_client),
+        cmocka_unit_test(test_agent_http_stops_with_stalled_client),
         cmocka_unit_test(test_agent_http_proc_from_pid_file),
         cmocka_unit_test(test_agent_http_token_required),
         cmocka_unit_test(test_agent_http_keep_prunes_oldest),
