@@ -59,8 +59,9 @@ int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct 
                       struct hp_buf *err) HP_MUST_CHECK;
 
 /* Parse one /proc/<pid>/maps line into m (strings point into `line`, which
- * must stay alive until the mapping is added to a profile). Returns 1 for a
+ * must stay alive until the mapping is added to a profile; the path is
+ * NUL-terminated in place, so line[len] must be writable). Returns 1 for a
  * mapping, 0 for a line that is not one (blank, build-id hints), <0 on error. */
-int ingest_maps_line(const char *line, size_t len, struct profile_mapping *m);
+int ingest_maps_line(char *line, size_t len, struct profile_mapping *m);
 
 #endif

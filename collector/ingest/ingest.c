@@ -1,0 +1,506 @@
+/* Parser driver: format detection, line splitting, limits and messages.
+ *
+ * Bytes arrive in chunks of any size. Until the format is known they are held
+ * in `head` (at most the first line, capped). Text formats are then split into
+ * lines here and handed to the format's line reader one at a time; a line
+ * split across chunks waits in `carry`, capped at max_line. Binary formats
+ * (pprof) accumulate in `body`, capped at max_bytes, and are parsed at the
+ * end. The first error sticks: later feeds return it without work. */
+#include "collector/ingest/ingest-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ingest_limits_default(struct ingest_limits *l)
+{
+    *l = (struct ingest_limits){
+        .max_bytes = (size_t)2 << 30,
+        .max_line = (size_t)1 << 20,
+        .max_frames = 4096,
+        .max_stacks = (size_t)4 << 20,
+        .max_mappings = 65536,
+        .max_threads = 65536,
+    };
+}
+
+static bool starts_with(const char *s, size_t n, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    return n >= k && memcmp(s, prefix, k) == 0;
+}
+
+/* A collapsed line ends in blanks and digits after at least one other byte. */
+static bool looks_collapsed(const char *s, size_t n)
+{
+    while (n > 0 && (s[n - 1] == '\r' || s[n - 1] == '\n'))
+        n--;
+    size_t d = n;
+    while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9')
+        d--;
+    if (d == n || d < 2 || s[d - 1] != ' ')
+        return false;
+    for (size_t i = 0; i < d; i++)
+        if (s[i] == '\0')
+            return false;
+    return true;
+}
+
+enum profile_format ingest_detect(const void *data, size_t len)
+{
+    const char *s = data;
+    if (len >= 2 && (unsigned char)s[0] == 0x1f && (unsigned char)s[1] == 0x8b)
+        return PROFILE_FORMAT_PPROF;
+    if (starts_with(s, len, "heap_v2/"))
+        return PROFILE_FORMAT_JEMALLOC;
+    if (starts_with(s, len, "heap profile:"))
+        return PROFILE_FORMAT_GPERF;
+    /* Skip a UTF-8 byte-order mark and leading blank lines for text checks. */
+    size_t i = 0;
+    if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+        i = 3;
+    while (i < len && (s[i] == '\n' || s[i] == '\r'))
+        i++;
+    const char *nl = memchr(s + i, '\n', len - i);
+    size_t first = nl ? (size_t)(nl - (s + i)) : len - i;
+    if (first > 0 && looks_collapsed(s + i, first))
+        return PROFILE_FORMAT_COLLAPSED;
+    /* An uncompressed profile.proto starts with field 1 (sample_type, a
+     * length-delimited message: tag 0x0a) in every writer we know. */
+    if (len >= 1 && (unsigned char)s[0] == 0x0a)
+        return PROFILE_FORMAT_PPROF;
+    return PROFILE_FORMAT_UNKNOWN;
+}
+
+struct ingest_parser *ingest_parser_new(const struct ingest_limits *lim)
+{
+    struct ingest_parser *ps = hp_xcalloc(1, sizeof(*ps));
+    if (lim)
+        ps->lim = *lim;
+    else
+        ingest_limits_default(&ps->lim);
+    hp_buf_init(&ps->head, 4096);
+    hp_buf_init(&ps->carry, ps->lim.max_line);
+    hp_buf_init(&ps->body, ps->lim.max_bytes);
+    hp_map64_init(&ps->thread_ids);
+    memset(ps->loc_cache_idx, 0xff, sizeof(ps->loc_cache_idx));
+    return ps;
+}
+
+void ingest_parser_free(struct ingest_parser *ps)
+{
+    if (!ps)
+        return;
+    profile_free(ps->p);
+    hp_buf_release(&ps->head);
+    hp_buf_release(&ps->carry);
+    hp_buf_release(&ps->body);
+    hp_map64_release(&ps->thread_ids);
+    free(ps->locbuf);
+    free(ps->addrbuf);
+    free(ps);
+}
+
+const char *ingest__excerpt(const char *s, size_t n, char *out, size_t outsz)
+{
+    size_t o = 0;
+    size_t lim = n > 40 ? 40 : n;
+    for (size_t i = 0; i < lim && o + 5 < outsz; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= ' ' && c < 0x7f && c != '"' && c != '\\') {
+            out[o++] = (char)c;
+        } else {
+            static const char hex[] = "0123456789abcdef";
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    if (n > lim && o + 4 < outsz) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+int ingest__error(struct ingest_parser *ps, struct hp_buf *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        if (err->len)
+            (void)hp_buf_puts(err, "; ");
+        if (ps->lineno)
+            (void)hp_buf_printf(err, "%s profile, line %llu (byte %llu): ",
+                                profile_format_name(ps->fmt), (unsigned long long)ps->lineno,
+                                (unsigned long long)ps->offset);
+        else
+            (void)hp_buf_printf(err, "%s profile, byte %llu: ", profile_format_name(ps->fmt),
+                                (unsigned long long)ps->offset);
+        va_list ap;
+        va_start(ap, fmt);
+        (void)hp_buf_vprintf(err, fmt, ap);
+        va_end(ap);
+    }
+    ps->status = code;
+    return code;
+}
+
+static int begin_format(struct ingest_parser *ps, struct hp_buf *err)
+{
+    ps->p = profile_new(ps->fmt);
+    switch (ps->fmt) {
+    case PROFILE_FORMAT_JEMALLOC:
+        return ingest__jemalloc_begin(ps, err);
+    case PROFILE_FORMAT_GPERF:
+        return ingest__gperf_begin(ps, err);
+    case PROFILE_FORMAT_COLLAPSED:
+        return ingest__collapsed_begin(ps, err);
+    case PROFILE_FORMAT_PPROF:
+        return 0;
+    case PROFILE_FORMAT_UNKNOWN:
+        break;
+    }
+    char ex[200];
+    return ingest__error(ps, err, HP_EFORMAT,
+                         "unrecognized profile format: expected a jemalloc dump (\"heap_v2/N\"), "
+                         "a gperftools heap profile (\"heap profile: ...\"), a pprof "
+                         "protobuf (gzipped or not) or collapsed stacks (\"a;b;c 123\"); "
+                         "input starts with \"%s\"",
+                         ingest__excerpt(ps->head.data ? ps->head.data : "", ps->head.len, ex,
+                                         sizeof(ex)));
+}
+
+static int handle_line(struct ingest_parser *ps, const char *line, size_t len,
+                       struct hp_buf *err)
+{
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    ps->lineno++;
+    int r = ps->line(ps, line, len, err);
+    if (r < 0 && ps->status == 0)
+        ps->status = r;
+    return r;
+}
+
+/* Split text into lines; an incomplete tail goes to `carry`. */
+static int feed_text(struct ingest_parser *ps, const char *s, size_t n, struct hp_buf *err)
+{
+    while (n > 0) {
+        const char *nl = memchr(s, '\n', n);
+        if (!nl) {
+            if (hp_buf_append(&ps->carry, s, n) < 0)
+                return ingest__error(ps, err, HP_ETOOBIG,
+                                     "line is longer than the limit of %zu bytes",
+                                     ps->lim.max_line);
+            return 0;
+        }
+        size_t k = (size_t)(nl - s);
+        int r;
+        if (ps->carry.len) {
+            if (hp_buf_append(&ps->carry, s, k) < 0)
+                return ingest__error(ps, err, HP_ETOOBIG,
+                                     "line is longer than the limit of %zu bytes",
+                                     ps->lim.max_line);
+            r = handle_line(ps, ps->carry.data, ps->carry.len, err);
+            ps->offset += ps->carry.len + 1;
+            hp_buf_reset(&ps->carry);
+        } else {
+            if (k > ps->lim.max_line)
+                return ingest__error(ps, err, HP_ETOOBIG,
+                                     "line is longer than the limit of %zu bytes",
+                                     ps->lim.max_line);
+            r = handle_line(ps, s, k, err);
+            ps->offset += k + 1;
+        }
+        if (r < 0)
+            return r;
+        s += k + 1;
+        n -= k + 1;
+    }
+    return 0;
+}
+
+static int feed_known(struct ingest_parser *ps, const char *s, size_t n, struct hp_buf *err)
+{
+    if (ps->fmt == PROFILE_FORMAT_PPROF) {
+        if (hp_buf_append(&ps->body, s, n) < 0)
+            return ingest__error(ps, err, HP_ETOOBIG, "input is over the limit of %zu bytes",
+                                 ps->lim.max_bytes);
+        return 0;
+    }
+    return feed_text(ps, s, n, err);
+}
+
+/* Decide the format from what `head` holds, then replay it. */
+static int detect_and_replay(struct ingest_parser *ps, struct hp_buf *err)
+{
+    ps->fmt = ingest_detect(ps->head.data ? ps->head.data : "", ps->head.len);
+    int r = begin_format(ps, err);
+    if (r < 0)
+        return r;
+    struct hp_buf h = ps->head;
+    ps->head = HP_BUF_INIT(0);
+    r = h.len ? feed_known(ps, h.data, h.len, err) : 0;
+    hp_buf_release(&h);
+    return r;
+}
+
+int ingest_parser_feed(struct ingest_parser *ps, const void *data, size_t len,
+                       struct hp_buf *err)
+{
+    if (ps->status < 0)
+        return ps->status;
+    if (ps->finished)
+        return ingest__error(ps, err, HP_EUSAGE, "data fed after the end of input");
+    const char *s = data;
+    if ((uint64_t)len > ps->lim.max_bytes - HP_MIN(ps->fed, ps->lim.max_bytes))
+        return ingest__error(ps, err, HP_ETOOBIG, "input is over the limit of %zu bytes",
+                             ps->lim.max_bytes);
+    ps->fed += len;
+    if (ps->fmt != PROFILE_FORMAT_UNKNOWN)
+        return feed_known(ps, s, len, err);
+    /* Hold bytes until the first line is complete (or 4 KiB arrived): the
+     * first line decides the format. */
+    size_t room = ps->head.cap - ps->head.len;
+    size_t take = HP_MIN(room, len);
+    (void)hp_buf_append(&ps->head, s, take);
+    bool decided = ps->head.len == ps->head.cap || memchr(ps->head.data, '\n', ps->head.len) ||
+                   (ps->head.len >= 2 && (unsigned char)ps->head.data[0] == 0x1f);
+    if (!decided)
+        return 0;
+    int r = detect_and_replay(ps, err);
+    if (r < 0)
+        return r;
+    return take < len ? feed_known(ps, s + take, len - take, err) : 0;
+}
+
+int ingest_parser_finish(struct ingest_parser *ps, struct profile **ret, struct hp_buf *err)
+{
+    if (ps->status < 0)
+        return ps->status;
+    if (ps->finished)
+        return ingest__error(ps, err, HP_EUSAGE, "parser already finished");
+    int r = 0;
+    if (ps->fmt == PROFILE_FORMAT_UNKNOWN) {
+        if (ps->head.len == 0)
+            return ingest__error(ps, err, HP_EPARSE, "empty input: expected a heap profile");
+        r = detect_and_replay(ps, err);
+        if (r < 0)
+            return r;
+    }
+    ps->finished = true;
+    if (ps->fmt == PROFILE_FORMAT_PPROF) {
+        r = ingest__pprof_parse(ps, (const uint8_t *)ps->body.data, ps->body.len, err);
+        if (r < 0)
+            return ps->status = r;
+    } else if (ps->carry.len) {
+        r = handle_line(ps, ps->carry.data, ps->carry.len, err);
+        ps->offset += ps->carry.len;
+        hp_buf_reset(&ps->carry);
+        if (r < 0)
+            return r;
+    }
+    if (ps->end) {
+        r = ps->end(ps, err);
+        if (r < 0)
+            return ps->status = r;
+    }
+    profile_finish(ps->p);
+    *ret = ps->p;
+    ps->p = NULL;
+    return 0;
+}
+
+int ingest_parse(const void *data, size_t len, const struct ingest_limits *lim,
+                 struct profile **ret, struct hp_buf *err)
+{
+    struct ingest_parser *ps = ingest_parser_new(lim);
+    int r = ingest_parser_feed(ps, data, len, err);
+    if (r == 0)
+        r = ingest_parser_finish(ps, ret, err);
+    ingest_parser_free(ps);
+    return r;
+}
+
+int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct profile **ret,
+                      struct hp_buf *err)
+{
+    struct ingest_limits def;
+    if (!lim) {
+        ingest_limits_default(&def);
+        lim = &def;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    int r = hp_file_read(path, lim->max_bytes, &data, &len, err);
+    if (r < 0)
+        return r;
+    struct hp_buf local = HP_BUF_INIT(0);
+    r = ingest_parse(data, len, lim, ret, &local);
+    if (r < 0 && err)
+        hp_err_printf(err, "%s: %s", path, local.data ? local.data : hp_strerror(r));
+    hp_buf_release(&local);
+    free(data);
+    return r;
+}
+
+/* ---- helpers shared by the text readers ---- */
+
+static inline const char *skip_blanks(const char *s, const char *end)
+{
+    while (s < end && (*s == ' ' || *s == '\t'))
+        s++;
+    return s;
+}
+
+static int parse_num(const char **sp, const char *end, int64_t *ret)
+{
+    const char *s = *sp;
+    const char *d = s;
+    uint64_t v = 0;
+    while (d < end && (unsigned)(*d - '0') <= 9) {
+        unsigned dig = (unsigned)(*d - '0');
+        if (v > ((uint64_t)INT64_MAX - dig) / 10)
+            return HP_ETOOBIG;
+        v = v * 10 + dig;
+        d++;
+    }
+    if (d == s)
+        return HP_EPARSE;
+    *ret = (int64_t)v;
+    *sp = d;
+    return 0;
+}
+
+int ingest__counts(const char *s, size_t n, int64_t raw[PV_COUNT], size_t *ret_end)
+{
+    const char *p = s, *end = s + n;
+    int64_t v[PV_COUNT];
+    int r;
+    p = skip_blanks(p, end);
+    if ((r = parse_num(&p, end, &v[0])) < 0)
+        return r;
+    if (p >= end || *p++ != ':')
+        return HP_EPARSE;
+    p = skip_blanks(p, end);
+    if ((r = parse_num(&p, end, &v[1])) < 0)
+        return r;
+    p = skip_blanks(p, end);
+    if (p >= end || *p++ != '[')
+        return HP_EPARSE;
+    p = skip_blanks(p, end);
+    if ((r = parse_num(&p, end, &v[2])) < 0)
+        return r;
+    if (p >= end || *p++ != ':')
+        return HP_EPARSE;
+    p = skip_blanks(p, end);
+    if ((r = parse_num(&p, end, &v[3])) < 0)
+        return r;
+    p = skip_blanks(p, end);
+    if (p >= end || *p++ != ']')
+        return HP_EPARSE;
+    memcpy(raw, v, sizeof(v));
+    *ret_end = (size_t)(p - s);
+    return 0;
+}
+
+/* Hex digit value plus one, 0 for anything else: one load per byte instead
+ * of two range checks, which matters at hundreds of MB/s. */
+static const uint8_t hex_digit1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,
+    ['6'] = 7,  ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12,
+    ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16, ['A'] = 11, ['B'] = 12,
+    ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* Location of an address, through a small direct-mapped cache in front of
+ * the profile's hash table: the same call sites recur across stacks (thread
+ * roots, executor loops, allocator entry points), and a hit costs one
+ * compare instead of a hash probe into a table that may not be in cache. */
+static inline uint32_t location_cached(struct ingest_parser *ps, uint64_t addr)
+{
+    size_t slot = (size_t)((addr ^ (addr >> 12)) & (INGEST_LOC_CACHE - 1));
+    if (ps->loc_cache_addr[slot] == addr && ps->loc_cache_idx[slot] != UINT32_MAX)
+        return ps->loc_cache_idx[slot];
+    uint32_t idx = profile_location_for_address(ps->p, addr);
+    ps->loc_cache_addr[slot] = addr;
+    ps->loc_cache_idx[slot] = idx;
+    return idx;
+}
+
+int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
+                           uint32_t *ret_stack, struct hp_buf *err)
+{
+    const char *p = s, *end = s + n;
+    uint32_t count = 0;
+    for (;;) {
+        p = skip_blanks(p, end);
+        if (p >= end)
+            break;
+        if (count >= ps->lim.max_frames)
+            return ingest__error(ps, err, HP_ETOOBIG,
+                                 "stack has more than %u frames (the limit)",
+                                 ps->lim.max_frames);
+        if (end - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+            p += 2;
+        uint64_t v = 0;
+        int digits = 0, h;
+        while (p < end && (h = hex_digit1[(unsigned char)*p] - 1) >= 0) {
+            if (digits == 16 && v >> 60)
+                goto bad;
+            v = (v << 4) | (uint64_t)h;
+            digits++;
+            p++;
+        }
+        if (digits == 0 || (p < end && *p != ' ' && *p != '\t'))
+            goto bad;
+        /* jeprof's FixCallerAddresses: a caller's address is a return
+         * address; the call instruction is the byte before it. */
+        if (count > 0 && v > 0)
+            v--;
+        ps->addrbuf = hp_xgrow(ps->addrbuf, &ps->addrbuf_cap, count + 1, sizeof(*ps->addrbuf));
+        ps->addrbuf[count++] = v;
+    }
+    if (count == 0)
+        return ingest__error(ps, err, HP_EPARSE, "stack has no addresses");
+    /* Look the addresses up only after all are parsed, prefetching their
+     * hash slots first: a big profile's location table does not fit in
+     * cache, and overlapping the misses of one stack's frames is most of
+     * the parser's speed. */
+    const struct hp_map64 *m = &ps->p->loc_index;
+    if (m->cap)
+        for (uint32_t i = 0; i < count; i++)
+            __builtin_prefetch(&m->slots[hp_hash_u64(ps->addrbuf[i]) & (m->cap - 1)]);
+    ps->locbuf = hp_xgrow(ps->locbuf, &ps->locbuf_cap, count, sizeof(*ps->locbuf));
+    for (uint32_t i = 0; i < count; i++)
+        ps->locbuf[i] = location_cached(ps, ps->addrbuf[i]);
+    if (ps->p->nstacks >= ps->lim.max_stacks)
+        return ingest__error(ps, err, HP_ETOOBIG, "profile has more than %zu stacks (the limit)",
+                             ps->lim.max_stacks);
+    *ret_stack = profile_stack_add(ps->p, ps->locbuf, count);
+    return 0;
+bad:;
+    char ex[200];
+    return ingest__error(ps, err, HP_EPARSE, "expected a hexadecimal address, got \"%s\"",
+                         ingest__excerpt(p, (size_t)(end - p), ex, sizeof(ex)));
+}
+
+int ingest__maps_line(struct ingest_parser *ps, const char *line, size_t len,
+                      struct hp_buf *err)
+{
+    struct profile_mapping m;
+    char path[4096];
+    if (len >= sizeof(path))
+        return 0; /* no real maps line is this long; ignore rather than fail */
+    memcpy(path, line, len);
+    path[len] = '\0';
+    int r = ingest_maps_line(path, len, &m);
+    if (r <= 0)
+        return 0; /* maps sections carry other lines too (build=, blank) */
+    if (ps->p->nmappings >= ps->lim.max_mappings)
+        return ingest__error(ps, err, HP_ETOOBIG, "more than %zu mapping lines (the limit)",
+                             ps->lim.max_mappings);
+    profile_mapping_add(ps->p, &m);
+    return 0;
+}

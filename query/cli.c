@@ -1,0 +1,181 @@
+/* Shared plumbing of the `query` commands (see cli.h). */
+#include "query/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/ingest/ingest.h"
+
+const char query_cli_common_help[] =
+    "  --format F          text|collapsed|json|dot|svg|pprof (default text)\n"
+    "  --sample S          inuse_space|inuse_objects|alloc_space|alloc_objects\n"
+    "  --inuse_space ...   jeprof spellings of --sample are accepted too\n"
+    "  --binary FILE       the main executable the profile was taken from\n"
+    "  --symbols DIR       folder of binaries/debug files (also .build-id/xx/rest.debug)\n"
+    "  --no-symbolize      keep raw addresses\n"
+    "  --no-inline         one frame per address (no inlined frames)\n"
+    "  --lines             frame names carry file:line\n"
+    "  --keep-allocator    keep jemalloc's own frames at the leaf end\n"
+    "  --focus RE          only stacks with a frame matching RE (POSIX ERE)\n"
+    "  --ignore RE         drop stacks with a frame matching RE\n"
+    "  --top N             rows in tables (default 30 for text, all otherwise; 0 = all)\n"
+    "  --nodefraction F    dot/svg: hide nodes under this share (default 0.005)\n"
+    "  --db PATH           database (default $HEAPFLEET_DB or heapfleet.db)\n";
+
+void query_cli_init(struct query_cli *c, const char *prog)
+{
+    memset(c, 0, sizeof(*c));
+    c->prog = prog;
+    c->format = QUERY_FORMAT_TEXT;
+    query_opts_init(&c->qo);
+    c->qo.top = (size_t)-1; /* "not set": each command picks its default */
+    const char *env = getenv("HEAPFLEET_DB");
+    c->db = env && *env ? env : "heapfleet.db";
+}
+
+int query_cli_fail(const struct query_cli *c, const char *msg)
+{
+    fprintf(stderr, "%s: %s\n", c->prog, msg);
+    return 1;
+}
+
+int query_cli_usage(const struct query_cli *c, const char *usage)
+{
+    fprintf(stderr, "usage: %s\n", usage);
+    return 2;
+}
+
+static int need_arg(const struct query_cli *c, int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) {
+        fprintf(stderr, "%s: %s needs a value\n", c->prog, argv[i]);
+        return HP_EUSAGE;
+    }
+    return 0;
+}
+
+int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int *ret_used)
+{
+    const char *a = argv[i];
+    enum profile_value pv;
+    *ret_used = 1;
+    if (strncmp(a, "--", 2) == 0 && profile_value_parse(a + 2, &pv) == 0) {
+        c->qo.sample = pv;
+        return 1;
+    }
+    if (strcmp(a, "--no-inline") == 0) {
+        c->qo.no_inline = true;
+        return 1;
+    }
+    if (strcmp(a, "--no-symbolize") == 0) {
+        c->no_symbolize = true;
+        return 1;
+    }
+    if (strcmp(a, "--lines") == 0) {
+        c->qo.with_lines = true;
+        return 1;
+    }
+    if (strcmp(a, "--keep-allocator") == 0) {
+        c->qo.keep_allocator = true;
+        return 1;
+    }
+    static const char *valued[] = { "--format", "--sample", "--binary", "--symbols", "--focus",
+                                    "--ignore", "--top", "--nodefraction", "--db" };
+    size_t k;
+    for (k = 0; k < HP_ARRAY_SIZE(valued); k++)
+        if (strcmp(a, valued[k]) == 0)
+            break;
+    if (k == HP_ARRAY_SIZE(valued))
+        return 0;
+    if (need_arg(c, argc, argv, i) < 0)
+        return HP_EUSAGE;
+    const char *v = argv[i + 1];
+    *ret_used = 2;
+    switch (k) {
+    case 0:
+        if (query_format_parse(v, &c->format) < 0) {
+            fprintf(stderr, "%s: unknown --format \"%s\" (expected text, collapsed, json, dot, "
+                            "svg or pprof)\n",
+                    c->prog, v);
+            return HP_EUSAGE;
+        }
+        return 1;
+    case 1:
+        if (profile_value_parse(v, &c->qo.sample) < 0) {
+            fprintf(stderr, "%s: unknown --sample \"%s\" (expected inuse_space, inuse_objects, "
+                            "alloc_space or alloc_objects)\n",
+                    c->prog, v);
+            return HP_EUSAGE;
+        }
+        return 1;
+    case 2:
+        c->binary = v;
+        return 1;
+    case 3:
+        c->symbols = v;
+        return 1;
+    case 4:
+        c->qo.focus = v;
+        return 1;
+    case 5:
+        c->qo.ignore = v;
+        return 1;
+    case 6: {
+        uint64_t n;
+        if (hp_parse_u64(v, strlen(v), &n) < 0 || n > 1000000000) {
+            fprintf(stderr, "%s: --top expects a whole number, got \"%s\"\n", c->prog, v);
+            return HP_EUSAGE;
+        }
+        c->qo.top = (size_t)n;
+        return 1;
+    }
+    case 7: {
+        double d;
+        if (hp_parse_double(v, &d) < 0 || d < 0 || d > 1) {
+            fprintf(stderr, "%s: --nodefraction expects a number from 0 to 1, got \"%s\"\n",
+                    c->prog, v);
+            return HP_EUSAGE;
+        }
+        c->qo.nodefraction = d;
+        return 1;
+    }
+    case 8:
+        c->db = v;
+        return 1;
+    default:
+        break;
+    }
+    return 0;
+}
+
+int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
+                   struct hp_buf *err)
+{
+    struct profile *p = NULL;
+    if (access(selector, F_OK) != 0) {
+        hp_err_printf(err, "\"%s\": no such file (stored snapshots: NODE, NODE@TIME, #ID)",
+                      selector);
+        return HP_ENOTFOUND;
+    }
+    int r = ingest_parse_file(selector, NULL, &p, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    return 0;
+}
+
+int query_cli_write(const struct hp_buf *b)
+{
+    if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len)
+        goto fail;
+    if (fflush(stdout) != 0)
+        goto fail;
+    return 0;
+fail:
+    if (errno == EPIPE)
+        return 0;
+    fprintf(stderr, "query: writing output failed: %s\n", strerror(errno));
+    return 1;
+}

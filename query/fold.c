@@ -1,0 +1,406 @@
+/* Folding: from samples over location stacks to merged sequences of frame
+ * names, the form every view is drawn from (see query.h).
+ *
+ * For each all-threads sample, the stack is walked root to leaf; each location
+ * contributes its frames outermost first (so an inlined callee follows its
+ * caller), or only the outermost frame with no_inline. Locations flagged as
+ * the allocator's own are dropped from the leaf end only: a malloc frame in the
+ * middle of a stack (an allocator calling back into user code) is kept, as
+ * jeprof's RemoveUninterestingFrames keeps it. */
+#include "query/query.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+void query_opts_init(struct query_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->sample = PV_INUSE_SPACE;
+    o->nodefraction = 0.005;
+    o->edgefraction = 0.001;
+}
+
+static const char *format_names[] = { "text", "collapsed", "json", "dot", "svg", "pprof", "csv" };
+
+int query_format_parse(const char *s, enum query_format *ret)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(format_names); i++)
+        if (strcmp(s, format_names[i]) == 0) {
+            *ret = (enum query_format)i;
+            return 0;
+        }
+    return HP_EPARSE;
+}
+
+const char *query_format_name(enum query_format f)
+{
+    return (size_t)f < HP_ARRAY_SIZE(format_names) ? format_names[f] : "?";
+}
+
+const char *query_utf8_clean(struct hp_arena *arena, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0, len = 0;
+    while (p[len]) {
+        unsigned char c = p[len];
+        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
+                                                                                            : 9;
+        if (need == 9 || (c >= 0x80 && c < 0xc2) || c > 0xf4) {
+            bad++;
+            len++;
+            continue;
+        }
+        size_t k = 1;
+        while (k <= need && (p[len + k] & 0xc0) == 0x80)
+            k++;
+        if (k <= need)
+            bad++, k = 1;
+        len += k;
+    }
+    if (!bad)
+        return s;
+    char *out = hp_arena_alloc(arena, len + bad * 2 + 1);
+    size_t o = 0, i = 0;
+    while (p[i]) {
+        unsigned char c = p[i];
+        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
+                                                                                            : 9;
+        size_t k = 1;
+        if (need != 9 && !(c >= 0x80 && c < 0xc2) && c <= 0xf4) {
+            while (k <= need && (p[i + k] & 0xc0) == 0x80)
+                k++;
+            if (k > need) {
+                memcpy(out + o, p + i, k);
+                o += k;
+                i += k;
+                continue;
+            }
+        }
+        memcpy(out + o, "\xef\xbf\xbd", 3);
+        o += 3;
+        i += 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+struct fold_ctx {
+    const struct profile *p;
+    const struct query_opts *o;
+    struct query_folded *f;
+    regex_t focus, ignore;
+    bool has_focus, has_ignore;
+    const char **seq; /* scratch: one stack's names, root first */
+    size_t seq_cap;
+    /* Cache: location -> first name index in `locnames` (+1), so each
+     * location's names are formatted and interned once. */
+    uint32_t *loc_first;
+    uint32_t *loc_count;
+    const char **locnames;
+    size_t nlocnames, locnames_cap;
+    uint8_t *loc_match; /* 0 unknown, 1 no, 2 focus match, 4 ignore match */
+};
+
+/* Names of one location, outermost first. */
+static void location_names(struct fold_ctx *c, uint32_t loc, const char ***ret, uint32_t *ret_n)
+{
+    if (!c->loc_first[loc]) {
+        const struct profile *p = c->p;
+        const struct profile_location *l = &p->locs[loc];
+        uint32_t n = l->nframes ? l->nframes : 1;
+        if (c->o->no_inline)
+            n = 1;
+        c->locnames = hp_xgrow(c->locnames, &c->locnames_cap, c->nlocnames + n,
+                               sizeof(*c->locnames));
+        c->loc_first[loc] = (uint32_t)c->nlocnames + 1;
+        c->loc_count[loc] = n;
+        for (uint32_t k = 0; k < n; k++) {
+            /* Frames are stored innermost first; emit outermost first. */
+            uint32_t fi = l->nframes ? l->nframes - 1 - k : 0;
+            char buf[512];
+            const char *name = profile_frame_label(p, loc, fi, buf, sizeof(buf), true);
+            if (c->o->with_lines && fi < l->nframes && p->frames[l->frame_off + fi].file) {
+                const struct profile_frame *fr = &p->frames[l->frame_off + fi];
+                char *tmp = hp_xasprintf("%s %s:%u", name, fr->file, fr->line);
+                name = hp_strtab_intern(&c->f->strings, tmp, strlen(tmp));
+                free(tmp);
+            } else {
+                name = hp_strtab_intern(&c->f->strings, name, strlen(name));
+            }
+            c->locnames[c->nlocnames++] = name;
+        }
+    }
+    *ret = c->locnames + c->loc_first[loc] - 1;
+    *ret_n = c->loc_count[loc];
+}
+
+static uint64_t seq_hash(const char *const *seq, size_t n)
+{
+    /* Names are interned, so pointers identify them. */
+    return hp_hash_bytes(seq, n * sizeof(*seq), 0x9e3779b97f4a7c15u);
+}
+
+static struct query_fold_entry *entry_for(struct query_folded *f, const char *const *seq,
+                                          size_t n)
+{
+    uint64_t h = seq_hash(seq, n);
+    /* Probe: key h, h+1, ... until the entry's sequence matches or the key is
+     * free. Sequences with equal hashes are rare; this keeps hp_map64 simple. */
+    for (uint64_t k = h;; k++) {
+        uint32_t idx;
+        if (!hp_map64_get(&f->index, k, &idx)) {
+            f->names = hp_xgrow(f->names, &f->names_cap, f->nnames + n, sizeof(*f->names));
+            memcpy(f->names + f->nnames, seq, n * sizeof(*seq));
+            f->entries = hp_xgrow(f->entries, &f->entries_cap, f->nentries + 1,
+                                  sizeof(*f->entries));
+            struct query_fold_entry *e = &f->entries[f->nentries];
+            memset(e, 0, sizeof(*e));
+            e->off = (uint32_t)f->nnames;
+            e->n = (uint32_t)n;
+            f->nnames += n;
+            (void)hp_map64_put(&f->index, k, (uint32_t)f->nentries, &idx);
+            f->nentries++;
+            return e;
+        }
+        struct query_fold_entry *e = &f->entries[idx];
+        if (e->n == n && memcmp(f->names + e->off, seq, n * sizeof(*seq)) == 0)
+            return e;
+    }
+}
+
+static bool names_match(regex_t *re, const char *const *names, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (regexec(re, names[i], 0, NULL, 0) == 0)
+            return true;
+    return false;
+}
+
+static int compile(regex_t *re, const char *pat, const char *what, struct hp_buf *err)
+{
+    if (strlen(pat) > 4096) {
+        hp_err_printf(err, "--%s: pattern longer than 4096 bytes", what);
+        return HP_EUSAGE;
+    }
+    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char msg[256];
+        regerror(rc, re, msg, sizeof(msg));
+        hp_err_printf(err, "--%s \"%s\": invalid regular expression: %s", what, pat, msg);
+        return HP_EUSAGE;
+    }
+    return 0;
+}
+
+int query_fold(const struct profile *p, const struct query_opts *o, struct query_folded **ret,
+               struct hp_buf *err)
+{
+    struct fold_ctx c = { .p = p, .o = o };
+    int r = 0;
+    if (o->focus && *o->focus) {
+        if ((r = compile(&c.focus, o->focus, "focus", err)) < 0)
+            return r;
+        c.has_focus = true;
+    }
+    if (o->ignore && *o->ignore) {
+        if ((r = compile(&c.ignore, o->ignore, "ignore", err)) < 0) {
+            if (c.has_focus)
+                regfree(&c.focus);
+            return r;
+        }
+        c.has_ignore = true;
+    }
+    struct query_folded *f = hp_xcalloc(1, sizeof(*f));
+    hp_arena_init(&f->arena);
+    hp_strtab_init(&f->strings, &f->arena);
+    hp_map64_init(&f->index);
+    f->source = p;
+    c.f = f;
+    c.loc_first = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_first));
+    c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
+    c.loc_match = hp_xcalloc(p->nlocs + 1, 1);
+
+    for (size_t si = 0; si < p->nsamples; si++) {
+        const struct profile_sample *s = &p->samples[si];
+        const struct profile_stack *st = &p->stacks[s->stack];
+        const uint32_t *locs = profile_stack_locs(p, s->stack);
+        /* Trim allocator frames from the leaf end. */
+        uint32_t first = 0;
+        if (!o->keep_allocator)
+            while (first < st->n && (p->locs[locs[first]].flags & PROFILE_LOC_ALLOCATOR))
+                first++;
+        if (first == st->n)
+            first = st->n ? st->n - 1 : 0; /* all allocator: keep the outermost */
+        size_t n = 0;
+        bool focus_hit = !c.has_focus, ignore_hit = false;
+        for (uint32_t k = st->n; k-- > first;) {
+            uint32_t loc = locs[k];
+            const char **names;
+            uint32_t nn;
+            location_names(&c, loc, &names, &nn);
+            if (c.has_focus || c.has_ignore) {
+                if (!c.loc_match[loc]) {
+                    c.loc_match[loc] = 1;
+                    if (c.has_focus && names_match(&c.focus, names, nn))
+                        c.loc_match[loc] |= 2;
+                    if (c.has_ignore && names_match(&c.ignore, names, nn))
+                        c.loc_match[loc] |= 4;
+                }
+                focus_hit |= (c.loc_match[loc] & 2) != 0;
+                ignore_hit |= (c.loc_match[loc] & 4) != 0;
+            }
+            c.seq = hp_xgrow(c.seq, &c.seq_cap, n + nn, sizeof(*c.seq));
+            memcpy(c.seq + n, names, nn * sizeof(*names));
+            n += nn;
+        }
+        if (!focus_hit || ignore_hit || n == 0)
+            continue;
+        struct query_fold_entry *e = entry_for(f, c.seq, n);
+        for (int v = 0; v < PV_COUNT; v++) {
+            e->value[v] += s->value[v];
+            f->total[v] += s->value[v];
+        }
+        e->count++;
+    }
+    free(c.seq);
+    free(c.loc_first);
+    free(c.loc_count);
+    free(c.locnames);
+    free(c.loc_match);
+    if (c.has_focus)
+        regfree(&c.focus);
+    if (c.has_ignore)
+        regfree(&c.ignore);
+    *ret = f;
+    return 0;
+}
+
+void query_folded_free(struct query_folded *f)
+{
+    if (!f)
+        return;
+    free(f->names);
+    free(f->entries);
+    hp_map64_release(&f->index);
+    hp_strtab_release(&f->strings);
+    hp_arena_release(&f->arena);
+    free(f);
+}
+
+/* ---- top ---- */
+
+static int func_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct query_func *x = a, *y = b;
+    int v = *(const int *)ctx;
+    if (x->flat[v] != y->flat[v])
+        return x->flat[v] < y->flat[v] ? 1 : -1;
+    if (x->cum[v] != y->cum[v])
+        return x->cum[v] < y->cum[v] ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+int query_top_build(const struct query_folded *f, enum profile_value sort_by,
+                    struct query_top **ret)
+{
+    struct query_top *t = hp_xcalloc(1, sizeof(*t));
+    struct hp_map64 byname;
+    hp_map64_init(&byname);
+    size_t cap = 0;
+    /* Stack-local "seen" marks so recursion counts cum once per stack: the
+     * stamp of the last entry that added to each function. */
+    uint32_t *stamp = NULL;
+    size_t stamp_cap = 0;
+    for (size_t ei = 0; ei < f->nentries; ei++) {
+        const struct query_fold_entry *e = &f->entries[ei];
+        const char *const *names = query_fold_frames(f, e);
+        for (uint32_t k = 0; k < e->n; k++) {
+            uint32_t idx;
+            uint64_t key = (uint64_t)(uintptr_t)names[k];
+            if (!hp_map64_get(&byname, key, &idx)) {
+                t->funcs = hp_xgrow(t->funcs, &cap, t->n + 1, sizeof(*t->funcs));
+                idx = (uint32_t)t->n++;
+                memset(&t->funcs[idx], 0, sizeof(t->funcs[idx]));
+                t->funcs[idx].name = names[k];
+                (void)hp_map64_put(&byname, key, idx, &idx);
+                stamp = hp_xgrow(stamp, &stamp_cap, t->n, sizeof(*stamp));
+                stamp[idx] = 0;
+            }
+            struct query_func *fn = &t->funcs[idx];
+            if (stamp[idx] != ei + 1) {
+                stamp[idx] = (uint32_t)ei + 1;
+                for (int v = 0; v < PV_COUNT; v++)
+                    fn->cum[v] += e->value[v];
+            }
+            if (k == e->n - 1)
+                for (int v = 0; v < PV_COUNT; v++)
+                    fn->flat[v] += e->value[v];
+        }
+    }
+    free(stamp);
+    hp_map64_release(&byname);
+    memcpy(t->total, f->total, sizeof(t->total));
+    t->sample = sort_by;
+    int v = (int)sort_by;
+    if (t->n > 1)
+        qsort_r(t->funcs, t->n, sizeof(*t->funcs), func_cmp, &v);
+    *ret = t;
+    return 0;
+}
+
+void query_top_free(struct query_top *t)
+{
+    if (!t)
+        return;
+    free(t->funcs);
+    free(t);
+}
+
+const struct query_func *query_top_find(const struct query_top *t, const char *name)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->funcs[i].name, name) == 0)
+            return &t->funcs[i];
+    return NULL;
+}
+
+/* ---- rounding ---- */
+
+struct remainder {
+    double frac;
+    size_t idx;
+};
+
+static int remainder_cmp(const void *a, const void *b)
+{
+    const struct remainder *x = a, *y = b;
+    if (x->frac != y->frac)
+        return x->frac < y->frac ? 1 : -1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret)
+{
+    double sum = 0;
+    int64_t floors = 0;
+    struct remainder *rem = hp_xmalloc((n ? n : 1) * sizeof(*rem));
+    for (size_t i = 0; i < n; i++) {
+        double fl = vals[i] >= 0 ? (double)(int64_t)vals[i] : -(double)(int64_t)(-vals[i]);
+        if (fl > vals[i])
+            fl -= 1;
+        ret[i] = (int64_t)fl;
+        rem[i] = (struct remainder){ .frac = vals[i] - fl, .idx = i };
+        floors += ret[i];
+        sum += vals[i];
+    }
+    /* Truncate toward zero as jeprof's "%d" prints its Total. */
+    int64_t target = (int64_t)sum;
+    int64_t extra = target - floors;
+    if (extra > 0 && (size_t)extra <= n) {
+        qsort(rem, n, sizeof(*rem), remainder_cmp);
+        for (int64_t k = 0; k < extra; k++)
+            ret[rem[k].idx]++;
+    }
+    free(rem);
+}

@@ -1,0 +1,46 @@
+/* `query`: answers from heap profiles, on files or on the store. This file
+ * only dispatches to the command table; each command lives in cmd-*.c. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "query/cli.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    { "top", query_cmd_top, "function table of one snapshot or profile file" },
+    { "export", query_cmd_export, "one profile as collapsed stacks, JSON, pprof, dot or SVG" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: query COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < HP_ARRAY_SIZE(commands); i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'query COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < HP_ARRAY_SIZE(commands); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "query: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,232 @@
+/* Renderers for a single profile: collapsed stacks, the text top table and
+ * JSON. Graph renderers (dot, svg) and pprof live in their own files. */
+#include "query/query.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int query_render_collapsed(const struct query_folded *f, const struct query_opts *o,
+                           struct hp_buf *out)
+{
+    double *vals = hp_xmalloc((f->nentries + 1) * sizeof(*vals));
+    int64_t *ints = hp_xmalloc((f->nentries + 1) * sizeof(*ints));
+    for (size_t i = 0; i < f->nentries; i++)
+        vals[i] = f->entries[i].value[o->sample];
+    query_round_preserving_sum(vals, f->nentries, ints);
+    for (size_t i = 0; i < f->nentries; i++) {
+        const struct query_fold_entry *e = &f->entries[i];
+        if (ints[i] == 0 && vals[i] == 0)
+            continue;
+        const char *const *names = query_fold_frames(f, e);
+        for (uint32_t k = 0; k < e->n; k++) {
+            if (k)
+                hp_buf_append(out, ";", 1);
+            /* ';' and newlines would break the line format: replace them. */
+            const char *s = names[k];
+            size_t start = out->len;
+            hp_buf_puts(out, s);
+            for (size_t j = start; j < out->len; j++)
+                if (out->data[j] == ';' || out->data[j] == '\n' || out->data[j] == '\r')
+                    out->data[j] = ':';
+        }
+        hp_buf_printf(out, " %lld\n", (long long)ints[i]);
+    }
+    free(vals);
+    free(ints);
+    return 0;
+}
+
+static bool is_bytes(enum profile_value v)
+{
+    return v == PV_INUSE_SPACE || v == PV_ALLOC_SPACE;
+}
+
+static const char *fmt_value(enum profile_value v, double x, char *buf, size_t n)
+{
+    return is_bytes(v) ? hp_fmt_bytes(x, buf, n) : hp_fmt_count(x, buf, n);
+}
+
+int query_render_top_text(const struct profile *p, const struct query_folded *f,
+                          const struct query_top *t, const struct query_opts *o,
+                          struct hp_buf *out)
+{
+    enum profile_value v = o->sample;
+    char a[32], b[32];
+    if (o->title)
+        hp_buf_printf(out, "%s\n", o->title);
+    hp_buf_printf(out, "Profile: %s", profile_format_name(p->format));
+    if (p->scaling == PROFILE_SCALING_V2 && p->period <= 1)
+        hp_buf_printf(out, ", every allocation recorded (heap_v2/%llu)",
+                      (unsigned long long)p->period);
+    else if (p->scaling == PROFILE_SCALING_V2)
+        hp_buf_printf(out, ", sampled every %llu bytes on average (un-sampled as jeprof does)",
+                      (unsigned long long)p->period);
+    else if (p->scaling == PROFILE_SCALING_V1)
+        hp_buf_printf(out, ", v1 sampling period %llu", (unsigned long long)p->period);
+    else
+        hp_buf_puts(out, ", unsampled");
+    hp_buf_printf(out, "; %zu stacks, %zu threads, %zu mappings\n", p->nsamples, p->nthreads,
+                  p->nmappings);
+    if (p->hint)
+        hp_buf_printf(out, "Note: %s\n", p->hint);
+    double total = t->total[v];
+    hp_buf_printf(out, "Total %s: %s (%lld %s)\n", profile_value_name(v),
+                  fmt_value(v, total, a, sizeof(a)), (long long)total,
+                  is_bytes(v) ? "bytes" : "objects");
+    if (o->focus || o->ignore) {
+        double all[PV_COUNT];
+        profile_totals(p, all);
+        hp_buf_printf(out, "Shown: %.1f%% of %s after --focus/--ignore\n",
+                      all[v] ? 100.0 * total / all[v] : 0.0, fmt_value(v, all[v], a, sizeof(a)));
+    }
+    hp_buf_printf(out, "%12s %6s %6s %12s %6s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
+                  "function");
+    double sum = 0;
+    size_t rows = o->top ? HP_MIN(o->top, t->n) : t->n;
+    for (size_t i = 0; i < rows; i++) {
+        const struct query_func *fn = &t->funcs[i];
+        sum += fn->flat[v];
+        double pf = total ? 100.0 * fn->flat[v] / total : 0;
+        double ps = total ? 100.0 * sum / total : 0;
+        double pc = total ? 100.0 * fn->cum[v] / total : 0;
+        hp_buf_printf(out, "%12s %5.1f%% %5.1f%% %12s %5.1f%%  %s\n",
+                      fmt_value(v, fn->flat[v], a, sizeof(a)), pf, ps,
+                      fmt_value(v, fn->cum[v], b, sizeof(b)), pc, fn->name);
+    }
+    if (rows < t->n)
+        hp_buf_printf(out, "(%zu more functions; --top 0 shows all)\n", t->n - rows);
+    (void)f;
+    return 0;
+}
+
+/* A frame's file:line: the folded form keeps names only, so JSON looks the
+ * details up in the source profile by name (first occurrence wins). */
+static json_t *jstr(struct hp_arena *a, const char *s)
+{
+    return json_string(query_utf8_clean(a, s));
+}
+
+int query_render_json(const struct profile *p, const struct query_folded *f,
+                      const struct query_top *t, const struct query_opts *o,
+                      struct hp_buf *out)
+{
+    struct hp_arena tmp;
+    hp_arena_init(&tmp);
+    enum profile_value v = o->sample;
+    json_t *root = json_object();
+    json_t *meta = json_object();
+    json_object_set_new(meta, "format", json_string(profile_format_name(p->format)));
+    json_object_set_new(meta, "scaling",
+                        json_string(p->scaling == PROFILE_SCALING_V2   ? "v2"
+                                    : p->scaling == PROFILE_SCALING_V1 ? "v1"
+                                                                       : "none"));
+    json_object_set_new(meta, "period", json_integer((json_int_t)p->period));
+    json_object_set_new(meta, "stacks", json_integer((json_int_t)p->nsamples));
+    json_object_set_new(meta, "threads", json_integer((json_int_t)p->nthreads));
+    json_object_set_new(meta, "mappings", json_integer((json_int_t)p->nmappings));
+    if (p->hint)
+        json_object_set_new(meta, "hint", jstr(&tmp, p->hint));
+    if (p->time_ns)
+        json_object_set_new(meta, "time_ns", json_integer((json_int_t)p->time_ns));
+    json_object_set_new(root, "profile", meta);
+    json_object_set_new(root, "sample", json_string(profile_value_name(v)));
+    json_t *totals = json_object();
+    int64_t tot_int[PV_COUNT];
+    for (int i = 0; i < PV_COUNT; i++) {
+        tot_int[i] = (int64_t)f->total[i];
+        json_object_set_new(totals, profile_value_name((enum profile_value)i),
+                            json_integer((json_int_t)tot_int[i]));
+    }
+    json_object_set_new(root, "totals", totals);
+    json_object_set_new(root, "total", json_integer((json_int_t)tot_int[v]));
+
+    /* Frame details: first symbolized frame seen for each display name. */
+    struct hp_map64 detail;
+    hp_map64_init(&detail);
+    for (size_t li = 0; li < p->nlocs; li++) {
+        const struct profile_location *l = &p->locs[li];
+        for (uint32_t k = 0; k < l->nframes; k++) {
+            const struct profile_frame *fr = &p->frames[l->frame_off + k];
+            if (!fr->function || !fr->file)
+                continue;
+            /* Interning into the folded table (const-cast: the table is a
+             * cache of names; adding one changes no entry). */
+            const char *key = hp_strtab_intern((struct hp_strtab *)&f->strings, fr->function,
+                                               strlen(fr->function));
+            uint32_t dummy;
+            (void)hp_map64_put(&detail, (uint64_t)(uintptr_t)key, (uint32_t)(l->frame_off + k),
+                               &dummy);
+        }
+    }
+
+    json_t *funcs = json_array();
+    size_t rows = o->top ? HP_MIN(o->top, t->n) : t->n;
+    for (size_t i = 0; i < rows; i++) {
+        const struct query_func *fn = &t->funcs[i];
+        json_t *j = json_object();
+        json_object_set_new(j, "name", jstr(&tmp, fn->name));
+        json_object_set_new(j, "flat", json_integer((json_int_t)fn->flat[v]));
+        json_object_set_new(j, "cum", json_integer((json_int_t)fn->cum[v]));
+        json_t *all = json_object();
+        for (int k = 0; k < PV_COUNT; k++) {
+            json_t *pair = json_object();
+            json_object_set_new(pair, "flat", json_integer((json_int_t)fn->flat[k]));
+            json_object_set_new(pair, "cum", json_integer((json_int_t)fn->cum[k]));
+            json_object_set_new(all, profile_value_name((enum profile_value)k), pair);
+        }
+        json_object_set_new(j, "values", all);
+        uint32_t fi;
+        if (hp_map64_get(&detail, (uint64_t)(uintptr_t)fn->name, &fi)) {
+            json_object_set_new(j, "file", jstr(&tmp, p->frames[fi].file));
+            json_object_set_new(j, "line", json_integer(p->frames[fi].line));
+        }
+        json_array_append_new(funcs, j);
+    }
+    json_object_set_new(root, "functions", funcs);
+
+    double *vals = hp_xmalloc((f->nentries + 1) * sizeof(*vals));
+    int64_t *ints = hp_xmalloc((f->nentries + 1) * sizeof(*ints));
+    for (size_t i = 0; i < f->nentries; i++)
+        vals[i] = f->entries[i].value[v];
+    query_round_preserving_sum(vals, f->nentries, ints);
+    json_t *stacks = json_array();
+    for (size_t i = 0; i < f->nentries; i++) {
+        const struct query_fold_entry *e = &f->entries[i];
+        json_t *s = json_object();
+        json_t *frames = json_array();
+        const char *const *names = query_fold_frames(f, e);
+        for (uint32_t k = 0; k < e->n; k++) {
+            json_t *fr = json_object();
+            json_object_set_new(fr, "function", jstr(&tmp, names[k]));
+            uint32_t fi;
+            if (hp_map64_get(&detail, (uint64_t)(uintptr_t)names[k], &fi)) {
+                json_object_set_new(fr, "file", jstr(&tmp, p->frames[fi].file));
+                json_object_set_new(fr, "line", json_integer(p->frames[fi].line));
+            }
+            json_array_append_new(frames, fr);
+        }
+        json_object_set_new(s, "frames", frames);
+        json_object_set_new(s, "value", json_integer((json_int_t)ints[i]));
+        json_t *all = json_object();
+        for (int k = 0; k < PV_COUNT; k++)
+            json_object_set_new(all, profile_value_name((enum profile_value)k),
+                                json_real(e->value[k]));
+        json_object_set_new(s, "values", all);
+        json_array_append_new(stacks, s);
+    }
+    json_object_set_new(root, "stacks", stacks);
+    free(vals);
+    free(ints);
+    hp_map64_release(&detail);
+
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    hp_arena_release(&tmp);
+    if (!text)
+        return HP_EPARSE;
+    hp_buf_puts(out, text);
+    hp_buf_puts(out, "\n");
+    free(text);
+    return 0;
+}
