@@ -300,7 +300,7 @@ int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn)
         return 1;
     int r = tail_find(fd, size, 1u << 20, "\nMAPPED_LIBRARIES:\n", &buf, &len, &off);
     free(buf);
-    return r < 0 ? r : r;
+    return r;
 }
 
 int agent_dump_read_maps(int fd, uint64_t size, struct hp_buf *ret)
@@ -318,9 +318,14 @@ int agent_dump_read_maps(int fd, uint64_t size, struct hp_buf *ret)
     return r;
 }
 
-/* The group a dump belongs to for --keep: same folder, kind and prefix. */
+/* The group a dump belongs to for --keep: same folder, kind and prefix.
+ * RisingWave names have no prefix; its manual dumps (someone asked for them)
+ * are kept apart from the automatic ones so a burst of auto dumps near the
+ * memory limit cannot push them out. */
 static bool same_group(const struct agent_dump *a, const struct agent_dump *b)
 {
+    if (a->parsed.kind == AGENT_DUMP_RISINGWAVE && a->parsed.trigger != b->parsed.trigger)
+        return false;
     return a->folder == b->folder && a->parsed.kind == b->parsed.kind &&
            a->parsed.prefix_len == b->parsed.prefix_len &&
            memcmp(a->name, b->name, a->parsed.prefix_len) == 0;

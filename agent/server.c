@@ -831,6 +831,10 @@ static int read_token(struct agent *a, const char *path, struct hp_buf *err)
     return 0;
 }
 
+/* An agent left running at exit stays reachable from here (leak checkers
+ * then see memory still in use, not lost). */
+static struct agent *abandoned;
+
 int agent_run(const struct agent_config *cfg, struct hp_buf *err)
 {
     struct agent *a = hp_xcalloc(1, sizeof(*a));
@@ -854,7 +858,8 @@ int agent_run(const struct agent_config *cfg, struct hp_buf *err)
     a->bin = agent_binidx_new(&a->folders, cfg->binaries);
 
     h2o_config_init(&a->h2o_config);
-    a->h2o_config.max_request_entity_size = 0;
+    a->h2o_config.max_request_entity_size = 0; /* read-only: any body is refused (413) */
+    a->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("heapfleet-agent"));
     h2o_hostconf_t *host = h2o_config_register_host(&a->h2o_config,
                                                     h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *pc = h2o_config_register_path(host, "/", 0);
@@ -922,6 +927,15 @@ out:
     if (a->h2o_ready) {
         for (int i = 0; i < 100 && (a->conns > 0 || a->jobs > 0 || a->keep_busy); i++)
             uv_run(&a->loop, UV_RUN_NOWAIT), uv_sleep(10);
+        if (a->conns > 0 || a->jobs > 0 || a->keep_busy) {
+            /* A client still downloading after the grace period: h2o cannot
+             * dispose of a context with live connections, and the process
+             * is about to exit, so leave it all to the kernel. */
+            hp_log_warn("agent", "connections=%u msg=\"exiting with transfers in flight\"",
+                        a->conns);
+            abandoned = a;
+            return r;
+        }
         h2o_context_dispose(&a->h2o_ctx);
         h2o_config_dispose(&a->h2o_config);
     }
@@ -929,7 +943,8 @@ out:
         uv_sleep(10);
     if (uv_loop_close(&a->loop) != 0) {
         hp_log_warn("agent", "msg=\"loop still busy at exit\"");
-        return r; /* handles still reference a: leak it rather than free under them */
+        abandoned = a; /* handles still reference a: keep it rather than free under them */
+        return r;
     }
     agent_binidx_free(a->bin);
     agent_folders_close(&a->folders);

@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,15 +66,17 @@ static bool wait_until(bool (*cond)(void *), void *arg, int timeout_ms)
 /* Run jefixture with MALLOC_CONF, wait for it; its pid in *ret_pid. */
 static void run_fixture(const char *malloc_conf, char *const dumps[], pid_t *ret_pid)
 {
-    char *argv[16];
+    char *argv[32];
     int n = 0;
     argv[n++] = (char *)fixture_exe;
     argv[n++] = "--rounds";
     argv[n++] = "2";
     argv[n++] = "--threads";
     argv[n++] = "2";
-    for (int i = 0; dumps[i]; i++)
+    for (int i = 0; dumps[i]; i++) {
+        assert_true(n < (int)HP_ARRAY_SIZE(argv) - 1);
         argv[n++] = dumps[i];
+    }
     argv[n] = NULL;
     char *conf = hp_xasprintf("MALLOC_CONF=%s", malloc_conf);
     char *envp[] = { conf, NULL };
@@ -106,8 +111,10 @@ static void start_agent(struct agent_proc *a, const char *name, const char *cons
     argv[n++] = (char *)agent_exe;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
-    for (int i = 0; extra[i]; i++)
+    for (int i = 0; extra[i]; i++) {
+        assert_true(n < (int)HP_ARRAY_SIZE(argv) - 1);
         argv[n++] = (char *)extra[i];
+    }
     argv[n] = NULL;
     snprintf(a->log, sizeof(a->log), "%s/%s.log", tmp, name);
     posix_spawn_file_actions_t fa;
@@ -509,6 +516,48 @@ static void test_agent_http_bad_requests_400(void **state)
     }
 }
 
+/* Oversized request heads and query strings are refused without harm. */
+static void test_agent_http_request_size_bounded(void **state)
+{
+    /* A query value over AGENT_QUERY_MAX (4096). */
+    struct hp_buf t = HP_BUF_INIT(0);
+    assert_int_equal(hp_buf_puts(&t, "/dumps/file?name="), 0);
+    for (int i = 0; i < 5000; i++)
+        assert_int_equal(hp_buf_puts(&t, "a"), 0);
+    struct resp r;
+    http_get(&main_agent, t.data, NULL, &r);
+    assert_int_equal(r.status, 400);
+    resp_release(&r);
+    hp_buf_release(&t);
+
+    /* A 1 MiB request head, written raw: h2o refuses it (H2O_MAX_REQLEN)
+     * or drops the connection; never a 200. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)main_agent.port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    static const char head[] = "GET /dumps HTTP/1.1\r\nHost: x\r\nX-Big: ";
+    assert_true(write(fd, head, sizeof(head) - 1) > 0);
+    char *junk = hp_xmalloc(1 << 16);
+    memset(junk, 'a', 1 << 16);
+    for (int i = 0; i < 16; i++)
+        if (write(fd, junk, 1 << 16) <= 0)
+            break; /* the agent closed on us: fine */
+    free(junk);
+    char buf[512] = "";
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    if (poll(&pfd, 1, 5000) > 0) {
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+    close(fd);
+    assert_null(strstr(buf, " 200 "));
+    http_get(&main_agent, "/health", NULL, &r);
+    assert_int_equal(r.status, 200);
+    resp_release(&r);
+}
+
 static void readelf_build_id(const char *path, char *out, size_t outsz)
 {
     char *cmd = hp_xasprintf("readelf -n '%s'", path);
@@ -571,6 +620,215 @@ static void test_agent_http_buildid_serves_binary(void **state)
     http_get(&main_agent, "/buildid/00112233445566778899aabbccddeeff00112233/executable", NULL, &r);
     assert_int_equal(r.status, 404);
     resp_release(&r);
+}
+
+/* A shared library named in the dumps' MAPPED_LIBRARIES (libc, ~2 MB) comes
+ * back by build-id byte for byte: many 64 KiB chunks through uv_fs_read. */
+/* The path of the libc the fixture mapped, as its dump recorded it. */
+static void mapped_libc(char *path, size_t pathsz)
+{
+    char *first = NULL;
+    size_t len;
+    json_t *j = get_json(&main_agent, "/dumps?prefix=cn.", 200);
+    const char *dump = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "dumps"), 0), "path"));
+    assert_int_equal(hp_file_read(dump, 64u << 20, &first, &len, NULL), 0);
+    json_decref(j);
+    const char *m = strstr(first, "MAPPED_LIBRARIES:");
+    assert_non_null(m);
+    const char *libc = strstr(m, "/libc.so.6");
+    assert_non_null(libc);
+    const char *start = libc;
+    while (start > m && start[-1] != ' ')
+        start--;
+    snprintf(path, pathsz, "%.*s", (int)(libc + strlen("/libc.so.6") - start), start);
+    free(first);
+}
+
+static void test_agent_http_buildid_serves_mapped_library(void **state)
+{
+    char path[512];
+    json_t *j;
+    mapped_libc(path, sizeof(path));
+    char id[256];
+    readelf_build_id(path, id, sizeof(id));
+    assert_true(strlen(id) >= 16);
+    char *t = hp_xasprintf("/identity?path=%s", path);
+    j = get_json(&main_agent, t, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "build_id")), id);
+    json_decref(j);
+    free(t);
+    struct resp r;
+    t = hp_xasprintf("/buildid/%s/executable", id);
+    http_get(&main_agent, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(r.body.len > 4 * 65536);
+    assert_body_is_file(&r, path);
+    resp_release(&r);
+    free(t);
+}
+
+static size_t abort_after_first_cb(char *p, size_t sz, size_t n, void *arg)
+{
+    return 0; /* curl aborts the transfer: the agent sees the client vanish */
+}
+
+/* Clients that go away mid-download or only ask for headers leave the agent
+ * serving everyone else (and, under ASan, without leaks or stale reads). */
+static void test_agent_http_client_abort_and_head(void **state)
+{
+    char real[512], id[256];
+    mapped_libc(real, sizeof(real));
+    readelf_build_id(real, id, sizeof(id));
+    char *url = hp_xasprintf("http://127.0.0.1:%d/buildid/%s/executable", main_agent.port, id);
+    for (int i = 0; i < 8; i++) {
+        CURL *c = curl_easy_init();
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first_cb);
+        assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+        curl_easy_cleanup(c);
+    }
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    long status = 0;
+    curl_off_t cl = -1;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    curl_easy_cleanup(c);
+    struct stat st;
+    assert_int_equal(stat(real, &st), 0);
+    assert_int_equal(status, 200);
+    assert_int_equal(cl, st.st_size);
+    free(url);
+    struct resp r;
+    http_get(&main_agent, "/health", NULL, &r);
+    assert_int_equal(r.status, 200);
+    resp_release(&r);
+}
+
+/* Run a shell command, return its first output line (trailing newline cut). */
+static bool sh_line(const char *cmd, char *out, size_t outsz)
+{
+    FILE *p = popen(cmd, "r");
+    out[0] = '\0';
+    if (!p)
+        return false;
+    bool ok = fgets(out, (int)outsz, p) != NULL;
+    int st = pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+    return ok && st == 0 && out[0];
+}
+
+/* --binaries with a stripped binary and its separate debug file, fetched by
+ * a real debuginfod client (LLVM's llvm-debuginfod-find) from the agent. */
+static void test_agent_http_debuginfod_client(void **state)
+{
+    char tool[256], line[1024];
+    if (!sh_line("command -v llvm-debuginfod-find || command -v llvm-debuginfod-find-14", tool,
+                 sizeof(tool))) {
+        printf("SKIP part: llvm-debuginfod-find not installed\n");
+        tool[0] = '\0';
+    }
+    char *bins = hp_xasprintf("%s/bins", tmp), *empty = hp_xasprintf("%s/empty", tmp);
+    mkdir(bins, 0755);
+    mkdir(empty, 0755);
+    char *cmd = hp_xasprintf("objcopy --only-keep-debug '%s' '%s/app.debug' && "
+                             "objcopy --strip-debug --add-gnu-debuglink='%s/app.debug' '%s' '%s/app'"
+                             " && echo ok",
+                             fixture_exe, bins, bins, fixture_exe, bins);
+    assert_true(sh_line(cmd, line, sizeof(line)));
+    free(cmd);
+    char *app = hp_xasprintf("%s/app", bins), *dbg = hp_xasprintf("%s/app.debug", bins);
+    char id[256];
+    readelf_build_id(app, id, sizeof(id));
+    assert_true(strlen(id) >= 16);
+
+    struct agent_proc a;
+    const char *args[] = { "--dumps", empty, "--binaries", bins, NULL };
+    start_agent(&a, "binaries", args);
+    struct resp r;
+    char *t = hp_xasprintf("/buildid/%s/executable", id);
+    http_get(&a, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, app);
+    resp_release(&r);
+    free(t);
+    t = hp_xasprintf("/buildid/%s/debuginfo", id);
+    http_get(&a, t, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, dbg);
+    struct sym_elf_identity got;
+    assert_int_equal(sym_elf_identity_mem(r.body.data, r.body.len, &got, NULL), 0);
+    assert_true(got.has_debug_info);
+    resp_release(&r);
+    free(t);
+    /* The stripped binary is known by path too. */
+    t = hp_xasprintf("/identity?path=%s", app);
+    json_t *j = get_json(&a, t, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "debuglink")), "app.debug");
+    assert_false(json_is_true(json_object_get(j, "has_debug_info")));
+    json_decref(j);
+    free(t);
+
+    if (tool[0]) {
+        static const char *const what[] = { "--executable", "--debuginfo" };
+        for (int i = 0; i < 2; i++) {
+            cmd = hp_xasprintf("DEBUGINFOD_URLS=http://127.0.0.1:%d DEBUGINFOD_CACHE_PATH=%s/dcache"
+                               " '%s' %s %s",
+                               a.port, tmp, tool, what[i], id);
+            assert_true(sh_line(cmd, line, sizeof(line)));
+            free(cmd);
+            char *x = NULL, *y = NULL;
+            size_t xl, yl;
+            assert_int_equal(hp_file_read(line, 64u << 20, &x, &xl, NULL), 0);
+            assert_int_equal(hp_file_read(i == 0 ? app : dbg, 64u << 20, &y, &yl, NULL), 0);
+            assert_int_equal(xl, yl);
+            assert_memory_equal(x, y, xl);
+            free(x);
+            free(y);
+        }
+        /* An unknown build-id is a miss for the client, not a crash. */
+        cmd = hp_xasprintf("DEBUGINFOD_URLS=http://127.0.0.1:%d DEBUGINFOD_CACHE_PATH=%s/dcache"
+                           " '%s' --executable 00112233445566778899 2>/dev/null",
+                           a.port, tmp, tool);
+        assert_false(sh_line(cmd, line, sizeof(line)));
+        free(cmd);
+    }
+    stop_agent(&a);
+    free(app);
+    free(dbg);
+    free(bins);
+    free(empty);
+}
+
+/* SIGTERM while a client is stuck mid-download (it never reads): the agent
+ * still exits 0 within its grace period. */
+static void test_agent_http_stops_with_stalled_client(void **state)
+{
+    char libc[512], id[256];
+    mapped_libc(libc, sizeof(libc));
+    readelf_build_id(libc, id, sizeof(id));
+    struct agent_proc a;
+    const char *args[] = { "--dumps", jem, NULL };
+    start_agent(&a, "stalled", args);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)a.port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char *req = hp_xasprintf("GET /buildid/%s/executable HTTP/1.1\r\nHost: x\r\n\r\n", id);
+    assert_true(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    free(req);
+    char buf[64];
+    assert_true(read(fd, buf, sizeof(buf)) > 0); /* the response has started */
+    uint64_t t0 = hp_now_ns();
+    stop_agent(&a);
+    assert_true(hp_now_ns() - t0 < 5ull * 1000000000);
+    close(fd);
 }
 
 static void test_agent_http_proc_from_pid_file(void **state)
@@ -640,7 +898,12 @@ static void test_agent_http_keep_prunes_oldest(void **state)
         hp_xasprintf("%s/jeprof.100.0.m0.heap", kd), hp_xasprintf("%s/jeprof.100.1.m1.heap", kd),
         hp_xasprintf("%s/jeprof.100.2.m2.heap", kd), hp_xasprintf("%s/jeprof.100.3.m3.heap", kd),
         hp_xasprintf("%s/other.7.0.i0.heap", kd),    hp_xasprintf("%s/other.7.1.i1.heap", kd),
-        hp_xasprintf("%s/other.7.2.i2.heap", kd),    NULL,
+        hp_xasprintf("%s/other.7.2.i2.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-00.manual.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-01.auto.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-02.auto.heap", kd),
+        hp_xasprintf("%s/2026-01-01-00-00-03.auto.heap", kd),
+        NULL,
     };
     run_fixture("prof:true,lg_prof_sample:0", names, NULL);
     char *notes = hp_xasprintf("%s/notes.txt", kd);
@@ -648,11 +911,15 @@ static void test_agent_http_keep_prunes_oldest(void **state)
     struct agent_proc a;
     const char *args[] = { "--dumps", kd, "--keep", "2", "--keep-every", "1s", NULL };
     start_agent(&a, "keep", args);
-    struct dircount dc = { kd, 5 };
+    struct dircount dc = { kd, 8 };
     assert_true(wait_until(dir_has, &dc, 10000));
     stop_agent(&a);
     static const char *const kept[] = { "jeprof.100.2.m2.heap", "jeprof.100.3.m3.heap",
-                                        "other.7.1.i1.heap", "other.7.2.i2.heap", "notes.txt" };
+                                        "other.7.1.i1.heap", "other.7.2.i2.heap", "notes.txt",
+                                        /* RisingWave: manual dumps are their own group */
+                                        "2026-01-01-00-00-00.manual.heap",
+                                        "2026-01-01-00-00-02.auto.heap",
+                                        "2026-01-01-00-00-03.auto.heap" };
     for (size_t i = 0; i < HP_ARRAY_SIZE(kept); i++) {
         char *p = hp_xasprintf("%s/%s", kd, kept[i]);
         assert_int_equal(access(p, F_OK), 0);
@@ -664,13 +931,63 @@ static void test_agent_http_keep_prunes_oldest(void **state)
     int deletions = 0;
     for (const char *p = log; (p = strstr(p, "msg=\"deleted old dump\"")) != NULL; p++)
         deletions++;
-    assert_int_equal(deletions, 3);
+    assert_int_equal(deletions, 4);
     assert_non_null(strstr(log, "file=jeprof.100.0.m0.heap"));
     free(log);
     for (int i = 0; names[i]; i++)
         free(names[i]);
     free(notes);
     free(kd);
+}
+
+static void set_age(const char *path, int seconds_ago)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds_ago;
+    ts[1] = ts[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* A dump jemalloc is still writing (no MAPPED_LIBRARIES trailer yet) is not
+ * "newest" while it is fresh; once it has looked unfinished for a while it is
+ * served anyway, so a truncated dump is reported by the parser, not hidden. */
+static void test_agent_http_newest_skips_dump_being_written(void **state)
+{
+    char *pd = hp_xasprintf("%s/partial", tmp);
+    mkdir(pd, 0755);
+    char *done = hp_xasprintf("%s/jeprof.5.0.m0.heap", pd);
+    char *partial = hp_xasprintf("%s/jeprof.5.1.m1.heap", pd);
+    char *d[] = { done, NULL };
+    run_fixture("prof:true,lg_prof_sample:0", d, NULL);
+    char *data = NULL;
+    size_t len;
+    assert_int_equal(hp_file_read(done, 64u << 20, &data, &len, NULL), 0);
+    const char *m = strstr(data, "MAPPED_LIBRARIES:");
+    assert_non_null(m);
+    FILE *f = fopen(partial, "w");
+    assert_non_null(f);
+    fwrite(data, 1, (size_t)(m - data) / 2, f);
+    fclose(f);
+    set_age(done, 120);
+    struct agent_proc a;
+    const char *args[] = { "--dumps", pd, NULL };
+    start_agent(&a, "partial", args);
+    struct resp r;
+    http_get(&a, "/dumps/newest", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, done);
+    resp_release(&r);
+    set_age(partial, 60);
+    http_get(&a, "/dumps/newest", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_body_is_file(&r, partial);
+    resp_release(&r);
+    stop_agent(&a);
+    free(data);
+    free(done);
+    free(partial);
+    free(pd);
 }
 
 struct running {
@@ -757,11 +1074,17 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_file_by_name_and_path),
         cmocka_unit_test(test_agent_http_traversal_refused),
         cmocka_unit_test(test_agent_http_bad_requests_400),
+        cmocka_unit_test(test_agent_http_request_size_bounded),
         cmocka_unit_test(test_agent_http_identity_matches_readelf),
         cmocka_unit_test(test_agent_http_buildid_serves_binary),
+        cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
+        cmocka_unit_test(test_agent_http_client_abort_and_head),
+        cmocka_unit_test(test_agent_http_debuginfod_client),
+        cmocka_unit_test(test_agent_http_stops_with_stalled_client),
         cmocka_unit_test(test_agent_http_proc_from_pid_file),
         cmocka_unit_test(test_agent_http_token_required),
         cmocka_unit_test(test_agent_http_keep_prunes_oldest),
+        cmocka_unit_test(test_agent_http_newest_skips_dump_being_written),
         cmocka_unit_test(test_agent_http_serves_running_fixture),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
