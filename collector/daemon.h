@@ -117,4 +117,15 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
 int collector_dirsink_new(const char *dir, struct collector_sink **ret,
                           struct hp_buf *err) HP_MUST_CHECK;
 
+/* Symbolization settings of the store sink (see sym.h's sym_options). */
+struct collector_sym_config {
+    const char *binary;      /* the main executable, or NULL */
+    const char *symbols_dir; /* folder of binaries and debug files, or NULL */
+};
+
+/* The SQLite sink (sink-store.c): every attempt into the store at `db`,
+ * dumps symbolized once per binary with the store's symbol cache. */
+int collector_storesink_new(const char *db, const struct collector_sym_config *symcfg,
+                            struct collector_sink **ret, struct hp_buf *err) HP_MUST_CHECK;
+
 #endif

@@ -13,6 +13,7 @@
 
 #include "collector/daemon.h"
 #include "collector/ingest/ingest.h"
+#include "store/store.h"
 
 static uint64_t parse_max_bytes;
 
@@ -46,9 +47,10 @@ static void usage(FILE *f)
             "  --timeout DUR         whole request (default 60s)\n"
             "  --max-body SIZE       largest response accepted (default 512M)\n"
             "  --strict              refuse a node list with any bad line\n"
-            "  --out DIR             write dumps and a JSON line per attempt into DIR\n"
-            "  --db FILE             SQLite database (default heapfleet.db once the store is\n"
-            "                        built in; until then --out is used)\n"
+            "  --db FILE             SQLite database (default $HEAPFLEET_DB or heapfleet.db)\n"
+            "  --out DIR             instead of a database: dumps and a JSON line per attempt\n"
+            "  --binary FILE         the nodes' main executable, for symbolization\n"
+            "  --symbols DIR         binaries and debug files (also .build-id/xx/rest.debug)\n"
             "  --listen ADDR         HTTP API/UI address (when the web module is built in)\n"
             "  --log-level LEVEL     error, warn, info (default), debug\n"
             "  --no-progress         no progress lines during a round\n"
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = NULL, *out = NULL;
+    struct collector_sym_config symcfg = { 0 };
     uint64_t u;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -176,6 +179,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--db")) {
             NEED_VALUE();
             db = v;
+        } else if (!strcmp(a, "--binary")) {
+            NEED_VALUE();
+            symcfg.binary = v;
+        } else if (!strcmp(a, "--symbols")) {
+            NEED_VALUE();
+            symcfg.symbols_dir = v;
         } else if (!strcmp(a, "--listen")) {
             NEED_VALUE();
             listen = v;
@@ -199,16 +208,14 @@ int main(int argc, char **argv)
     if (listen)
         hp_log_warn("collector", "listen=%s msg=\"the web module is not built into this collector yet; --listen ignored\"",
                     listen);
-    if (db && !out)
-        hp_log_warn("collector", "db=%s msg=\"the SQLite store is not built into this collector yet; writing to --out heapfleet-out instead\"",
-                    db);
-    if (!out)
-        out = "heapfleet-out";
-
+    /* --out DIR keeps plain files (no database); otherwise everything goes
+     * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */
     struct collector_sink *sink = NULL;
     struct hp_buf err = HP_BUF_INIT(0);
-    if (collector_dirsink_new(out, &sink, &err) < 0) {
-        fprintf(stderr, "collector: %s\n", err.data);
+    int sr = out ? collector_dirsink_new(out, &sink, &err)
+                 : collector_storesink_new(store_path_default(db), &symcfg, &sink, &err);
+    if (sr < 0) {
+        fprintf(stderr, "collector: %s\n", err.data ? err.data : hp_strerror(sr));
         hp_buf_release(&err);
         return 2;
     }
