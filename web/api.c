@@ -733,6 +733,14 @@ static const struct {
     { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", NULL },
 };
 
+bool web_api_format_ready(enum query_format f)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(renderers); i++)
+        if (renderers[i].format == f)
+            return renderers[i].fn != NULL;
+    return false;
+}
+
 void web_h_profile(struct web_request *r)
 {
     enum query_format fmt = r->p.has_format ? r->p.format : QUERY_FORMAT_JSON;

@@ -268,7 +268,10 @@ void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
 
 /* One table: wiring an analysis is filling in its fn (and dropping `pending`). */
+static void h_index(struct web_request *r);
+
 static const struct web_route routes[] = {
+    { "/api/v1", 0, h_index, NULL },
     { "/api/v1/nodes", P_SPARK, web_h_nodes, NULL },
     { "/api/v1/nodes/{node}/snapshots", P_SINCE | P_LIMIT, web_h_snapshots, NULL },
     { "/api/v1/snapshots/{sel}", 0, web_h_snapshot, NULL },
@@ -652,6 +655,40 @@ int web_api_prepare(struct web_request *r, const char *path, size_t path_len, co
 out:
     hp_buf_release(&err);
     return rc;
+}
+
+/* GET /api/v1: what this server can answer, so clients (the UI) ask only
+ * for what is wired instead of collecting 501s. */
+static void h_index(struct web_request *r)
+{
+    struct hp_buf *b = &r->body;
+    hp_buf_reset(b);
+    hp_buf_puts(b, "{\"api\":\"heapfleet/v1\",\"endpoints\":[");
+    for (size_t i = 0; i < HP_ARRAY_SIZE(routes); i++) {
+        bool ok = routes[i].fn != NULL;
+        const char *note = routes[i].pending;
+        if (routes[i].fn == web_h_symbolization && !r->src->symbolization) {
+            ok = false;
+            note = "this data source keeps no symbolization status";
+        }
+        hp_buf_printf(b, "%s{\"path\":", i ? "," : "");
+        web_json_str(b, routes[i].pattern);
+        hp_buf_printf(b, ",\"available\":%s", ok ? "true" : "false");
+        if (note) {
+            hp_buf_puts(b, ",\"note\":");
+            web_json_str(b, note);
+        }
+        hp_buf_puts(b, "}");
+    }
+    hp_buf_puts(b, "],\"formats\":{");
+    static const enum query_format fmts[] = { QUERY_FORMAT_TEXT, QUERY_FORMAT_COLLAPSED,
+                                              QUERY_FORMAT_JSON, QUERY_FORMAT_DOT,
+                                              QUERY_FORMAT_SVG,  QUERY_FORMAT_PPROF };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(fmts); i++)
+        hp_buf_printf(b, "%s\"%s\":%s", i ? "," : "", query_format_name(fmts[i]),
+                      web_api_format_ready(fmts[i]) ? "true" : "false");
+    hp_buf_puts(b, "}}\n");
+    r->status = 200;
 }
 
 void web_api_run(struct web_request *r)

@@ -93,6 +93,19 @@ static int cmp_snap_r(const void *a, const void *b, void *arg)
     return strcmp(x->file, y->file);
 }
 
+struct fileinfo {
+    char *name;
+    int64_t mtime_ms, size;
+};
+
+static int cmp_file(const void *a, const void *b)
+{
+    const struct fileinfo *x = a, *y = b;
+    if (x->mtime_ms != y->mtime_ms)
+        return x->mtime_ms < y->mtime_ms ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
 static uint32_t entry_for(struct web_source_dir *d, const char *node, const char *file)
 {
     char *key = hp_xasprintf("%s/%s", node, file);
@@ -170,8 +183,12 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
         if (read_line(ep, ebuf, sizeof(ebuf)))
             nd->error = hp_xstrdup(ebuf);
         free(ep);
+        /* Collect first, then register in time order, so that new files get
+         * ids in the order they were taken (readdir order is arbitrary). */
+        struct fileinfo *files = NULL;
+        size_t nfiles = 0, fcap = 0;
         DIR *sub = opendir(ndir);
-        while (sub && (de = readdir(sub)) != NULL && nd->n < DIR_MAX_FILES) {
+        while (sub && (de = readdir(sub)) != NULL && nfiles < DIR_MAX_FILES) {
             if (de->d_name[0] == '.')
                 continue;
             char *fp = hp_xasprintf("%s/%s", ndir, de->d_name);
@@ -180,20 +197,31 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
             free(fp);
             if (!ok)
                 continue;
-            uint32_t idx = entry_for(d, nd->name, de->d_name);
+            files = hp_xgrow(files, &fcap, nfiles + 1, sizeof(*files));
+            files[nfiles].name = hp_xstrdup(de->d_name);
+            files[nfiles].mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+            files[nfiles].size = (int64_t)st.st_size;
+            nfiles++;
+        }
+        if (nfiles)
+            qsort(files, nfiles, sizeof(*files), cmp_file);
+        for (size_t k = 0; k < nfiles; k++) {
+            uint32_t idx = entry_for(d, nd->name, files[k].name);
             struct dentry *e = &d->e[idx];
-            int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-            if (e->mtime_ms != mt || e->size != (int64_t)st.st_size)
+            if (e->mtime_ms != files[k].mtime_ms || e->size != files[k].size)
                 e->have_totals = false;
-            e->mtime_ms = mt;
-            e->size = (int64_t)st.st_size;
+            e->mtime_ms = files[k].mtime_ms;
+            e->size = files[k].size;
             nd->snaps = hp_xgrow(nd->snaps, &nd->cap, nd->n + 1, sizeof(*nd->snaps));
             nd->snaps[nd->n++] = idx;
+            free(files[k].name);
         }
+        free(files);
         if (sub)
             closedir(sub);
         free(ndir);
-        qsort_r(nd->snaps, nd->n, sizeof(*nd->snaps), cmp_snap_r, d);
+        if (nd->n)
+            qsort_r(nd->snaps, nd->n, sizeof(*nd->snaps), cmp_snap_r, d);
     }
     free(names);
     nodes_free(d->nodes, d->nn);
@@ -346,7 +374,8 @@ static int dir_list_snapshots(void *ctx, const char *node, int64_t since_ms, siz
             first = nd->n - limit;
         n = nd->n - first;
         sel = hp_xcalloc(n + 1, sizeof(*sel));
-        memcpy(sel, nd->snaps + first, n * sizeof(*sel));
+        if (n)
+            memcpy(sel, nd->snaps + first, n * sizeof(*sel));
     }
     pthread_mutex_unlock(&d->mu);
     if (r < 0)

@@ -58,6 +58,9 @@ int web_api_prepare(struct web_request *r, const char *path, size_t path_len, co
 /* Worker thread: run the handler, filling status/content_type/body. */
 void web_api_run(struct web_request *r);
 
+/* Whether /profile can render this format in this build. */
+bool web_api_format_ready(enum query_format f);
+
 /* Set a JSON error response {"error": msg, "status": code}. */
 void web_api_error(struct web_request *r, int status, const char *fmt, ...) HP_PRINTF(3, 4);
 
