@@ -472,10 +472,10 @@ static bool tag_descends(Dwarf_Half tag)
     case DW_TAG_lexical_block:
     case DW_TAG_try_block:
     case DW_TAG_catch_block:
-    case DW_TAG_class_type:
-    case DW_TAG_structure_type:
-    case DW_TAG_union_type:
         return true;
+    /* Types are not descended into: member functions with code appear at
+     * namespace or CU level (DW_AT_specification points into the class),
+     * in GCC, clang and rustc output alike, and types are most of the DIEs. */
     default:
         return false;
     }
@@ -671,8 +671,20 @@ done:
 
 /* ---- public -------------------------------------------------------------- */
 
+static void dealloc_flag_cb(void)
+{
+    /* By default libdwarf records every allocation in a search tree so that
+     * dwarf_finish can free what callers forgot; on big CUs that costs more
+     * than the parsing. This file frees everything it gets (DIEs,
+     * attributes, line contexts, range lists, file lists, errors), so turn
+     * the tracking off. Process-wide, and no other module uses libdwarf. */
+    (void)dwarf_set_de_alloc_flag(0);
+}
+
 static int open_handle(int fd, Dwarf_Debug *ret)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&once, dealloc_flag_cb);
     Dwarf_Error e = NULL;
     Dwarf_Debug dbg = NULL;
     int r = dwarf_init_b(fd, DW_DLC_READ, DW_GROUPNUMBER_ANY, NULL, NULL, &dbg, &e);
@@ -759,8 +771,10 @@ static int check_sections(int fd, const char *path, struct hp_buf *err)
             if (!gelf_getshdr(scn, &sh))
                 continue;
             const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-            if (name && (strcmp(name, ".debug_rnglists") == 0 ||
-                         strcmp(name, ".debug_loclists") == 0))
+            /* .debug_loclists has the same header and the same libdwarf
+             * bug, but is only loaded for location lists, which the
+             * symbolizer never asks for. */
+            if (name && strcmp(name, ".debug_rnglists") == 0)
                 r = check_lists_section(e, scn, name, err, path);
         }
     }
