@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct dw_range {
@@ -764,12 +765,37 @@ static int check_sections(int fd, const char *path, struct hp_buf *err)
     if (!e)
         return 0; /* not ELF: libdwarf will say so */
     int r = 0;
-    size_t shstrndx;
+    size_t shstrndx, shnum = 0;
+    GElf_Ehdr eh;
+    struct stat st;
+    /* libdwarf reads the section header table with its own ELF reader and
+     * trusts e_shnum and e_shentsize for a malloc: check that the table is
+     * the standard shape and lies inside the file first. */
+    if (elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && fstat(fd, &st) == 0 &&
+        elf_getshdrnum(e, &shnum) == 0) {
+        size_t entsz = gelf_getclass(e) == ELFCLASS64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
+        if (eh.e_shentsize != entsz || shnum > 65536 ||
+            eh.e_shoff + (uint64_t)shnum * entsz > (uint64_t)st.st_size) {
+            hp_err_printf(err, "%s: malformed section header table", path);
+            elf_end(e);
+            return HP_EDWARF;
+        }
+    }
     if (elf_kind(e) == ELF_K_ELF && elf_getshdrstrndx(e, &shstrndx) == 0) {
-        for (Elf_Scn *scn = NULL; r == 0 && (scn = elf_nextscn(e, scn)) != NULL;) {
+        for (Elf_Scn *scn = NULL; r == 0 && shnum && (scn = elf_nextscn(e, scn)) != NULL;) {
             GElf_Shdr sh;
             if (!gelf_getshdr(scn, &sh))
                 continue;
+            /* Same for every section's extent and links. */
+            if ((sh.sh_type != SHT_NOBITS &&
+                 (sh.sh_offset > (uint64_t)st.st_size ||
+                  sh.sh_size > (uint64_t)st.st_size - sh.sh_offset)) ||
+                sh.sh_link >= shnum) {
+                hp_err_printf(err, "%s: section %zu lies outside the file or links nowhere",
+                              path, elf_ndxscn(scn));
+                r = HP_EDWARF;
+                break;
+            }
             const char *name = elf_strptr(e, shstrndx, sh.sh_name);
             /* .debug_loclists has the same header and the same libdwarf
              * bug, but is only loaded for location lists, which the
