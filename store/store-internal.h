@@ -209,6 +209,8 @@ struct store_unpack {
     const unsigned char *p, *end;
     bool bad;
 };
+/* A reader over a blob column (NULL or empty reads as no bytes). */
+struct store_unpack store_unpack_column(sqlite3_stmt *st, int col);
 uint64_t store_unpack_u64(struct store_unpack *u);
 int64_t store_unpack_i64(struct store_unpack *u);
 /* Returns a pointer into the input (not NUL-terminated) and its length. */

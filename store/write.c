@@ -445,6 +445,12 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
     for (size_t i = 0; i < p->nstacks; i++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
         uint32_t n = p->stacks[i].n;
+        if (n == 0) {
+            /* Parsers refuse empty stacks; a caller that builds one is wrong. */
+            hp_err_printf(err, "%s: stack %zu of the profile is empty", s->path, i);
+            r = HP_EUSAGE;
+            goto out;
+        }
         sp.len = 0;
         store_pack_u64(&sp, n);
         for (uint32_t j = 0; j < n; j++)
