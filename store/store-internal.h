@@ -38,6 +38,8 @@ extern const int store_nmigrations;
     X(RAW_FIND, "SELECT id, size FROM raw_dumps WHERE hash = ?1")                              \
     X(RAW_INSERT, "INSERT INTO raw_dumps(hash, size, base_id, data) VALUES (?1, ?2, ?3, ?4)")  \
     X(RAW_GET, "SELECT size, base_id, data FROM raw_dumps WHERE id = ?1")                      \
+    X(RAW_EXISTS, "SELECT 1 FROM raw_dumps WHERE id = ?1")                                     \
+    X(SS_EXISTS, "SELECT 1 FROM sample_sets WHERE id = ?1")                                    \
     X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
     X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
     X(NODE_LAST_BASES,                                                                         \
