@@ -57,6 +57,16 @@ void store_pack_str(struct store_pack *b, const char *s)
     store_pack_bytes(b, s, n);
 }
 
+struct store_unpack store_unpack_column(sqlite3_stmt *st, int col)
+{
+    static const unsigned char none[1];
+    const unsigned char *p = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    if (!p || n <= 0)
+        return (struct store_unpack){ none, none, false };
+    return (struct store_unpack){ p, p + n, false };
+}
+
 uint64_t store_unpack_u64(struct store_unpack *u)
 {
     uint64_t v = 0;

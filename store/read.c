@@ -101,7 +101,10 @@ struct idset {
 static uint32_t idset_add(struct idset *set, int64_t id)
 {
     uint32_t v;
-    struct idset_slot *slot = set->cache ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
+    /* Real ids are > 0; anything else (corrupt data) bypasses the cache,
+     * whose zeroed slots would otherwise match id 0. */
+    struct idset_slot *slot =
+        set->cache && id > 0 ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
     if (slot && slot->id == id)
         return slot->v;
     if (hp_map64_get(&set->map, (uint64_t)id, &v)) {
@@ -140,7 +143,8 @@ static int range_fetch(struct store *s, enum store_stmt_id range, const struct i
 {
     size_t n = set->n;
     int64_t *ids = hp_xmalloc((n + 1) * sizeof(*ids));
-    memcpy(ids, set->ids, n * sizeof(*ids));
+    if (n)
+        memcpy(ids, set->ids, n * sizeof(*ids));
     qsort(ids, n, sizeof(*ids), cmp_i64);
     int r = 0;
     size_t i = 0;
@@ -225,10 +229,9 @@ static int corrupt(struct loader *ld, const char *what, struct hp_buf *err)
 static int stack_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
 {
     struct loader *ld = ctx;
-    struct store_unpack u = { sqlite3_column_blob(st, 1), NULL, false };
-    u.end = u.p + sqlite3_column_bytes(st, 1);
+    struct store_unpack u = store_unpack_column(st, 1);
     uint64_t n = store_unpack_u64(&u);
-    if (u.bad || n > (uint64_t)(u.end - u.p))
+    if (u.bad || n == 0 || n > (uint64_t)(u.end - u.p))
         return corrupt(ld, "a stored stack does not decode", err);
     ld->stack_lids = hp_xgrow(ld->stack_lids, &ld->stack_lids_cap, ld->nstack_lids + n,
                               sizeof(*ld->stack_lids));
@@ -255,8 +258,7 @@ static int loc_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
     l->frame_off = ld->nframes;
     if (sqlite3_column_type(st, 4) == SQLITE_NULL)
         return 0;
-    struct store_unpack u = { sqlite3_column_blob(st, 4), NULL, false };
-    u.end = u.p + sqlite3_column_bytes(st, 4);
+    struct store_unpack u = store_unpack_column(st, 4);
     uint64_t n = store_unpack_u64(&u);
     if (u.bad || n > (uint64_t)(u.end - u.p))
         return corrupt(ld, "stored frames do not decode", err);
@@ -403,7 +405,8 @@ static int decode_sample_set(struct loader *ld, const void *blob, size_t len,
     sm = hp_xcalloc(ns + 1, sizeof(*sm));
     int64_t prev = 0;
     for (uint64_t i = 0; i < ns && !u.bad; i++) {
-        prev += store_unpack_i64(&u);
+        /* Unsigned: a corrupt delta must not overflow a signed sum. */
+        prev = (int64_t)((uint64_t)prev + (uint64_t)store_unpack_i64(&u));
         sm[i].stack = prev;
         for (int v = 0; v < PV_COUNT; v++)
             sm[i].raw[v] = store_unpack_i64(&u);
@@ -414,7 +417,8 @@ static int decode_sample_set(struct loader *ld, const void *blob, size_t len,
     sm = hp_xrealloc(sm, (ns + nts + 1) * sizeof(*sm));
     prev = 0;
     for (uint64_t i = ns; i < ns + nts && !u.bad; i++) {
-        prev += store_unpack_i64(&u);
+        /* Unsigned: a corrupt delta must not overflow a signed sum. */
+        prev = (int64_t)((uint64_t)prev + (uint64_t)store_unpack_i64(&u));
         sm[i].stack = prev;
         sm[i].thread = (uint32_t)store_unpack_u64(&u);
         if (sm[i].thread == 0 || sm[i].thread > p->nthreads)
@@ -472,8 +476,7 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
     free(blob);
     blob = NULL;
 
-    /* Stacks: sample stack ids become dense indexes. Ids are > 0, so a
-     * zeroed cache holds no false hits. */
+    /* Stacks: sample stack ids become dense indexes. */
     ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
     for (size_t i = 0; i < nall; i++)
         sm[i].stack = idset_add(&ld.stackset, sm[i].stack);

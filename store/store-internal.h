@@ -38,6 +38,8 @@ extern const int store_nmigrations;
     X(RAW_FIND, "SELECT id, size FROM raw_dumps WHERE hash = ?1")                              \
     X(RAW_INSERT, "INSERT INTO raw_dumps(hash, size, base_id, data) VALUES (?1, ?2, ?3, ?4)")  \
     X(RAW_GET, "SELECT size, base_id, data FROM raw_dumps WHERE id = ?1")                      \
+    X(RAW_EXISTS, "SELECT 1 FROM raw_dumps WHERE id = ?1")                                     \
+    X(SS_EXISTS, "SELECT 1 FROM sample_sets WHERE id = ?1")                                    \
     X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
     X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
     X(NODE_LAST_BASES,                                                                         \
@@ -209,6 +211,8 @@ struct store_unpack {
     const unsigned char *p, *end;
     bool bad;
 };
+/* A reader over a blob column (NULL or empty reads as no bytes). */
+struct store_unpack store_unpack_column(sqlite3_stmt *st, int col);
 uint64_t store_unpack_u64(struct store_unpack *u);
 int64_t store_unpack_i64(struct store_unpack *u);
 /* Returns a pointer into the input (not NUL-terminated) and its length. */

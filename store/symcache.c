@@ -18,8 +18,7 @@ int store_symcache_get(struct store *s, const char *build_id, uint64_t address,
     sqlite3_bind_int64(st, 2, (int64_t)address);
     if ((r = store_step_row(s, st, "reading the symbol cache", err)) <= 0)
         return r;
-    struct store_unpack u = { sqlite3_column_blob(st, 0), NULL, false };
-    u.end = u.p + sqlite3_column_bytes(st, 0);
+    struct store_unpack u = store_unpack_column(st, 0);
     uint64_t n = store_unpack_u64(&u);
     if (u.bad || n > (uint64_t)(u.end - u.p) || n > UINT32_MAX) {
         sqlite3_reset(st);

@@ -445,6 +445,12 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
     for (size_t i = 0; i < p->nstacks; i++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
         uint32_t n = p->stacks[i].n;
+        if (n == 0) {
+            /* Parsers refuse empty stacks; a caller that builds one is wrong. */
+            hp_err_printf(err, "%s: stack %zu of the profile is empty", s->path, i);
+            r = HP_EUSAGE;
+            goto out;
+        }
         sp.len = 0;
         store_pack_u64(&sp, n);
         for (uint32_t j = 0; j < n; j++)
@@ -555,8 +561,23 @@ static void pack_sample_set(const struct profile *p, const struct derived *d,
     }
 }
 
+/* 1 when row `id` still exists (checked inside the write transaction). */
+static int row_exists(struct store *s, enum store_stmt_id stmt, int64_t id, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, stmt, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    r = store_step_row(s, st, "checking a keyframe", err);
+    sqlite3_reset(st);
+    return r;
+}
+
 /* The cache slot for a node, filled with its current keyframes on first
- * use (from its latest ok snapshot). */
+ * use (from its latest ok snapshot). Another process (query retain,
+ * reindex) may have deleted a cached keyframe since: each use checks, under
+ * the write lock, that both still exist, and reloads otherwise. */
 static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
                      struct hp_buf *err)
 {
@@ -578,6 +599,17 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
         nb->loaded = false;
     }
     nb->used = ++w->tick;
+    if (nb->loaded) {
+        int r1 = nb->raw.id ? row_exists(s, STMT_RAW_EXISTS, nb->raw.id, err) : 1;
+        int r2 = nb->ss.id ? row_exists(s, STMT_SS_EXISTS, nb->ss.id, err) : 1;
+        if (r1 < 0 || r2 < 0)
+            return r1 < 0 ? r1 : r2;
+        if (!r1 || !r2) {
+            blob_base_clear(&nb->raw);
+            blob_base_clear(&nb->ss);
+            nb->loaded = false;
+        }
+    }
     if (!nb->loaded) {
         sqlite3_stmt *st;
         int r = store_stmt(s, STMT_NODE_LAST_BASES, &st, err);

@@ -119,7 +119,7 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
             uint64_t site = fbase[f] + 0x30 + (rnd(&ss) % 4) * 8;
             locs[n++] = profile_location_for_address(p, site - 1);
             uint64_t c = f * UINT64_C(2654435761) + d;
-            f = 8 + (uint32_t)(rnd(&c) % (d < 6 ? nf - 8 : 64));
+            f = 8 + (uint32_t)(rnd(&c) % (d < 6 || nf < 72 ? nf - 8 : 64));
         }
         uint32_t st = profile_stack_add(p, locs, n);
         int64_t v[PV_COUNT];

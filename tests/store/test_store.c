@@ -712,6 +712,50 @@ static void test_store_reader_sees_commits_during_writes(void **state)
     profile_free(p);
 }
 
+static void test_store_writer_survives_foreign_retention(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    char *raw[2];
+    size_t rl[2];
+    struct profile *p[2];
+    for (int i = 0; i < 2; i++) {
+        struct gen_params gp = { .seed = 8, .nstacks = 300, .nfuncs = 100, .hour = (uint32_t)i,
+                                 .symbolize = true };
+        p[i] = gen_profile(&gp, &raw[i], &rl[i]);
+    }
+    /* This writer now caches the node's keyframes... */
+    for (int h = 0; h < 3; h++)
+        put(f->s, n, T0 + h * HOUR_MS, p[h % 2], raw[h % 2], rl[h % 2]);
+    /* ...which another process's retention deletes. */
+    struct store *other;
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &other, NULL), 0);
+    struct store_retain_policy pol = { .retain_s = 30 * 86400 };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(other, &pol, T0 + 100 * DAY_MS, &res, NULL), 0);
+    assert_int_equal(res.snapshots_deleted, 3);
+    store_close(other);
+    /* New snapshots must not be stored against the vanished keyframes. */
+    int64_t a = put(f->s, n, T0 + 100 * DAY_MS, p[1], raw[1], rl[1]);
+    int64_t b = put(f->s, n, T0 + 100 * DAY_MS + HOUR_MS, p[0], raw[0], rl[0]);
+    int64_t ids[2] = { a, b };
+    for (int i = 0; i < 2; i++) {
+        struct profile *out = load(f->s, ids[i]);
+        assert_same_profile(p[1 - i], out);
+        profile_free(out);
+        void *rb;
+        size_t len;
+        assert_int_equal(store_snapshot_raw(f->s, ids[i], &rb, &len, NULL), 0);
+        assert_int_equal(len, rl[1 - i]);
+        assert_memory_equal(rb, raw[1 - i], len);
+        free(rb);
+    }
+    for (int i = 0; i < 2; i++) {
+        profile_free(p[i]);
+        free(raw[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +771,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_symcache_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_reader_sees_commits_during_writes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_survives_foreign_retention, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
