@@ -17,6 +17,9 @@
  *      (pprof's Location.line is innermost first, as the model's frames are),
  *      and samples with equal location lists are merged.
  *
+ * Not used: sample labels (Go's per-object "bytes"), drop_frames/keep_frames
+ * (pprof display hints; query has --focus/--ignore), is_folded, columns.
+ *
  * Two pprof locations may share an address (the same offset in two mappings,
  * or a profile that merged differently symbolized copies): the first one owns
  * the address index entry, the others become unindexed locations of their
