@@ -185,10 +185,50 @@ static void series_stats(const struct xstats *xs, const double *x, const double 
     st->step_share = rise > 0 ? max_up / rise : 1;
 }
 
-static bool passes(const struct series_stats *st, const double *y, size_t n,
+/* The same statistics accumulated one snapshot row at a time for all
+ * stacks at once (snapshot-major data, sequential access). */
+struct acc {
+    double sy, syy, sxy, prev, max_up, idle_growth;
+    uint32_t up, down;
+};
+
+static void acc_row(struct acc *a, const double *row, size_t S, size_t t, double dx,
+                    bool idle_step)
+{
+    for (size_t s = 0; s < S; s++) {
+        double v = row[s];
+        struct acc *p = &a[s];
+        p->sy += v;
+        p->syy += v * v;
+        p->sxy += dx * v;
+        if (t) {
+            double d = v - p->prev;
+            p->max_up = d > p->max_up ? d : p->max_up;
+            p->up += d > 0;
+            p->down += d < 0;
+            if (idle_step)
+                p->idle_growth += d;
+        }
+        p->prev = v;
+    }
+}
+
+static void acc_finish(const struct acc *a, const struct xstats *xs, size_t n, double first,
+                       double last, struct series_stats *st)
+{
+    double vyy = a->syy - a->sy * a->sy / (double)n;
+    st->slope = xs->sxx > 0 ? a->sxy / xs->sxx : 0;
+    st->r2 = xs->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (a->sxy * a->sxy) / (xs->sxx * vyy)) : 0;
+    st->monotonic = a->up + a->down ? (double)a->up / (double)(a->up + a->down) : 0;
+    st->idle_growth = a->idle_growth;
+    double rise = last - first;
+    st->step_share = rise > 0 ? a->max_up / rise : 1;
+}
+
+static bool passes(const struct series_stats *st, double first, double last,
                    const struct query_leak_opts *o)
 {
-    return st->slope > 0 && st->slope >= o->min_rate && y[n - 1] > y[0] &&
+    return st->slope > 0 && st->slope >= o->min_rate && last > first &&
            st->monotonic >= o->min_monotonic && st->step_share <= o->max_step_share &&
            st->r2 > 0.25;
 }
@@ -201,19 +241,6 @@ static int leak_cmp(const void *a, const void *b)
     if (x->name && y->name)
         return strcmp(x->name, y->name);
     return 0;
-}
-
-static void add_series(double *restrict dst, const double *restrict src, size_t n)
-{
-    size_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        dst[t] += src[t];
-        dst[t + 1] += src[t + 1];
-        dst[t + 2] += src[t + 2];
-        dst[t + 3] += src[t + 3];
-    }
-    for (; t < n; t++)
-        dst[t] += src[t];
 }
 
 struct order_item {
@@ -286,17 +313,17 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     L->t0 = ord[0].t;
     L->t1 = ord[T - 1].t;
 
-    /* Pass 1: stack ids and sparse values. */
-    struct trip {
-        uint32_t id, t;
-        double v;
-    } *trips = NULL;
-    size_t ntrips = 0, trips_cap = 0;
+    /* Pass 1: stack ids (the union over snapshots), times, idle steps. */
     double *x = hp_xmalloc(T * sizeof(*x)), *total = hp_xcalloc(T, sizeof(*total));
     double *busy = hp_xcalloc(T, sizeof(*busy));
     bool *idle = hp_xcalloc(T, sizeof(*idle));
-    const struct query_folded *dict_seen = NULL;
-    uint32_t *dict_map = NULL;
+    uint32_t **eid = hp_xcalloc(T, sizeof(*eid)); /* folded snapshots: entry -> id */
+    struct dict_ids {
+        const struct query_folded *dict;
+        uint32_t *map;
+    } *dicts = NULL;
+    size_t ndicts = 0, dicts_cap = 0;
+    uint32_t **dmap = hp_xcalloc(T, sizeof(*dmap)); /* dict snapshots: dict entry -> id */
     const char *const *busy_names = o->busy_figures ? o->busy_figures : default_busy;
     size_t nbusy_known = 0;
     for (size_t t = 0; t < T; t++) {
@@ -316,31 +343,27 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         }
         if (s->folded) {
             const struct query_folded *f = s->folded;
-            trips = hp_xgrow(trips, &trips_cap, ntrips + f->nentries, sizeof(*trips));
-            for (size_t e = 0; e < f->nentries; e++) {
-                uint32_t id = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
-                trips[ntrips++] = (struct trip){ id, (uint32_t)t, f->entries[e].value[v] };
-            }
+            eid[t] = hp_xmalloc((f->nentries + 1) * sizeof(**eid));
+            for (size_t e = 0; e < f->nentries; e++)
+                eid[t][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
             total[t] = f->total[v];
-        } else {
-            if (s->dict != dict_seen) {
-                free(dict_map);
-                dict_map = hp_xmalloc((s->dict->nentries + 1) * sizeof(*dict_map));
-                for (size_t e = 0; e < s->dict->nentries; e++)
-                    dict_map[e] = qa_stacks_add_entry(&pv->stacks, s->dict, &s->dict->entries[e]);
-                dict_seen = s->dict;
-            }
-            trips = hp_xgrow(trips, &trips_cap, ntrips + s->nids, sizeof(*trips));
-            for (size_t k = 0; k < s->nids; k++) {
-                if (s->ids[k] >= s->dict->nentries)
-                    continue;
-                trips[ntrips++] = (struct trip){ dict_map[s->ids[k]], (uint32_t)t,
-                                                 s->id_values[k] };
-                total[t] += s->id_values[k];
-            }
+            continue;
         }
+        size_t d;
+        for (d = 0; d < ndicts; d++)
+            if (dicts[d].dict == s->dict)
+                break;
+        if (d == ndicts) {
+            dicts = hp_xgrow(dicts, &dicts_cap, ndicts + 1, sizeof(*dicts));
+            dicts[ndicts].dict = s->dict;
+            dicts[ndicts].map = hp_xmalloc((s->dict->nentries + 1) * sizeof(uint32_t));
+            for (size_t e = 0; e < s->dict->nentries; e++)
+                dicts[ndicts].map[e] = qa_stacks_add_entry(&pv->stacks, s->dict,
+                                                           &s->dict->entries[e]);
+            ndicts++;
+        }
+        dmap[t] = dicts[d].map;
     }
-    free(dict_map);
     L->has_busy = nbusy_known == T;
     if (!L->has_busy)
         memset(idle, 0, T * sizeof(*idle));
@@ -348,25 +371,33 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     for (size_t t = 1; t < T; t++)
         L->idle_steps += idle[t] && idle[t - 1];
 
+    /* Pass 2: values, snapshot-major (one row of S per snapshot, written in
+     * the order values arrive), and every stack's statistics accumulated
+     * row by row, so no pass strides across memory. */
     size_t S = pv->stacks.n;
-    /* Fill snapshot-major (the order the values arrive, so writes stay
-     * local), then transpose in cache-sized blocks to one contiguous series
-     * per stack. */
     double *yt = hp_xcalloc(S * T + 1, sizeof(*yt));
-    for (size_t k = 0; k < ntrips; k++)
-        yt[(size_t)trips[k].t * S + trips[k].id] += trips[k].v;
-    free(trips);
-    double *y = hp_xmalloc((S * T + 1) * sizeof(*y));
-    enum { BLK = 32 };
-    for (size_t t0 = 0; t0 < T; t0 += BLK)
-        for (size_t s0 = 0; s0 < S; s0 += BLK)
-            for (size_t s = s0; s < HP_MIN(S, s0 + BLK); s++)
-                for (size_t t = t0; t < HP_MIN(T, t0 + BLK); t++)
-                    y[s * T + t] = yt[t * S + s];
-    free(yt);
-    struct rank_scratch rs = { hp_xmalloc(T * sizeof(double)), hp_xmalloc(T * sizeof(double)),
-                               hp_xmalloc(T * sizeof(struct rank_item)) };
-    ranks(x, T, rs.rx, rs.tmp);
+    for (size_t t = 0; t < T; t++) {
+        const struct query_snapshot *s = &snaps[ord[t].i];
+        double *row = yt + t * S;
+        if (s->folded) {
+            for (size_t e = 0; e < s->folded->nentries; e++)
+                row[eid[t][e]] += s->folded->entries[e].value[v];
+        } else {
+            for (size_t k = 0; k < s->nids; k++) {
+                if (s->ids[k] >= s->dict->nentries)
+                    continue;
+                row[dmap[t][s->ids[k]]] += s->id_values[k];
+                total[t] += s->id_values[k];
+            }
+        }
+    }
+    for (size_t t = 0; t < T; t++)
+        free(eid[t]);
+    free(eid);
+    free(dmap);
+    for (size_t d = 0; d < ndicts; d++)
+        free(dicts[d].map);
+    free(dicts);
 
     struct xstats xs;
     xstats_init(&xs, x, T);
@@ -378,21 +409,30 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     L->total_r2 = tot.r2;
     double total_rate = tot.slope;
 
+    struct acc *acc = hp_xcalloc(S + 1, sizeof(*acc));
+    for (size_t t = 0; t < T; t++)
+        acc_row(acc, yt + t * S, S, t, x[t] - xs.mx, t && idle[t] && idle[t - 1]);
+    struct rank_scratch rs = { hp_xmalloc(T * sizeof(double)), hp_xmalloc(T * sizeof(double)),
+                               hp_xmalloc(T * sizeof(struct rank_item)) };
+    ranks(x, T, rs.rx, rs.tmp);
+    double *series = hp_xmalloc(T * sizeof(*series));
+
     /* Stacks. */
     double *slope = hp_xcalloc(S + 1, sizeof(*slope));
     double gross = 0; /* sum of the rising stacks' rates */
     size_t cap = 0;
     for (size_t s = 0; s < S; s++) {
-        const double *ys = y + s * T;
         struct series_stats st;
-        series_stats(&xs, x, ys, idle, T, &st);
+        acc_finish(&acc[s], &xs, T, yt[s], yt[(T - 1) * S + s], &st);
         slope[s] = st.slope;
         if (st.slope > 0)
             gross += st.slope;
-        if (!passes(&st, ys, T, o))
+        if (!passes(&st, yt[s], yt[(T - 1) * S + s], o))
             continue;
+        for (size_t t = 0; t < T; t++)
+            series[t] = yt[t * S + s];
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &rs, ys, T, total_rate, L->idle_steps > 0, o);
+        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
         if (r.spearman < o->min_spearman)
             continue;
         r.frames = qa_stack_frames(&pv->stacks, (uint32_t)s);
@@ -449,36 +489,45 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         rep[c] = idx;
     }
     hp_map64_release(&sigmap);
-    uint8_t *owner = hp_xcalloc(nseries + 1, 1); /* first candidate fills the series */
-    int32_t *fill = hp_xmalloc((ncand + 1) * sizeof(*fill));
-    for (size_t c = 0; c < ncand; c++) {
-        fill[c] = owner[rep[c]] ? -1 : (int32_t)rep[c];
-        owner[rep[c]] = 1;
-    }
-    double *fy = hp_xcalloc(nseries * T + 1, sizeof(*fy));
+    /* (stack, series) pairs, each series fed once per stack. */
+    struct pair {
+        uint32_t s, series;
+    } *pairs = NULL;
+    size_t npairs = 0, pairs_cap = 0;
+    uint32_t *seen = hp_xcalloc(nseries + 1, sizeof(*seen));
     for (size_t s = 0; s < S; s++)
         for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++) {
             int32_t c = cand_of[fn->ids[k]];
-            if (c < 0 || fill[c] < 0)
+            if (c < 0 || seen[rep[c]] == s + 1)
                 continue;
-            add_series(fy + (size_t)fill[c] * T, y + s * T, T);
+            seen[rep[c]] = (uint32_t)s + 1;
+            pairs = hp_xgrow(pairs, &pairs_cap, npairs + 1, sizeof(*pairs));
+            pairs[npairs++] = (struct pair){ (uint32_t)s, rep[c] };
         }
+    free(seen);
     free(sig);
     free(nst);
-    free(owner);
-    free(fill);
+    double *fyt = hp_xcalloc(nseries * T + 1, sizeof(*fyt)); /* snapshot-major too */
+    for (size_t t = 0; t < T; t++) {
+        const double *row = yt + t * S;
+        double *frow = fyt + t * nseries;
+        for (size_t k = 0; k < npairs; k++)
+            frow[pairs[k].series] += row[pairs[k].s];
+    }
+    free(pairs);
     cap = 0;
     int32_t *row_of = hp_xmalloc((fn->n + 1) * sizeof(*row_of));
     for (size_t f = 0; f < fn->n; f++)
         row_of[f] = -1;
     for (size_t c = 0; c < ncand; c++) {
-        const double *ys = fy + (size_t)rep[c] * T;
+        for (size_t t = 0; t < T; t++)
+            series[t] = fyt[t * nseries + rep[c]];
         struct series_stats st;
-        series_stats(&xs, x, ys, idle, T, &st);
-        if (!passes(&st, ys, T, o))
+        series_stats(&xs, x, series, idle, T, &st);
+        if (!passes(&st, series[0], series[T - 1], o))
             continue;
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &rs, ys, T, total_rate, L->idle_steps > 0, o);
+        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
         if (r.spearman < o->min_spearman)
             continue;
         r.name = fn->name[cand[c]];
@@ -539,14 +588,16 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     free(rs.rx);
     free(rs.ry);
     free(rs.tmp);
+    free(series);
+    free(acc);
     free(rep);
     free(row_of);
     free(cand);
     free(cand_of);
-    free(fy);
+    free(fyt);
     free(fslope);
     free(slope);
-    free(y);
+    free(yt);
     free(x);
     free(total);
     free(busy);
