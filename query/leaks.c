@@ -5,8 +5,11 @@
  * least-squares slope in bytes per hour, the R^2 of that line, the share of
  * rising steps among steps that change, and Spearman's rank correlation of y
  * with time; a suspect rises (slope > min_rate, last > first), mostly in
- * steps (monotonic >= min_monotonic) and in rank order (spearman >=
- * min_spearman). Function series are sums of their stacks' series; since a
+ * steps (monotonic >= min_monotonic), along a line more than by chance
+ * (R^2 > 0.25) and in rank order (spearman >= min_spearman), without one jump
+ * carrying most of the rise (step_share <= max_step_share). Sampled dumps
+ * make step-to-step changes noisy, so the rank correlation over the whole
+ * window is the main test and the share of rising steps only a guard. Function series are sums of their stacks' series; since a
  * slope is linear, a function's slope is the sum of its stacks' slopes, so
  * only functions whose summed slope passes are given a full series (which
  * keeps 30 days x 100 nodes fast). Idle: steps where the node's query and
@@ -39,9 +42,10 @@ void query_leak_opts_init(struct query_leak_opts *o)
     memset(o, 0, sizeof(*o));
     o->sample = PV_INUSE_SPACE;
     o->min_rate = 0;
-    o->min_monotonic = 0.7;
-    o->min_spearman = 0.6;
+    o->min_monotonic = 0.5;
+    o->min_spearman = 0.8;
     o->max_step_share = 0.5;
+    o->min_share = 0.005;
     o->idle_bytes = 64.0 * 1024 * 1024;
     o->top = 0;
 }
@@ -100,6 +104,14 @@ static double pearson(const double *x, const double *y, size_t n)
     return slope < 0 ? -r : r;
 }
 
+/* Spearman with x's ranks already known (every series of a node shares x). */
+static double spearman_rx(const double *rx, const double *y, size_t n, double *ry,
+                          struct rank_item *tmp)
+{
+    ranks(y, n, ry, tmp);
+    return pearson(rx, ry, n);
+}
+
 double query_spearman(const double *x, const double *y, size_t n)
 {
     if (n < 2)
@@ -124,34 +136,101 @@ struct series_stats {
     double slope, r2, monotonic, idle_growth, step_share;
 };
 
-static void series_stats(const double *x, const double *y, const bool *idle, size_t n,
-                         struct series_stats *st)
+/* x's own sums, shared by every series of a node. */
+struct xstats {
+    double mx, sxx;
+};
+
+static void xstats_init(struct xstats *xs, const double *x, size_t n)
 {
-    query_trend_fit(x, y, n, &st->slope, &st->r2);
+    double sx = 0;
+    for (size_t i = 0; i < n; i++)
+        sx += x[i];
+    xs->mx = sx / (double)n;
+    xs->sxx = 0;
+    for (size_t i = 0; i < n; i++)
+        xs->sxx += (x[i] - xs->mx) * (x[i] - xs->mx);
+}
+
+/* One pass: slope and R^2 from running sums (x centred, so the sums stay
+ * well conditioned), rising/falling steps, idle growth, largest rise. */
+static void series_stats(const struct xstats *xs, const double *x, const double *y,
+                         const bool *idle, size_t n, struct series_stats *st)
+{
+    double sy = 0, syy = 0, sxy = 0, idle_growth = 0, max_up = 0;
     size_t up = 0, down = 0;
-    double idle_growth = 0, max_up = 0;
-    for (size_t t = 1; t < n; t++) {
-        double d = y[t] - y[t - 1];
-        if (d > max_up)
-            max_up = d;
-        if (d > 0)
-            up++;
-        else if (d < 0)
-            down++;
-        if (idle && idle[t] && idle[t - 1])
-            idle_growth += d;
+    for (size_t t = 0; t < n; t++) {
+        double v = y[t];
+        sy += v;
+        syy += v * v;
+        sxy += (x[t] - xs->mx) * v;
+        if (t) {
+            double d = v - y[t - 1];
+            if (d > max_up)
+                max_up = d;
+            if (d > 0)
+                up++;
+            else if (d < 0)
+                down++;
+            if (idle && idle[t] && idle[t - 1])
+                idle_growth += d;
+        }
     }
+    double vyy = syy - sy * sy / (double)n;
+    st->slope = xs->sxx > 0 ? sxy / xs->sxx : 0;
+    st->r2 = xs->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (sxy * sxy) / (xs->sxx * vyy)) : 0;
     st->monotonic = up + down ? (double)up / (double)(up + down) : 0;
     st->idle_growth = idle_growth;
     double rise = y[n - 1] - y[0];
     st->step_share = rise > 0 ? max_up / rise : 1;
 }
 
-static bool passes(const struct series_stats *st, const double *y, size_t n,
+/* The same statistics accumulated one snapshot row at a time for all
+ * stacks at once (snapshot-major data, sequential access). */
+struct acc {
+    double sy, syy, sxy, prev, max_up, idle_growth;
+    uint32_t up, down;
+};
+
+static void acc_row(struct acc *a, const double *row, size_t S, size_t t, double dx,
+                    bool idle_step)
+{
+    for (size_t s = 0; s < S; s++) {
+        double v = row[s];
+        struct acc *p = &a[s];
+        p->sy += v;
+        p->syy += v * v;
+        p->sxy += dx * v;
+        if (t) {
+            double d = v - p->prev;
+            p->max_up = d > p->max_up ? d : p->max_up;
+            p->up += d > 0;
+            p->down += d < 0;
+            if (idle_step)
+                p->idle_growth += d;
+        }
+        p->prev = v;
+    }
+}
+
+static void acc_finish(const struct acc *a, const struct xstats *xs, size_t n, double first,
+                       double last, struct series_stats *st)
+{
+    double vyy = a->syy - a->sy * a->sy / (double)n;
+    st->slope = xs->sxx > 0 ? a->sxy / xs->sxx : 0;
+    st->r2 = xs->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (a->sxy * a->sxy) / (xs->sxx * vyy)) : 0;
+    st->monotonic = a->up + a->down ? (double)a->up / (double)(a->up + a->down) : 0;
+    st->idle_growth = a->idle_growth;
+    double rise = last - first;
+    st->step_share = rise > 0 ? a->max_up / rise : 1;
+}
+
+static bool passes(const struct series_stats *st, double first, double last,
                    const struct query_leak_opts *o)
 {
-    return st->slope > 0 && st->slope >= o->min_rate && y[n - 1] > y[0] &&
-           st->monotonic >= o->min_monotonic && st->step_share <= o->max_step_share;
+    return st->slope > 0 && st->slope >= o->min_rate && last > first &&
+           st->monotonic >= o->min_monotonic && st->step_share <= o->max_step_share &&
+           st->r2 > 0.25;
 }
 
 static int leak_cmp(const void *a, const void *b)
@@ -177,9 +256,14 @@ static int order_cmp(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static void fill_row(struct query_leak_row *r, const struct series_stats *st, const double *x,
-                     const double *y, size_t n, double total_rate, bool flag_idle,
-                     const struct query_leak_opts *o)
+struct rank_scratch {
+    double *rx, *ry;
+    struct rank_item *tmp;
+};
+
+static void fill_row(struct query_leak_row *r, const struct series_stats *st,
+                     struct rank_scratch *rs, const double *y, size_t n, double total_rate,
+                     bool flag_idle, const struct query_leak_opts *o)
 {
     r->first = y[0];
     r->last = y[n - 1];
@@ -187,7 +271,7 @@ static void fill_row(struct query_leak_row *r, const struct series_stats *st, co
     r->r2 = st->r2;
     r->monotonic = st->monotonic;
     r->step_share = st->step_share;
-    r->spearman = query_spearman(x, y, n);
+    r->spearman = spearman_rx(rs->rx, y, n, rs->ry, rs->tmp);
     r->share = total_rate > 0 ? st->slope / total_rate : 0;
     r->idle_growth = st->idle_growth;
     /* Growth during idle steps that is more than noise-sized: at least a
@@ -229,17 +313,17 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     L->t0 = ord[0].t;
     L->t1 = ord[T - 1].t;
 
-    /* Pass 1: stack ids and sparse values. */
-    struct trip {
-        uint32_t id, t;
-        double v;
-    } *trips = NULL;
-    size_t ntrips = 0, trips_cap = 0;
+    /* Pass 1: stack ids (the union over snapshots), times, idle steps. */
     double *x = hp_xmalloc(T * sizeof(*x)), *total = hp_xcalloc(T, sizeof(*total));
     double *busy = hp_xcalloc(T, sizeof(*busy));
     bool *idle = hp_xcalloc(T, sizeof(*idle));
-    const struct query_folded *dict_seen = NULL;
-    uint32_t *dict_map = NULL;
+    uint32_t **eid = hp_xcalloc(T, sizeof(*eid)); /* folded snapshots: entry -> id */
+    struct dict_ids {
+        const struct query_folded *dict;
+        uint32_t *map;
+    } *dicts = NULL;
+    size_t ndicts = 0, dicts_cap = 0;
+    uint32_t **dmap = hp_xcalloc(T, sizeof(*dmap)); /* dict snapshots: dict entry -> id */
     const char *const *busy_names = o->busy_figures ? o->busy_figures : default_busy;
     size_t nbusy_known = 0;
     for (size_t t = 0; t < T; t++) {
@@ -259,31 +343,27 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         }
         if (s->folded) {
             const struct query_folded *f = s->folded;
-            trips = hp_xgrow(trips, &trips_cap, ntrips + f->nentries, sizeof(*trips));
-            for (size_t e = 0; e < f->nentries; e++) {
-                uint32_t id = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
-                trips[ntrips++] = (struct trip){ id, (uint32_t)t, f->entries[e].value[v] };
-            }
+            eid[t] = hp_xmalloc((f->nentries + 1) * sizeof(**eid));
+            for (size_t e = 0; e < f->nentries; e++)
+                eid[t][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
             total[t] = f->total[v];
-        } else {
-            if (s->dict != dict_seen) {
-                free(dict_map);
-                dict_map = hp_xmalloc((s->dict->nentries + 1) * sizeof(*dict_map));
-                for (size_t e = 0; e < s->dict->nentries; e++)
-                    dict_map[e] = qa_stacks_add_entry(&pv->stacks, s->dict, &s->dict->entries[e]);
-                dict_seen = s->dict;
-            }
-            trips = hp_xgrow(trips, &trips_cap, ntrips + s->nids, sizeof(*trips));
-            for (size_t k = 0; k < s->nids; k++) {
-                if (s->ids[k] >= s->dict->nentries)
-                    continue;
-                trips[ntrips++] = (struct trip){ dict_map[s->ids[k]], (uint32_t)t,
-                                                 s->id_values[k] };
-                total[t] += s->id_values[k];
-            }
+            continue;
         }
+        size_t d;
+        for (d = 0; d < ndicts; d++)
+            if (dicts[d].dict == s->dict)
+                break;
+        if (d == ndicts) {
+            dicts = hp_xgrow(dicts, &dicts_cap, ndicts + 1, sizeof(*dicts));
+            dicts[ndicts].dict = s->dict;
+            dicts[ndicts].map = hp_xmalloc((s->dict->nentries + 1) * sizeof(uint32_t));
+            for (size_t e = 0; e < s->dict->nentries; e++)
+                dicts[ndicts].map[e] = qa_stacks_add_entry(&pv->stacks, s->dict,
+                                                           &s->dict->entries[e]);
+            ndicts++;
+        }
+        dmap[t] = dicts[d].map;
     }
-    free(dict_map);
     L->has_busy = nbusy_known == T;
     if (!L->has_busy)
         memset(idle, 0, T * sizeof(*idle));
@@ -291,32 +371,68 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     for (size_t t = 1; t < T; t++)
         L->idle_steps += idle[t] && idle[t - 1];
 
+    /* Pass 2: values, snapshot-major (one row of S per snapshot, written in
+     * the order values arrive), and every stack's statistics accumulated
+     * row by row, so no pass strides across memory. */
     size_t S = pv->stacks.n;
-    double *y = hp_xcalloc(S * T + 1, sizeof(*y));
-    for (size_t k = 0; k < ntrips; k++)
-        y[(size_t)trips[k].id * T + trips[k].t] += trips[k].v;
-    free(trips);
+    double *yt = hp_xcalloc(S * T + 1, sizeof(*yt));
+    for (size_t t = 0; t < T; t++) {
+        const struct query_snapshot *s = &snaps[ord[t].i];
+        double *row = yt + t * S;
+        if (s->folded) {
+            for (size_t e = 0; e < s->folded->nentries; e++)
+                row[eid[t][e]] += s->folded->entries[e].value[v];
+        } else {
+            for (size_t k = 0; k < s->nids; k++) {
+                if (s->ids[k] >= s->dict->nentries)
+                    continue;
+                row[dmap[t][s->ids[k]]] += s->id_values[k];
+                total[t] += s->id_values[k];
+            }
+        }
+    }
+    for (size_t t = 0; t < T; t++)
+        free(eid[t]);
+    free(eid);
+    free(dmap);
+    for (size_t d = 0; d < ndicts; d++)
+        free(dicts[d].map);
+    free(dicts);
 
+    struct xstats xs;
+    xstats_init(&xs, x, T);
     struct series_stats tot;
-    series_stats(x, total, idle, T, &tot);
+    series_stats(&xs, x, total, idle, T, &tot);
     L->total_first = total[0];
     L->total_last = total[T - 1];
     L->total_rate = tot.slope;
     L->total_r2 = tot.r2;
     double total_rate = tot.slope;
 
+    struct acc *acc = hp_xcalloc(S + 1, sizeof(*acc));
+    for (size_t t = 0; t < T; t++)
+        acc_row(acc, yt + t * S, S, t, x[t] - xs.mx, t && idle[t] && idle[t - 1]);
+    struct rank_scratch rs = { hp_xmalloc(T * sizeof(double)), hp_xmalloc(T * sizeof(double)),
+                               hp_xmalloc(T * sizeof(struct rank_item)) };
+    ranks(x, T, rs.rx, rs.tmp);
+    double *series = hp_xmalloc(T * sizeof(*series));
+
     /* Stacks. */
     double *slope = hp_xcalloc(S + 1, sizeof(*slope));
+    double gross = 0; /* sum of the rising stacks' rates */
     size_t cap = 0;
     for (size_t s = 0; s < S; s++) {
-        const double *ys = y + s * T;
         struct series_stats st;
-        series_stats(x, ys, idle, T, &st);
+        acc_finish(&acc[s], &xs, T, yt[s], yt[(T - 1) * S + s], &st);
         slope[s] = st.slope;
-        if (!passes(&st, ys, T, o))
+        if (st.slope > 0)
+            gross += st.slope;
+        if (!passes(&st, yt[s], yt[(T - 1) * S + s], o))
             continue;
+        for (size_t t = 0; t < T; t++)
+            series[t] = yt[t * S + s];
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, x, ys, T, total_rate, L->idle_steps > 0, o);
+        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
         if (r.spearman < o->min_spearman)
             continue;
         r.frames = qa_stack_frames(&pv->stacks, (uint32_t)s);
@@ -338,34 +454,80 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     size_t ncand = 0;
     for (size_t f = 0; f < fn->n; f++) {
         cand_of[f] = -1;
-        if (fslope[f] > 0 && fslope[f] >= o->min_rate) {
+        /* A full series only for functions that could be reported: rising,
+         * above min_rate, and carrying at least min_share of the rising
+         * stacks' growth (a function is a sum of stacks, so its rate is
+         * known without its series). */
+        if (fslope[f] > 0 && fslope[f] >= o->min_rate && fslope[f] >= o->min_share * gross) {
             cand_of[f] = (int32_t)ncand;
             cand[ncand++] = (uint32_t)f;
         }
     }
-    double *fy = hp_xcalloc(ncand * T + 1, sizeof(*fy));
+    /* Candidates with the same set of stacks (a chain of frames that always
+     * appear together: main -> run_round, the root frames of every thread)
+     * share one series. The set's signature is a running hash of stack ids,
+     * stacks being visited in id order. */
+    uint64_t *sig = hp_xcalloc(ncand + 1, sizeof(*sig));
+    uint32_t *nst = hp_xcalloc(ncand + 1, sizeof(*nst));
     for (size_t s = 0; s < S; s++)
         for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++) {
             int32_t c = cand_of[fn->ids[k]];
-            if (c < 0)
-                continue;
-            double *dst = fy + (size_t)c * T;
-            const double *src = y + s * T;
-            for (size_t t = 0; t < T; t++)
-                dst[t] += src[t];
+            if (c >= 0) {
+                sig[c] = hp_hash_u64(sig[c] ^ (s + 1));
+                nst[c]++;
+            }
         }
+    uint32_t *rep = hp_xmalloc((ncand + 1) * sizeof(*rep)); /* series index */
+    struct hp_map64 sigmap;
+    hp_map64_init(&sigmap);
+    size_t nseries = 0;
+    for (size_t c = 0; c < ncand; c++) {
+        uint32_t idx;
+        uint64_t key = sig[c] ^ ((uint64_t)nst[c] << 40);
+        if (!hp_map64_put(&sigmap, key, (uint32_t)nseries, &idx))
+            nseries++;
+        rep[c] = idx;
+    }
+    hp_map64_release(&sigmap);
+    /* (stack, series) pairs, each series fed once per stack. */
+    struct pair {
+        uint32_t s, series;
+    } *pairs = NULL;
+    size_t npairs = 0, pairs_cap = 0;
+    uint32_t *seen = hp_xcalloc(nseries + 1, sizeof(*seen));
+    for (size_t s = 0; s < S; s++)
+        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++) {
+            int32_t c = cand_of[fn->ids[k]];
+            if (c < 0 || seen[rep[c]] == s + 1)
+                continue;
+            seen[rep[c]] = (uint32_t)s + 1;
+            pairs = hp_xgrow(pairs, &pairs_cap, npairs + 1, sizeof(*pairs));
+            pairs[npairs++] = (struct pair){ (uint32_t)s, rep[c] };
+        }
+    free(seen);
+    free(sig);
+    free(nst);
+    double *fyt = hp_xcalloc(nseries * T + 1, sizeof(*fyt)); /* snapshot-major too */
+    for (size_t t = 0; t < T; t++) {
+        const double *row = yt + t * S;
+        double *frow = fyt + t * nseries;
+        for (size_t k = 0; k < npairs; k++)
+            frow[pairs[k].series] += row[pairs[k].s];
+    }
+    free(pairs);
     cap = 0;
     int32_t *row_of = hp_xmalloc((fn->n + 1) * sizeof(*row_of));
     for (size_t f = 0; f < fn->n; f++)
         row_of[f] = -1;
     for (size_t c = 0; c < ncand; c++) {
-        const double *ys = fy + c * T;
+        for (size_t t = 0; t < T; t++)
+            series[t] = fyt[t * nseries + rep[c]];
         struct series_stats st;
-        series_stats(x, ys, idle, T, &st);
-        if (!passes(&st, ys, T, o))
+        series_stats(&xs, x, series, idle, T, &st);
+        if (!passes(&st, series[0], series[T - 1], o))
             continue;
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, x, ys, T, total_rate, L->idle_steps > 0, o);
+        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
         if (r.spearman < o->min_spearman)
             continue;
         r.name = fn->name[cand[c]];
@@ -423,13 +585,19 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
 
     qsort(L->stacks, L->nstacks, sizeof(*L->stacks), leak_cmp);
     qsort(L->funcs, L->nfuncs, sizeof(*L->funcs), leak_cmp);
+    free(rs.rx);
+    free(rs.ry);
+    free(rs.tmp);
+    free(series);
+    free(acc);
+    free(rep);
     free(row_of);
     free(cand);
     free(cand_of);
-    free(fy);
+    free(fyt);
     free(fslope);
     free(slope);
-    free(y);
+    free(yt);
     free(x);
     free(total);
     free(busy);

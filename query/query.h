@@ -276,10 +276,12 @@ struct query_snapshot {
 struct query_leak_opts {
     enum profile_value sample;  /* default PV_INUSE_SPACE */
     double min_rate;            /* bytes/hour below which nothing is reported (default 0) */
-    double min_monotonic;       /* least share of rising steps among changing ones (0.7) */
-    double min_spearman;        /* least rank correlation with time (0.6) */
+    double min_monotonic;       /* least share of rising steps among changing ones (0.5) */
+    double min_spearman;        /* least rank correlation with time (0.8) */
     double max_step_share;      /* most of the rise one step may carry (0.5): a
                                    single jump is a step, not a steady leak */
+    double min_share;           /* functions: least share of the rising stacks'
+                                   growth worth a row (0.005) */
     double idle_bytes;          /* busy trackers at or under this mean idle (64 MiB) */
     const char *const *busy_figures; /* figure names that are query/load trackers;
                                         NULL for the built-in Doris/StarRocks list */
