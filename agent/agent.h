@@ -53,8 +53,9 @@ struct agent_dumpname {
 };
 
 /* Parse a dump file name (not a path). 1 and *ret filled when it is a heap
- * dump name this agent serves, 0 when it is not (log files, temp files, "."),
- * never an error: every other name is simply not a dump. */
+ * dump name this agent serves, 0 when it is not (log files, temp files, ".",
+ * names with control characters or bytes outside printable ASCII), never an
+ * error: every other name is simply not a dump. */
 int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *ret);
 const char *agent_dump_kind_name(enum agent_dump_kind k);
 const char *agent_dump_trigger_name(enum agent_dump_trigger t);

@@ -112,6 +112,24 @@ static void slot_dispose_cb(void *p)
 
 /* ---- JSON helpers (worker side) ---- */
 
+/* A JSON string for text that may not be UTF-8 (paths from a client or
+ * from a dump's maps, /proc's process name, error messages quoting them):
+ * jansson refuses invalid UTF-8, so such bytes become '?' rather than
+ * failing the response. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *copy = hp_xstrdup(s);
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_string("");
+}
+
 static void set_json(struct reqctx *c, int status, const char *reason, json_t *j)
 {
     c->status = status;
@@ -127,7 +145,9 @@ static void set_json(struct reqctx *c, int status, const char *reason, json_t *j
 
 static void set_error(struct reqctx *c, int status, const char *reason, const char *msg)
 {
-    set_json(c, status, reason, json_pack("{s:s}", "error", msg));
+    json_t *j = json_object();
+    json_object_set_new(j, "error", json_text(msg));
+    set_json(c, status, reason, j);
 }
 
 /* Map an HP_* error from folder access to a status. */
@@ -146,10 +166,10 @@ static json_t *dump_json(const struct agent *a, const struct agent_dump *d)
 {
     const struct agent_dumpname *p = &d->parsed;
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(d->name));
-    json_object_set_new(o, "folder", json_string(a->folders.dir[d->folder].path));
+    json_object_set_new(o, "name", json_text(d->name));
+    json_object_set_new(o, "folder", json_text(a->folders.dir[d->folder].path));
     char *path = hp_xasprintf("%s/%s", a->folders.dir[d->folder].path, d->name);
-    json_object_set_new(o, "path", json_string(path));
+    json_object_set_new(o, "path", json_text(path));
     free(path);
     json_object_set_new(o, "size", json_integer((json_int_t)d->size));
     json_object_set_new(o, "mtime", json_integer(d->mtime_ns / 1000000000));
@@ -194,7 +214,7 @@ static void work_dumps(struct reqctx *c)
     }
     json_t *root = json_object(), *arr = json_array(), *folders = json_array();
     for (size_t i = 0; i < a->folders.n; i++)
-        json_array_append_new(folders, json_string(a->folders.dir[i].path));
+        json_array_append_new(folders, json_text(a->folders.dir[i].path));
     for (size_t i = 0; i < n; i++)
         if (c->argkind == ARG_NONE || has_prefix(v[i].name, c->arg))
             json_array_append_new(arr, dump_json(a, &v[i]));
@@ -281,10 +301,14 @@ static void work_identity(struct reqctx *c)
     } else if (r < 0) {
         set_error_code(c, r == HP_EELF ? HP_ENOTFOUND : r, &err);
     } else {
-        set_json(c, 200, "OK",
-                 json_pack("{s:s, s:s, s:I, s:s, s:b, s:b}", "path", c->arg, "build_id",
-                           id.build_id, "size", (json_int_t)id.size, "debuglink", id.debuglink,
-                           "has_debug_info", id.has_debug_info, "has_symtab", id.has_symtab));
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_text(c->arg));
+        json_object_set_new(o, "build_id", json_text(id.build_id));
+        json_object_set_new(o, "size", json_integer((json_int_t)id.size));
+        json_object_set_new(o, "debuglink", json_text(id.debuglink));
+        json_object_set_new(o, "has_debug_info", json_boolean(id.has_debug_info));
+        json_object_set_new(o, "has_symtab", json_boolean(id.has_symtab));
+        set_json(c, 200, "OK", o);
     }
     hp_buf_release(&err);
 }
@@ -392,8 +416,8 @@ static void work_proc(struct reqctx *c)
     text = NULL;
     json_t *root = json_object();
     json_object_set_new(root, "pid", json_integer(pid));
-    json_object_set_new(root, "pid_source", json_string(src));
-    json_object_set_new(root, "name", json_string(st->name));
+    json_object_set_new(root, "pid_source", json_text(src));
+    json_object_set_new(root, "name", json_text(st->name));
     json_object_set_new(root, "status", fields_json(st));
     uint64_t v;
     if (agent_proc_get(st, "VmRSS", &v))
@@ -406,7 +430,7 @@ static void work_proc(struct reqctx *c)
     hp_buf_reset(&err);
     r = hp_file_read(path, 1u << 16, &text, &len, &err);
     if (r < 0) {
-        json_object_set_new(root, "smaps_rollup_error", json_string(err.data ? err.data : ""));
+        json_object_set_new(root, "smaps_rollup_error", json_text(err.data ? err.data : ""));
     } else {
         agent_proc_parse(text, len, sm);
         json_object_set_new(root, "smaps_rollup", fields_json(sm));
@@ -486,7 +510,8 @@ static void send_inline(h2o_req_t *req, int status, const char *reason, const ch
 
 static void send_json_error(h2o_req_t *req, int status, const char *reason, const char *msg)
 {
-    json_t *j = json_pack("{s:s}", "error", msg);
+    json_t *j = json_object();
+    json_object_set_new(j, "error", json_text(msg));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     send_inline(req, status, reason, s, strlen(s));

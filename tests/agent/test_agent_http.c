@@ -484,6 +484,10 @@ static void test_agent_http_traversal_refused(void **state)
         hp_xasprintf("/%%2e%%2e/%%2e%%2e/etc/passwd"),
         hp_xasprintf("/identity?path=/etc/passwd"),
         hp_xasprintf("/identity?path=%s/be.INFO", misc),
+        /* Not UTF-8: must not break the JSON error reply. */
+        hp_xasprintf("/dumps/file?path=/%%ff%%fe/jeprof.1.0.m0.heap"),
+        hp_xasprintf("/dumps/file?name=%%ff.heap"),
+        hp_xasprintf("/identity?path=/%%c3%%28"),
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(attacks); i++) {
         struct resp r;

@@ -97,6 +97,9 @@ static void test_dumpname_rejects_non_dumps(void **state)
         assert_int_equal(parse(no[i], &d), 0);
     assert_int_equal(agent_dumpname_parse("a/b.heap", 8, &d), 0);
     assert_int_equal(agent_dumpname_parse("a\0b.heap", 8, &d), 0);
+    /* Would inject a header line or break JSON. */
+    assert_int_equal(parse("x\r\nSet-Cookie: a.heap", &d), 0);
+    assert_int_equal(parse("caf\xc3\xa9.heap", &d), 0);
     char longname[300];
     memset(longname, 'a', sizeof(longname));
     memcpy(longname + sizeof(longname) - 6, ".heap", 6);
