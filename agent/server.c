@@ -505,6 +505,9 @@ static void send_inline(h2o_req_t *req, int status, const char *reason, const ch
                    H2O_STRLIT("application/json"));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("no-store"));
+    /* h2o_send_inline leaves the length unset (it also makes 304s); without
+     * it replies go out chunked, which some clients (debuginfod's) dislike. */
+    req->res.content_length = len;
     h2o_send_inline(req, body, len);
 }
 

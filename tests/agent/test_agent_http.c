@@ -516,6 +516,9 @@ static void test_agent_http_bad_requests_400(void **state)
         if (r.status != 400)
             fprintf(stderr, "%s -> %ld\n", bad[i], r.status);
         assert_int_equal(r.status, 400);
+        /* JSON errors carry a length, so the connection stays usable. */
+        assert_non_null(strcasestr(r.headers.data, "content-length:"));
+        assert_non_null(strstr(r.body.data, "\"error\""));
         resp_release(&r);
     }
 }
