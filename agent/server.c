@@ -3,8 +3,9 @@
  * The loop thread only parses the request line (h2o), checks the token,
  * matches the route and decodes the query; everything that touches the file
  * system (listing folders, opening dumps, reading ELF notes and /proc) runs on
- * libuv's worker pool, and file bodies are streamed in 64 KiB uv_fs_read
- * chunks, so a slow disk or a huge dump never stalls other requests.
+ * libuv's worker pool, and file bodies are streamed in 256 KiB uv_fs_read
+ * chunks (at most MAX_CONNS buffers: 32 MiB), so a slow disk or a huge dump
+ * never stalls other requests.
  *
  * Lifetime of a request: `struct reqctx` is malloc'ed per request and
  * referenced from a slot in h2o's request pool. h2o may dispose of the request
@@ -30,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CONNS 256
+#define MAX_CONNS 128
 #define MAX_JOBS 64
-#define CHUNK (64 * 1024)
+#define CHUNK (256 * 1024) /* fewer thread-pool round trips; see tests/bench/agent-serve.sh */
 #define TOKEN_MAX 4096
 #define JSON_BODY_MAX (16u << 20)
 #define INCOMPLETE_GRACE_NS (10ll * 1000000000)
