@@ -144,8 +144,8 @@ struct agent_dump {
 int agent_folders_open(struct agent_folders *f, const char *csv, struct hp_buf *err);
 void agent_folders_close(struct agent_folders *f);
 
-/* List the dump files (regular files whose names parse as dumps; symlinks are
- * never followed) in every folder, newest first (mtime, then name). At most
+/* List the dump files (regular files with one link whose names parse as
+ * dumps; symlinks are never followed) in every folder, newest first (mtime, then name). At most
  * AGENT_LIST_MAX entries; *ret is malloc'ed, free() it. Blocking: worker
  * threads only. */
 int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, size_t *ret_n,
@@ -154,7 +154,8 @@ int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, siz
 /* Open a dump for reading by file name (any folder) or by absolute path
  * (its directory must resolve to a configured folder). Refuses, with
  * HP_ERR(EACCES), every name that is not a plain dump file name: "..", "/",
- * NUL, symlinks, non-regular files, names that are not dumps. HP_ENOTFOUND
+ * NUL, symlinks, non-regular files, files with several hard links, names
+ * that are not dumps. HP_ENOTFOUND
  * when there is no such dump. On success *ret_fd is an open O_RDONLY
  * descriptor and *ret describes the file. Blocking: worker threads only. */
 int agent_dump_open_name(const struct agent_folders *f, const char *name, int *ret_fd,

@@ -284,6 +284,11 @@ static int group_setup(void **state)
     if (symlink(outside, p) != 0)
         return -1;
     free(p);
+    /* A hard link into the folder of a dump-named file from outside. */
+    p = hp_xasprintf("%s/jeprof.2.0.m0.heap", misc);
+    if (link(out, p) != 0)
+        return -1;
+    free(p);
     /* An alias of the folder, as ${DORIS_HOME}/log often is. */
     if (symlink(misc, alias) != 0)
         return -1;
@@ -466,6 +471,8 @@ static void test_agent_http_traversal_refused(void **state)
         hp_xasprintf("/dumps/file?name=be.INFO"),
         hp_xasprintf("/dumps/file?name=evil.heap"),
         hp_xasprintf("/dumps/file?name=link-inside.heap"),
+        hp_xasprintf("/dumps/file?name=jeprof.2.0.m0.heap"),
+        hp_xasprintf("/dumps/file?path=%s/jeprof.2.0.m0.heap", misc),
         hp_xasprintf("/dumps/file?name=up"),
         hp_xasprintf("/dumps/file?path=/etc/passwd"),
         hp_xasprintf("/dumps/file?path=%s/be.INFO", misc),
