@@ -101,6 +101,7 @@ enum agent_route agent_route_match(const char *path, size_t len, char *build_id)
 struct agent_proc_field {
     char key[32];
     uint64_t value; /* bytes for "kB" lines, the bare number otherwise */
+    bool bytes;     /* the line was in kB */
 };
 
 struct agent_proc_fields {

@@ -420,6 +420,7 @@ void agent_proc_parse(const char *text, size_t len, struct agent_proc_fields *re
         memcpy(ret->f[ret->n].key, line, kl);
         ret->f[ret->n].key[kl] = '\0';
         ret->f[ret->n].value = value;
+        ret->f[ret->n].bytes = kb;
         ret->n++;
     }
 }

@@ -335,11 +335,23 @@ static void work_buildid(struct reqctx *c)
     hp_buf_release(&err);
 }
 
+/* The memory figures (the kB lines, in bytes) and the few counters worth
+ * graphing; other numeric lines (Umask in octal, NSpid, TracerPid…) would
+ * only mislead as plain numbers. */
 static json_t *fields_json(const struct agent_proc_fields *p)
 {
+    static const char *const counters[] = { "Pid", "PPid", "Threads", "FDSize",
+                                            "voluntary_ctxt_switches",
+                                            "nonvoluntary_ctxt_switches" };
     json_t *o = json_object();
-    for (size_t i = 0; i < p->n; i++)
-        json_object_set_new(o, p->f[i].key, json_integer((json_int_t)HP_MIN(p->f[i].value, (uint64_t)INT64_MAX)));
+    for (size_t i = 0; i < p->n; i++) {
+        bool keep = p->f[i].bytes;
+        for (size_t k = 0; !keep && k < HP_ARRAY_SIZE(counters); k++)
+            keep = strcmp(p->f[i].key, counters[k]) == 0;
+        if (keep)
+            json_object_set_new(o, p->f[i].key,
+                                json_integer((json_int_t)HP_MIN(p->f[i].value, (uint64_t)INT64_MAX)));
+    }
     return o;
 }
 

@@ -854,6 +854,9 @@ static void test_agent_http_proc_from_pid_file(void **state)
     assert_true(rss > 1024 * 1024);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "status"), "Pid")),
                      getpid());
+    json_t *stj = json_object_get(j, "status");
+    assert_true(json_integer_value(json_object_get(stj, "Threads")) >= 1);
+    assert_null(json_object_get(stj, "Umask")); /* octal, not a figure */
     json_t *sm = json_object_get(j, "smaps_rollup");
     assert_non_null(sm);
     assert_true(json_integer_value(json_object_get(sm, "Rss")) > 0);
