@@ -53,8 +53,9 @@ struct agent_dumpname {
 };
 
 /* Parse a dump file name (not a path). 1 and *ret filled when it is a heap
- * dump name this agent serves, 0 when it is not (log files, temp files, "."),
- * never an error: every other name is simply not a dump. */
+ * dump name this agent serves, 0 when it is not (log files, temp files, ".",
+ * names with control characters or bytes outside printable ASCII), never an
+ * error: every other name is simply not a dump. */
 int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *ret);
 const char *agent_dump_kind_name(enum agent_dump_kind k);
 const char *agent_dump_trigger_name(enum agent_dump_trigger t);
@@ -100,6 +101,7 @@ enum agent_route agent_route_match(const char *path, size_t len, char *build_id)
 struct agent_proc_field {
     char key[32];
     uint64_t value; /* bytes for "kB" lines, the bare number otherwise */
+    bool bytes;     /* the line was in kB */
 };
 
 struct agent_proc_fields {
@@ -143,8 +145,8 @@ struct agent_dump {
 int agent_folders_open(struct agent_folders *f, const char *csv, struct hp_buf *err);
 void agent_folders_close(struct agent_folders *f);
 
-/* List the dump files (regular files whose names parse as dumps; symlinks are
- * never followed) in every folder, newest first (mtime, then name). At most
+/* List the dump files (regular files with one link whose names parse as
+ * dumps; symlinks are never followed) in every folder, newest first (mtime, then name). At most
  * AGENT_LIST_MAX entries; *ret is malloc'ed, free() it. Blocking: worker
  * threads only. */
 int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, size_t *ret_n,
@@ -153,7 +155,8 @@ int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, siz
 /* Open a dump for reading by file name (any folder) or by absolute path
  * (its directory must resolve to a configured folder). Refuses, with
  * HP_ERR(EACCES), every name that is not a plain dump file name: "..", "/",
- * NUL, symlinks, non-regular files, names that are not dumps. HP_ENOTFOUND
+ * NUL, symlinks, non-regular files, files with several hard links, names
+ * that are not dumps. HP_ENOTFOUND
  * when there is no such dump. On success *ret_fd is an open O_RDONLY
  * descriptor and *ret describes the file. Blocking: worker threads only. */
 int agent_dump_open_name(const struct agent_folders *f, const char *name, int *ret_fd,

@@ -8,7 +8,8 @@
  * the agent elsewhere; a path given by a client is accepted only when its
  * directory part resolves to one of those folders. Symlinks to dumps are not
  * served at all, even when they point inside a folder: the rule is easier to
- * trust than one with exceptions.
+ * trust than one with exceptions. Files with several hard links are refused
+ * too (the other way to bring an outside file into a folder).
  *
  * Everything here does blocking file system calls: worker threads only. */
 #include "agent/agent.h"
@@ -122,8 +123,9 @@ int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, siz
             if (!agent_dumpname_parse(de->d_name, nl, &dn))
                 continue;
             struct stat st;
-            if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-                continue;
+            if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(st.st_mode) || st.st_nlink > 1)
+                continue; /* what open_in_folder() would refuse is not listed */
             if (n == AGENT_LIST_MAX)
                 break;
             v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
@@ -169,6 +171,13 @@ static int open_in_folder(const struct agent_folders *f, size_t i, const char *n
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         hp_err_printf(err, "%s: not a regular file", name);
+        return HP_ERR(EACCES);
+    }
+    /* A hard link is the one way to put a file from elsewhere into a folder
+     * without a symlink; jemalloc and the databases never make them. */
+    if (st.st_nlink > 1) {
+        close(fd);
+        hp_err_printf(err, "%s: has several hard links", name);
         return HP_ERR(EACCES);
     }
     /* O_NONBLOCK only kept a FIFO from blocking the open; reads of a regular

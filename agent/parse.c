@@ -146,8 +146,12 @@ int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *re
     dumpname_clear(&d);
     if (len == 0 || len > AGENT_NAME_MAX || name[0] == '.')
         return 0; /* also rules out "." and ".." and hidden temp files */
-    if (memchr(name, '/', len) || memchr(name, '\0', len))
-        return 0;
+    /* Printable ASCII only: a name goes into JSON, a response header
+     * (X-Heapfleet-Dump-Name) and log lines, where a newline or invalid
+     * UTF-8 would break or inject. Every database names its dumps so. */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e || name[i] == '/')
+            return 0;
 
     if (has_suffix(name, len, ".heap")) {
         size_t n = len - 5;
@@ -416,6 +420,7 @@ void agent_proc_parse(const char *text, size_t len, struct agent_proc_fields *re
         memcpy(ret->f[ret->n].key, line, kl);
         ret->f[ret->n].key[kl] = '\0';
         ret->f[ret->n].value = value;
+        ret->f[ret->n].bytes = kb;
         ret->n++;
     }
 }

@@ -3,8 +3,9 @@
  * The loop thread only parses the request line (h2o), checks the token,
  * matches the route and decodes the query; everything that touches the file
  * system (listing folders, opening dumps, reading ELF notes and /proc) runs on
- * libuv's worker pool, and file bodies are streamed in 64 KiB uv_fs_read
- * chunks, so a slow disk or a huge dump never stalls other requests.
+ * libuv's worker pool, and file bodies are streamed in 256 KiB uv_fs_read
+ * chunks (at most MAX_CONNS buffers: 32 MiB), so a slow disk or a huge dump
+ * never stalls other requests.
  *
  * Lifetime of a request: `struct reqctx` is malloc'ed per request and
  * referenced from a slot in h2o's request pool. h2o may dispose of the request
@@ -30,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CONNS 256
+#define MAX_CONNS 128
 #define MAX_JOBS 64
-#define CHUNK (64 * 1024)
+#define CHUNK (256 * 1024) /* fewer thread-pool round trips; see tests/bench/agent-serve.sh */
 #define TOKEN_MAX 4096
 #define JSON_BODY_MAX (16u << 20)
 #define INCOMPLETE_GRACE_NS (10ll * 1000000000)
@@ -112,6 +113,24 @@ static void slot_dispose_cb(void *p)
 
 /* ---- JSON helpers (worker side) ---- */
 
+/* A JSON string for text that may not be UTF-8 (paths from a client or
+ * from a dump's maps, /proc's process name, error messages quoting them):
+ * jansson refuses invalid UTF-8, so such bytes become '?' rather than
+ * failing the response. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *copy = hp_xstrdup(s);
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_string("");
+}
+
 static void set_json(struct reqctx *c, int status, const char *reason, json_t *j)
 {
     c->status = status;
@@ -127,7 +146,9 @@ static void set_json(struct reqctx *c, int status, const char *reason, json_t *j
 
 static void set_error(struct reqctx *c, int status, const char *reason, const char *msg)
 {
-    set_json(c, status, reason, json_pack("{s:s}", "error", msg));
+    json_t *j = json_object();
+    json_object_set_new(j, "error", json_text(msg));
+    set_json(c, status, reason, j);
 }
 
 /* Map an HP_* error from folder access to a status. */
@@ -146,10 +167,10 @@ static json_t *dump_json(const struct agent *a, const struct agent_dump *d)
 {
     const struct agent_dumpname *p = &d->parsed;
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(d->name));
-    json_object_set_new(o, "folder", json_string(a->folders.dir[d->folder].path));
+    json_object_set_new(o, "name", json_text(d->name));
+    json_object_set_new(o, "folder", json_text(a->folders.dir[d->folder].path));
     char *path = hp_xasprintf("%s/%s", a->folders.dir[d->folder].path, d->name);
-    json_object_set_new(o, "path", json_string(path));
+    json_object_set_new(o, "path", json_text(path));
     free(path);
     json_object_set_new(o, "size", json_integer((json_int_t)d->size));
     json_object_set_new(o, "mtime", json_integer(d->mtime_ns / 1000000000));
@@ -194,7 +215,7 @@ static void work_dumps(struct reqctx *c)
     }
     json_t *root = json_object(), *arr = json_array(), *folders = json_array();
     for (size_t i = 0; i < a->folders.n; i++)
-        json_array_append_new(folders, json_string(a->folders.dir[i].path));
+        json_array_append_new(folders, json_text(a->folders.dir[i].path));
     for (size_t i = 0; i < n; i++)
         if (c->argkind == ARG_NONE || has_prefix(v[i].name, c->arg))
             json_array_append_new(arr, dump_json(a, &v[i]));
@@ -281,10 +302,14 @@ static void work_identity(struct reqctx *c)
     } else if (r < 0) {
         set_error_code(c, r == HP_EELF ? HP_ENOTFOUND : r, &err);
     } else {
-        set_json(c, 200, "OK",
-                 json_pack("{s:s, s:s, s:I, s:s, s:b, s:b}", "path", c->arg, "build_id",
-                           id.build_id, "size", (json_int_t)id.size, "debuglink", id.debuglink,
-                           "has_debug_info", id.has_debug_info, "has_symtab", id.has_symtab));
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_text(c->arg));
+        json_object_set_new(o, "build_id", json_text(id.build_id));
+        json_object_set_new(o, "size", json_integer((json_int_t)id.size));
+        json_object_set_new(o, "debuglink", json_text(id.debuglink));
+        json_object_set_new(o, "has_debug_info", json_boolean(id.has_debug_info));
+        json_object_set_new(o, "has_symtab", json_boolean(id.has_symtab));
+        set_json(c, 200, "OK", o);
     }
     hp_buf_release(&err);
 }
@@ -310,11 +335,23 @@ static void work_buildid(struct reqctx *c)
     hp_buf_release(&err);
 }
 
+/* The memory figures (the kB lines, in bytes) and the few counters worth
+ * graphing; other numeric lines (Umask in octal, NSpid, TracerPid…) would
+ * only mislead as plain numbers. */
 static json_t *fields_json(const struct agent_proc_fields *p)
 {
+    static const char *const counters[] = { "Pid", "PPid", "Threads", "FDSize",
+                                            "voluntary_ctxt_switches",
+                                            "nonvoluntary_ctxt_switches" };
     json_t *o = json_object();
-    for (size_t i = 0; i < p->n; i++)
-        json_object_set_new(o, p->f[i].key, json_integer((json_int_t)HP_MIN(p->f[i].value, (uint64_t)INT64_MAX)));
+    for (size_t i = 0; i < p->n; i++) {
+        bool keep = p->f[i].bytes;
+        for (size_t k = 0; !keep && k < HP_ARRAY_SIZE(counters); k++)
+            keep = strcmp(p->f[i].key, counters[k]) == 0;
+        if (keep)
+            json_object_set_new(o, p->f[i].key,
+                                json_integer((json_int_t)HP_MIN(p->f[i].value, (uint64_t)INT64_MAX)));
+    }
     return o;
 }
 
@@ -392,8 +429,8 @@ static void work_proc(struct reqctx *c)
     text = NULL;
     json_t *root = json_object();
     json_object_set_new(root, "pid", json_integer(pid));
-    json_object_set_new(root, "pid_source", json_string(src));
-    json_object_set_new(root, "name", json_string(st->name));
+    json_object_set_new(root, "pid_source", json_text(src));
+    json_object_set_new(root, "name", json_text(st->name));
     json_object_set_new(root, "status", fields_json(st));
     uint64_t v;
     if (agent_proc_get(st, "VmRSS", &v))
@@ -406,7 +443,7 @@ static void work_proc(struct reqctx *c)
     hp_buf_reset(&err);
     r = hp_file_read(path, 1u << 16, &text, &len, &err);
     if (r < 0) {
-        json_object_set_new(root, "smaps_rollup_error", json_string(err.data ? err.data : ""));
+        json_object_set_new(root, "smaps_rollup_error", json_text(err.data ? err.data : ""));
     } else {
         agent_proc_parse(text, len, sm);
         json_object_set_new(root, "smaps_rollup", fields_json(sm));
@@ -481,12 +518,16 @@ static void send_inline(h2o_req_t *req, int status, const char *reason, const ch
                    H2O_STRLIT("application/json"));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("no-store"));
+    /* h2o_send_inline leaves the length unset (it also makes 304s); without
+     * it replies go out chunked, which some clients (debuginfod's) dislike. */
+    req->res.content_length = len;
     h2o_send_inline(req, body, len);
 }
 
 static void send_json_error(h2o_req_t *req, int status, const char *reason, const char *msg)
 {
-    json_t *j = json_pack("{s:s}", "error", msg);
+    json_t *j = json_object();
+    json_object_set_new(j, "error", json_text(msg));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     send_inline(req, status, reason, s, strlen(s));

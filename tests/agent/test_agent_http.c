@@ -284,6 +284,11 @@ static int group_setup(void **state)
     if (symlink(outside, p) != 0)
         return -1;
     free(p);
+    /* A hard link into the folder of a dump-named file from outside. */
+    p = hp_xasprintf("%s/jeprof.2.0.m0.heap", misc);
+    if (link(out, p) != 0)
+        return -1;
+    free(p);
     /* An alias of the folder, as ${DORIS_HOME}/log often is. */
     if (symlink(misc, alias) != 0)
         return -1;
@@ -466,6 +471,8 @@ static void test_agent_http_traversal_refused(void **state)
         hp_xasprintf("/dumps/file?name=be.INFO"),
         hp_xasprintf("/dumps/file?name=evil.heap"),
         hp_xasprintf("/dumps/file?name=link-inside.heap"),
+        hp_xasprintf("/dumps/file?name=jeprof.2.0.m0.heap"),
+        hp_xasprintf("/dumps/file?path=%s/jeprof.2.0.m0.heap", misc),
         hp_xasprintf("/dumps/file?name=up"),
         hp_xasprintf("/dumps/file?path=/etc/passwd"),
         hp_xasprintf("/dumps/file?path=%s/be.INFO", misc),
@@ -484,6 +491,10 @@ static void test_agent_http_traversal_refused(void **state)
         hp_xasprintf("/%%2e%%2e/%%2e%%2e/etc/passwd"),
         hp_xasprintf("/identity?path=/etc/passwd"),
         hp_xasprintf("/identity?path=%s/be.INFO", misc),
+        /* Not UTF-8: must not break the JSON error reply. */
+        hp_xasprintf("/dumps/file?path=/%%ff%%fe/jeprof.1.0.m0.heap"),
+        hp_xasprintf("/dumps/file?name=%%ff.heap"),
+        hp_xasprintf("/identity?path=/%%c3%%28"),
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(attacks); i++) {
         struct resp r;
@@ -512,6 +523,9 @@ static void test_agent_http_bad_requests_400(void **state)
         if (r.status != 400)
             fprintf(stderr, "%s -> %ld\n", bad[i], r.status);
         assert_int_equal(r.status, 400);
+        /* JSON errors carry a length, so the connection stays usable. */
+        assert_non_null(strcasestr(r.headers.data, "content-length:"));
+        assert_non_null(strstr(r.body.data, "\"error\""));
         resp_release(&r);
     }
 }
@@ -623,7 +637,7 @@ static void test_agent_http_buildid_serves_binary(void **state)
 }
 
 /* A shared library named in the dumps' MAPPED_LIBRARIES (libc, ~2 MB) comes
- * back by build-id byte for byte: many 64 KiB chunks through uv_fs_read. */
+ * back by build-id byte for byte: several 256 KiB chunks through uv_fs_read. */
 /* The path of the libc the fixture mapped, as its dump recorded it. */
 static void mapped_libc(char *path, size_t pathsz)
 {
@@ -662,7 +676,7 @@ static void test_agent_http_buildid_serves_mapped_library(void **state)
     t = hp_xasprintf("/buildid/%s/executable", id);
     http_get(&main_agent, t, NULL, &r);
     assert_int_equal(r.status, 200);
-    assert_true(r.body.len > 4 * 65536);
+    assert_true(r.body.len > 4 * 256 * 1024);
     assert_body_is_file(&r, path);
     resp_release(&r);
     free(t);
@@ -840,6 +854,9 @@ static void test_agent_http_proc_from_pid_file(void **state)
     assert_true(rss > 1024 * 1024);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "status"), "Pid")),
                      getpid());
+    json_t *stj = json_object_get(j, "status");
+    assert_true(json_integer_value(json_object_get(stj, "Threads")) >= 1);
+    assert_null(json_object_get(stj, "Umask")); /* octal, not a figure */
     json_t *sm = json_object_get(j, "smaps_rollup");
     assert_non_null(sm);
     assert_true(json_integer_value(json_object_get(sm, "Rss")) > 0);

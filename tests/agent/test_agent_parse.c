@@ -97,6 +97,9 @@ static void test_dumpname_rejects_non_dumps(void **state)
         assert_int_equal(parse(no[i], &d), 0);
     assert_int_equal(agent_dumpname_parse("a/b.heap", 8, &d), 0);
     assert_int_equal(agent_dumpname_parse("a\0b.heap", 8, &d), 0);
+    /* Would inject a header line or break JSON. */
+    assert_int_equal(parse("x\r\nSet-Cookie: a.heap", &d), 0);
+    assert_int_equal(parse("caf\xc3\xa9.heap", &d), 0);
     char longname[300];
     memset(longname, 'a', sizeof(longname));
     memcpy(longname + sizeof(longname) - 6, ".heap", 6);
@@ -169,6 +172,8 @@ static void test_proc_parses_status_and_rollup(void **state)
     assert_int_equal(v, 1234 * 1024);
     assert_int_equal(agent_proc_get(&p, "Threads", &v), 1);
     assert_int_equal(v, 17);
+    for (size_t i = 0; i < p.n; i++) /* kB lines are bytes, the rest counts */
+        assert_int_equal(p.f[i].bytes, strncmp(p.f[i].key, "Vm", 2) == 0);
     assert_int_equal(agent_proc_get(&p, "Pid", &v), 1);
     assert_int_equal(v, 4242);
     assert_int_equal(agent_proc_get(&p, "SigQ", &v), 0);

@@ -19,6 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(d.prefix_len <= size);
         assert(!memchr(name, '/', size) && !memchr(name, '\0', size));
         assert(name[0] != '.');
+        for (size_t i = 0; i < size; i++)
+            assert(data[i] >= 0x20 && data[i] <= 0x7e);
         assert(d.pid >= -1 && d.seq >= -1 && d.trigger_seq >= -1);
         (void)agent_dump_kind_name(d.kind);
         (void)agent_dump_trigger_name(d.trigger);
