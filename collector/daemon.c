@@ -536,8 +536,11 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     }
     job_record_attempt(j, s, url, res, fail ? status : 0, fail);
 
-    if (fail && status != HP_ERR(ECANCELED) && retryable && j->attempt <= d->cfg->retries &&
-        !d->stopping) {
+    /* Only the dump is retried: figures are a snapshot beside it, and a node
+     * that refuses /metrics would otherwise cost two backoffs before the
+     * dump is even tried. */
+    if (fail && status != HP_ERR(ECANCELED) && retryable && step_is_dump(s) &&
+        j->attempt <= d->cfg->retries && !d->stopping) {
         /* Exponential backoff with full jitter in [base/2, base*1.5) * 2^(n-1). */
         uint64_t base = d->cfg->retry_base_ms << (j->attempt - 1);
         if (base > BACKOFF_MAX_MS)

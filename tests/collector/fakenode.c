@@ -1070,8 +1070,11 @@ int main(int argc, char **argv)
         for (unsigned c = 0; c < specs[s].count; c++) {
             char name[64];
             unsigned idx = ++seen[specs[s].k][specs[s].m];
-            if (demo)
+            if (demo && specs[s].m == M_OK)
                 snprintf(name, sizeof(name), "%s-%u", kind_names[specs[s].k], idx);
+            else if (demo)
+                snprintf(name, sizeof(name), "%s-%s", kind_names[specs[s].k],
+                         mode_names[specs[s].m]);
             else if (idx == 1 && specs[s].count == 1)
                 snprintf(name, sizeof(name), "%s-%s", kind_names[specs[s].k],
                          mode_names[specs[s].m]);
