@@ -645,6 +645,8 @@ static void job_start_step(struct job *j)
         .max_bytes = step_is_dump(s) ? j->d->cfg->max_body
                                      : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
     };
+    hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
+                 step_names[s], j->attempt, url);
     int r = poll_fetch_start(j->d->fetcher, &o, step_done_cb, j);
     free(url);
     if (r < 0) {
@@ -849,6 +851,8 @@ static void slot_acquire_or_queue(struct dnode *dn)
         job_begin(dn);
         return;
     }
+    hp_log_debug("collector", "node=%s active=%zu msg=\"waiting for a free slot\"", dn->cfg->name,
+                 d->active);
     dn->state = DN_QUEUED;
     dn->qnext = NULL;
     if (d->qtail)

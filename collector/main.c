@@ -13,6 +13,7 @@
 
 #include "collector/daemon.h"
 #include "collector/ingest/ingest.h"
+#include "collector/poll/poll.h"
 
 static uint64_t parse_max_bytes;
 
@@ -46,6 +47,8 @@ static void usage(FILE *f)
             "  --timeout DUR         whole request (default 60s)\n"
             "  --max-body SIZE       largest response accepted (default 512M)\n"
             "  --strict              refuse a node list with any bad line\n"
+            "  --check               only check the node list: print each node, exit 1 on a\n"
+            "                        bad line\n"
             "  --out DIR             write dumps and a JSON line per attempt into DIR\n"
             "  --db FILE             SQLite database (default heapfleet.db once the store is\n"
             "                        built in; until then --out is used)\n"
@@ -101,11 +104,35 @@ static int parse_size(const char *s, uint64_t *ret)
     return 0;
 }
 
+/* --check: what would be polled, and what is wrong with the list. */
+static int check_nodes(const char *path)
+{
+    struct poll_nodelist *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    size_t bad = 0;
+    int r = poll_nodelist_load(path, 0, &l, &bad, &err);
+    if (err.len)
+        fprintf(stderr, "%s\n", err.data);
+    hp_buf_release(&err);
+    if (r < 0)
+        return 2;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct poll_node *n = &l->nodes[i];
+        printf("%s:%u\t%s\t%s\t%s%s%s%s%s\n", path, n->line, n->name, poll_kind_name(n->kind),
+               n->addr, n->agent ? " agent=" : "", n->agent ? n->agent : "",
+               n->user ? " auth=basic" : "", n->activate ? " activate=yes" : "");
+    }
+    printf("%s: %zu nodes, %zu bad lines\n", path, l->n, bad);
+    poll_nodelist_free(l);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = NULL, *out = NULL;
+    bool check_only = false;
     uint64_t u;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,6 +167,8 @@ int main(int argc, char **argv)
             cfg.spread_ms = (int64_t)u;
         } else if (!strcmp(a, "--once")) {
             cfg.once = true;
+        } else if (!strcmp(a, "--check")) {
+            check_only = true;
         } else if (!strcmp(a, "--strict")) {
             cfg.strict = true;
         } else if (!strcmp(a, "--no-progress")) {
@@ -196,6 +225,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "collector: --nodes FILE is required (see --help)\n");
         return 2;
     }
+    if (check_only)
+        return check_nodes(cfg.nodes_path);
     if (listen)
         hp_log_warn("collector", "listen=%s msg=\"the web module is not built into this collector yet; --listen ignored\"",
                     listen);

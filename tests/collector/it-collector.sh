@@ -157,6 +157,10 @@ case_nodelist() {
     rc=$?
     check "nodelist: --strict refuses the file (rc=$rc)" test "$rc" -eq 2
     check "nodelist: --strict says why" grep -q "node list refused" "$d/stderr2"
+    "$COLLECTOR" --nodes "$d/bad.list" --check >"$d/check.out" 2>"$d/check.err"
+    rc=$?
+    check "nodelist: --check exits 1 on bad lines (rc=$rc)" test "$rc" -eq 1
+    check "nodelist: --check lists the good node and counts" grep -q "bad.list: 1 nodes, 2 bad lines" "$d/check.out"
     "$COLLECTOR" --nodes "$d/missing.list" --once --out "$d/out3" >/dev/null 2>"$d/stderr3"
     rc=$?
     check "nodelist: missing file is a startup error (rc=$rc)" test "$rc" -eq 2
