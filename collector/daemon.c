@@ -122,6 +122,7 @@ struct job {
     char *dump_url, *dump_ctype, *remote_path;
     uint64_t dump_ms;
     bool activated_now;
+    bool activate_old; /* the node 404'd the current route: try the older one */
 
     int status;
     char *error;
@@ -364,7 +365,9 @@ static char *step_url(const struct job *j, enum step s)
     const char *sc = scheme_of(n);
     switch (s) {
     case STEP_ACTIVATE:
-        return hp_xasprintf("%s://%s%s", sc, n->addr, POLL_PATH_DORIS_ACTIVATE);
+        return hp_xasprintf("%s://%s%s", sc, n->addr,
+                            j->activate_old ? POLL_PATH_DORIS_ACTIVATE_OLD
+                                            : POLL_PATH_DORIS_ACTIVATE);
     case STEP_METRICS:
         return hp_xasprintf("%s://%s%s", sc, n->metrics ? n->metrics : n->addr,
                             POLL_PATH_METRICS);
@@ -507,7 +510,7 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     struct daemon *d = j->d;
     enum step s = j->plan[j->cur];
     char *url = step_url(j, s);
-    char why[768];
+    char why[768], hint[1024];
     const char *fail = res->status < 0 ? res->error : NULL;
     int status = res->status;
     bool retryable = res->retryable;
@@ -534,7 +537,24 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         status = HP_EPARSE;
         retryable = false;
     }
+    if (fail && s == STEP_DUMP_PATH && res->http_code == 500 && res->body &&
+        strstr(res->body, "profiler is not enabled")) {
+        snprintf(hint, sizeof(hint), "%s (profiling is not active on the node: add activate=yes "
+                                     "to its line, or start it with prof_active:true)",
+                 fail);
+        fail = hint;
+        retryable = false;
+    }
     job_record_attempt(j, s, url, res, fail ? status : 0, fail);
+    if (fail && s == STEP_ACTIVATE && res->http_code == 404 && !j->activate_old) {
+        /* Older Doris releases name the switch /jeheap/prof/true. */
+        j->activate_old = true;
+        free(url);
+        free(path);
+        poll_fetch_result_free(res);
+        job_start_step(j);
+        return;
+    }
 
     /* Only the dump is retried: figures are a snapshot beside it, and a node
      * that refuses /metrics would otherwise cost two backoffs before the

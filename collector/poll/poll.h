@@ -109,6 +109,7 @@ const char *poll_kind_name(enum poll_kind k);
 #define POLL_PATH_STARROCKS_HEAP "/pprof/heap"
 #define POLL_PATH_DORIS_DUMP "/jeheap/dump"
 #define POLL_PATH_DORIS_ACTIVATE "/jeheap/active/true"
+#define POLL_PATH_DORIS_ACTIVATE_OLD "/jeheap/prof/true" /* before ~2.1 */
 #define POLL_PATH_DORIS_TRACKER "/mem_tracker"
 #define POLL_PATH_DORIS_VARS "/vars/memory_*"
 #define POLL_PATH_DATABEND_HEAP "/debug/mem/pprof/profile"

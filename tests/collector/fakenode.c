@@ -28,6 +28,8 @@
  *   auth      HTTP basic auth required (user heapfleet, password in DIR/password)
  *   inactive  Doris with prof.active false until /jeheap/active/true
  *   noagent   Doris without agent= in the list (the collector cannot fetch)
+ *   old       Doris before ~2.1: inactive, only /jeheap/prof/true switches it on
+ *   notactive Doris with prof.active false and no activate=yes in the list
  * Misbehaviour applies to the dump endpoint; /metrics and the tracker pages
  * behave (except refuse, which takes the whole port). Doris nodes are served
  * with one shared agent listener (agent=) that serves /dumps/file?path=.
@@ -70,12 +72,13 @@ static const char *const kind_names[] = { "starrocks", "doris", "databend", "age
 
 enum mode {
     M_OK, M_REFUSE, M_HANG, M_TRICKLE, M_CLOSE, M_500, M_EMPTY, M_GARBAGE, M_HUGE,
-    M_FLOOD, M_HTML, M_REDIRECT, M_GZIP, M_AUTH, M_INACTIVE, M_NOAGENT, M_COUNT
+    M_FLOOD, M_HTML, M_REDIRECT, M_GZIP, M_AUTH, M_INACTIVE, M_NOAGENT, M_OLD, M_NOTACTIVE,
+    M_COUNT
 };
 static const char *const mode_names[] = { "ok",    "refuse",  "hang",  "trickle", "close",
                                           "500",   "empty",   "garbage", "huge",  "flood",
                                           "html",  "redirect", "gzip", "auth",    "inactive",
-                                          "noagent" };
+                                          "noagent", "old", "notactive" };
 
 struct fnode {
     enum kind kind;
@@ -736,7 +739,7 @@ static void handle_request(struct conn *c)
         serve_dump(c, gz);
         return;
     case K_DORIS:
-        if (!strcmp(path, "/jeheap/active/true")) {
+        if (!strcmp(path, n->mode == M_OLD ? "/jeheap/prof/true" : "/jeheap/active/true")) {
             n->active = true;
             respond_text(c, 200, "OK", "application/json",
                          hp_xstrdup("Jemalloc heap profiler started\n"));
@@ -751,14 +754,15 @@ static void handle_request(struct conn *c)
             return;
         }
         if (!strcmp(path, "/jeheap/dump")) {
-            if (n->mode == M_INACTIVE && !n->active) {
+            bool inactive = n->mode == M_INACTIVE || n->mode == M_OLD || n->mode == M_NOTACTIVE;
+            if (inactive && !n->active) {
                 respond_text(c, 500, "Internal Server Error", "application/json",
                              hp_xstrdup("Jemalloc heap profiler is not enabled, refer to the "
                                         "following method to enable it.\ncurl "
                                         "http://be_host:be_webport/jeheap/active/true\n"));
                 return;
             }
-            if (n->mode != M_OK && n->mode != M_INACTIVE && n->mode != M_NOAGENT) {
+            if (n->mode != M_OK && !inactive && n->mode != M_NOAGENT) {
                 serve_dump(c, gz);
                 return;
             }
@@ -941,7 +945,7 @@ static void list_line(struct hp_buf *b, const struct fnode *n)
                             n->port);
         if (n->mode != M_NOAGENT)
             (void)hp_buf_printf(b, " agent=127.0.0.1:%d", agent_port);
-        if (n->mode == M_INACTIVE)
+        if (n->mode == M_INACTIVE || n->mode == M_OLD)
             (void)hp_buf_puts(b, " activate=yes");
         break;
     default:

@@ -60,7 +60,7 @@ case_mixed() {
     start_fakenode "$d" starrocks doris databend agent url starrocks:gzip starrocks:auth \
         doris:inactive doris:noagent starrocks:refuse starrocks:hang starrocks:trickle \
         starrocks:close starrocks:500 starrocks:empty starrocks:garbage starrocks:huge \
-        starrocks:flood starrocks:html starrocks:redirect databend:500 || return
+        starrocks:flood starrocks:html starrocks:redirect databend:500 doris:old doris:notactive || return
     local t0=$SECONDS
     "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 2s --retries 1 \
         --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
@@ -93,11 +93,11 @@ case_mixed() {
     v() { echo "${V["$1|$2"]:-}"; }
     check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
     check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
-    check "mixed: summary line on stdout" grep -q "21 nodes, 8 ok, 13 failed" "$d/stdout"
-    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 21 -a "$(wc -l <"$J")" -eq 21
+    check "mixed: summary line on stdout" grep -q "23 nodes, 9 ok, 14 failed" "$d/stdout"
+    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 23 -a "$(wc -l <"$J")" -eq 23
     check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
 
-    for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive; do
+    for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive doris-old; do
         local file bytes
         file=$(v "$n" file)
         bytes=$(v "$n" bytes)
@@ -114,6 +114,7 @@ case_mixed() {
     check "doris: RSS metric, tracker table and bvars read" test "$(v doris-ok doris_figs)" = true
     check "doris: dump fetched through the agent from the node's path" test "$(v doris-ok via_agent)" = true
     check "doris: activate=yes switched profiling on and was recorded" test "$(v doris-inactive activated)" = true
+    check "doris: older releases switched on with /jeheap/prof/true" test "$(v doris-old activated)" = true
     check "databend: process figures read" test "$(v databend-ok databend_figs)" = true
     check "agent: /proc figures read" test "$(v agent-ok proc_figs)" = true
     check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(v starrocks-gzip file)' | grep -q '^heap_v2/'"
@@ -135,6 +136,7 @@ case_mixed() {
     expect_err starrocks-flood 'larger than the 8388608 byte limit \(stopped reading\)'
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
     expect_err starrocks-redirect '^redirect loop'
+    expect_err doris-notactive '^HTTP 500: Jemalloc heap profiler is not enabled.*add activate=yes'
     expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
     check "500: retried once (2 dump attempts)" test "$(v starrocks-500 dump_attempts)" = 2
     check "html: not retried (1 dump attempt)" test "$(v starrocks-html dump_attempts)" = 1
