@@ -68,8 +68,9 @@ enum step {
 };
 
 static const char *const step_names[] = {
-    [STEP_ACTIVATE] = "activate", [STEP_METRICS] = "metrics",      [STEP_TRACKER] = "tracker",
-    [STEP_VARS] = "vars",         [STEP_PROC] = "proc",            [STEP_DUMP] = "dump",
+    [STEP_ACTIVATE] = "activate",   [STEP_METRICS] = "metrics",
+    [STEP_TRACKER] = "tracker",     [STEP_VARS] = "vars",
+    [STEP_PROC] = "proc",           [STEP_DUMP] = "dump",
     [STEP_DUMP_PATH] = "dump-path", [STEP_AGENT_FILE] = "agent-file",
 };
 
@@ -94,11 +95,11 @@ struct dnode {
     struct poll_node *next_cfg; /* from a reload, applied when idle (owned) */
     bool removed;               /* gone from the list: free when idle */
     enum dnode_state state;
-    uv_timer_t timer;           /* round start delay, then retry backoff */
+    uv_timer_t timer; /* round start delay, then retry backoff */
     struct job *job;
-    struct dnode *qnext;        /* slot queue */
-    struct dnode *prev, *next;  /* all nodes */
-    int64_t activated_ms;       /* Doris: when profiling was switched on */
+    struct dnode *qnext;       /* slot queue */
+    struct dnode *prev, *next; /* all nodes */
+    int64_t activated_ms;      /* Doris: when profiling was switched on */
     char *activation_reply;
     uint32_t consecutive_failures;
 };
@@ -300,7 +301,8 @@ static void nodes_apply(struct daemon *d, const struct poll_nodelist *l)
         }
     }
     if (d->round)
-        hp_log_info("collector", "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
+        hp_log_info("collector",
+                    "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
                     d->nnodes, added, changed, removed);
 }
 
@@ -369,8 +371,7 @@ static char *step_url(const struct job *j, enum step s)
                             j->activate_old ? POLL_PATH_DORIS_ACTIVATE_OLD
                                             : POLL_PATH_DORIS_ACTIVATE);
     case STEP_METRICS:
-        return hp_xasprintf("%s://%s%s", sc, n->metrics ? n->metrics : n->addr,
-                            POLL_PATH_METRICS);
+        return hp_xasprintf("%s://%s%s", sc, n->metrics ? n->metrics : n->addr, POLL_PATH_METRICS);
     case STEP_TRACKER:
         return hp_xasprintf("%s://%s%s", sc, n->addr, POLL_PATH_DORIS_TRACKER);
     case STEP_VARS:
@@ -410,8 +411,7 @@ static bool step_is_dump(enum step s)
 }
 
 static void job_record_attempt(struct job *j, enum step s, const char *url,
-                               const struct poll_fetch_result *res, int status,
-                               const char *error)
+                               const struct poll_fetch_result *res, int status, const char *error)
 {
     j->attempts = hp_xgrow(j->attempts, &j->attempts_cap, j->nattempts + 1, sizeof(*j->attempts));
     j->attempts[j->nattempts++] = (struct collector_attempt){
@@ -455,11 +455,11 @@ static const char *dump_sniff(const struct poll_fetch_result *res, char *why, si
     }
     const char *b = res->body;
     size_t i = 0;
-    while (i < res->body_len && i < 64 && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' ||
-                                           b[i] == '\t'))
+    while (i < res->body_len && i < 64 &&
+           (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
         i++;
-    bool html = strncasecmp(res->content_type, "text/html", 9) == 0 ||
-                (i < res->body_len && b[i] == '<');
+    bool html =
+        strncasecmp(res->content_type, "text/html", 9) == 0 || (i < res->body_len && b[i] == '<');
     if (html) {
         char ex[120];
         size_t o = 0;
@@ -468,8 +468,7 @@ static const char *dump_sniff(const struct poll_fetch_result *res, char *why, si
             ex[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : ' ';
         }
         ex[o] = '\0';
-        snprintf(why, whysz,
-                 "got an HTML page instead of a heap dump (Content-Type %s): %s",
+        snprintf(why, whysz, "got an HTML page instead of a heap dump (Content-Type %s): %s",
                  res->content_type[0] ? res->content_type : "none", ex);
         return why;
     }
@@ -523,7 +522,8 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         }
     }
     char *path = NULL;
-    if (!fail && s == STEP_DUMP_PATH && poll_doris_dump_path(res->body, res->body_len, &path) == 0) {
+    if (!fail && s == STEP_DUMP_PATH &&
+        poll_doris_dump_path(res->body, res->body_len, &path) == 0) {
         char ex[160];
         size_t o = 0;
         for (size_t k = 0; k < res->body_len && o + 1 < sizeof(ex); k++) {
@@ -539,8 +539,9 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     }
     if (fail && s == STEP_DUMP_PATH && res->http_code == 500 && res->body &&
         strstr(res->body, "profiler is not enabled")) {
-        snprintf(hint, sizeof(hint), "%s (profiling is not active on the node: add activate=yes "
-                                     "to its line, or start it with prof_active:true)",
+        snprintf(hint, sizeof(hint),
+                 "%s (profiling is not active on the node: add activate=yes "
+                 "to its line, or start it with prof_active:true)",
                  fail);
         fail = hint;
         retryable = false;
@@ -566,7 +567,8 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         if (base > BACKOFF_MAX_MS)
             base = BACKOFF_MAX_MS;
         uint64_t delay = base / 2 + rng_below(d, base ? base : 1);
-        hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=\"%s\" msg=\"retrying\"",
+        hp_log_debug("collector",
+                     "node=%s step=%s attempt=%u delay_ms=%llu err=\"%s\" msg=\"retrying\"",
                      j->node->name, step_names[s], j->attempt, (unsigned long long)delay, fail);
         j->attempt++;
         free(url);
@@ -662,8 +664,8 @@ static void job_start_step(struct job *j)
         .tls_insecure = n->tls == POLL_TLS_INSECURE,
         .connect_timeout_ms = j->d->cfg->connect_timeout_ms,
         .total_timeout_ms = j->d->cfg->timeout_ms,
-        .max_bytes = step_is_dump(s) ? j->d->cfg->max_body
-                                     : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
+        .max_bytes =
+            step_is_dump(s) ? j->d->cfg->max_body : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
     };
     hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
                  step_names[s], j->attempt, url);
@@ -721,10 +723,10 @@ static void work_cb(uv_work_t *w)
         const char *what;
         int (*fn)(const char *, size_t, struct poll_figures *, struct hp_buf *);
     } pages[] = {
-        { &j->metrics, "metrics", poll_metrics_parse },
-        { &j->tracker, "tracker", poll_tracker_parse },
-        { &j->vars, "vars", poll_vars_parse },
-        { &j->proc, "proc", poll_proc_parse },
+        {&j->metrics, "metrics", poll_metrics_parse},
+        {&j->tracker, "tracker", poll_tracker_parse},
+        {&j->vars, "vars", poll_vars_parse},
+        {&j->proc, "proc", poll_proc_parse},
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(pages); i++) {
         if (!pages[i].b->data)
@@ -819,7 +821,9 @@ static void after_work_cb(uv_work_t *w, int status)
     } else {
         struct hp_buf v = HP_BUF_INIT(0);
         (void)hp_logfmt_value(&v, j->error ? j->error : "?");
-        hp_log_warn("collector", "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu err=%s msg=\"poll failed\"",
+        hp_log_warn("collector",
+                    "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu err=%s "
+                    "msg=\"poll failed\"",
                     j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
                     (unsigned long long)ms, j->nattempts, v.data);
         hp_buf_release(&v);
@@ -911,8 +915,8 @@ static void round_log(struct daemon *d, bool final)
     hp_log_info("collector",
                 "round=%llu nodes=%zu done=%zu ok=%zu failed=%zu skipped=%zu bytes=%llu "
                 "secs=%.2f nodes_per_s=%.1f mb_per_s=%.1f msg=\"%s\"",
-                (unsigned long long)d->round, d->round_total, done, d->round_ok,
-                d->round_failed, d->round_skipped, (unsigned long long)d->round_bytes, secs,
+                (unsigned long long)d->round, d->round_total, done, d->round_ok, d->round_failed,
+                d->round_skipped, (unsigned long long)d->round_bytes, secs,
                 secs > 0 ? (double)done / secs : 0.0,
                 secs > 0 ? (double)d->round_bytes / 1e6 / secs : 0.0,
                 final ? "round finished" : "progress");
@@ -949,8 +953,9 @@ static void round_cb(uv_timer_t *t)
     if (d->stopping)
         return;
     if (d->round_t0_ns) {
-        hp_log_warn("collector", "round=%llu pending=%zu msg=\"previous round still running at the "
-                                 "next start; its busy nodes are skipped\"",
+        hp_log_warn("collector",
+                    "round=%llu pending=%zu msg=\"previous round still running at the "
+                    "next start; its busy nodes are skipped\"",
                     (unsigned long long)d->round, d->round_pending);
         round_log(d, true);
     }
@@ -1005,8 +1010,9 @@ struct reload {
 static void reload_work_cb(uv_work_t *w)
 {
     struct reload *rl = hp_container_of(w, struct reload, work);
-    rl->r = poll_nodelist_load(rl->d->cfg->nodes_path, rl->d->cfg->strict ? POLL_NODELIST_STRICT : 0,
-                               &rl->list, &rl->bad, &rl->err);
+    rl->r =
+        poll_nodelist_load(rl->d->cfg->nodes_path, rl->d->cfg->strict ? POLL_NODELIST_STRICT : 0,
+                           &rl->list, &rl->bad, &rl->err);
 }
 
 static void log_list_errors(const char *text, enum hp_log_level lvl)
@@ -1039,7 +1045,8 @@ static void reload_after_cb(uv_work_t *w, int status)
             nodes_apply(d, rl->list);
     } else {
         log_list_errors(rl->err.data, HP_LOG_ERROR);
-        hp_log_error("collector", "path=%s err=\"%s\" msg=\"node list not reloaded; keeping the old one\"",
+        hp_log_error("collector",
+                     "path=%s err=\"%s\" msg=\"node list not reloaded; keeping the old one\"",
                      d->cfg->nodes_path, hp_strerror(rl->r));
     }
     poll_nodelist_free(rl->list);
@@ -1054,7 +1061,8 @@ static void signal_cb(uv_signal_t *s, int signum)
     if (signum == SIGHUP) {
         if (d->reloading || d->stopping)
             return;
-        hp_log_info("collector", "path=%s msg=\"SIGHUP: reloading the node list\"", d->cfg->nodes_path);
+        hp_log_info("collector", "path=%s msg=\"SIGHUP: reloading the node list\"",
+                    d->cfg->nodes_path);
         struct reload *rl = hp_xcalloc(1, sizeof(*rl));
         rl->d = d;
         hp_buf_init(&rl->err, 0);
@@ -1077,7 +1085,8 @@ static void signal_cb(uv_signal_t *s, int signum)
 static void grace_cb(uv_timer_t *t)
 {
     struct daemon *d = hp_container_of(t, struct daemon, grace_timer);
-    hp_log_error("collector", "active=%zu msg=\"workers did not finish within the grace period; exiting\"",
+    hp_log_error("collector",
+                 "active=%zu msg=\"workers did not finish within the grace period; exiting\"",
                  d->active);
     _exit(3);
 }
@@ -1152,17 +1161,18 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
         d->spread_ms = cfg->once ? 0 : HP_MIN(cfg->interval_ms / 10, (uint64_t)SPREAD_MAX_MS);
 
     size_t bad = 0;
-    int r = poll_nodelist_load(cfg->nodes_path, cfg->strict ? POLL_NODELIST_STRICT : 0, &list,
-                               &bad, &err);
+    int r = poll_nodelist_load(cfg->nodes_path, cfg->strict ? POLL_NODELIST_STRICT : 0, &list, &bad,
+                               &err);
     if (err.len)
         fprintf(stderr, "%s\n", err.data);
     if (r < 0) {
-        fprintf(stderr, "collector: %s: node list refused: %s%s\n", cfg->nodes_path,
-                hp_strerror(r), cfg->strict && bad ? " (--strict and bad lines above)" : "");
+        fprintf(stderr, "collector: %s: node list refused: %s%s\n", cfg->nodes_path, hp_strerror(r),
+                cfg->strict && bad ? " (--strict and bad lines above)" : "");
         goto out;
     }
     if (bad)
-        hp_log_warn("collector", "path=%s bad_lines=%zu nodes=%zu msg=\"some node list lines were skipped\"",
+        hp_log_warn("collector",
+                    "path=%s bad_lines=%zu nodes=%zu msg=\"some node list lines were skipped\"",
                     cfg->nodes_path, bad, list->n);
     if (list->n == 0 && cfg->once) {
         fprintf(stderr, "collector: %s: no nodes to poll\n", cfg->nodes_path);
@@ -1185,8 +1195,8 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     uv_timer_init(&d->loop, &d->progress_timer);
     uv_timer_init(&d->loop, &d->grace_timer);
     uv_unref((uv_handle_t *)&d->grace_timer);
-    uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
-    int signums[] = { SIGTERM, SIGINT, SIGHUP };
+    uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
+    int signums[] = {SIGTERM, SIGINT, SIGHUP};
     for (size_t i = 0; i < 3; i++) {
         uv_signal_init(&d->loop, sigs[i]);
         sigs[i]->data = d;
@@ -1195,7 +1205,9 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     nodes_apply(d, list);
     poll_nodelist_free(list);
     list = NULL;
-    hp_log_info("collector", "nodes=%zu interval_ms=%llu spread_ms=%llu max_inflight=%u once=%s msg=\"collector started\"",
+    hp_log_info("collector",
+                "nodes=%zu interval_ms=%llu spread_ms=%llu max_inflight=%u once=%s msg=\"collector "
+                "started\"",
                 d->nnodes, (unsigned long long)cfg->interval_ms, (unsigned long long)d->spread_ms,
                 cfg->max_inflight, cfg->once ? "yes" : "no");
 

@@ -24,16 +24,16 @@ struct profile;
 
 /* One HTTP request made for a node (every retry is its own attempt). */
 struct collector_attempt {
-    const char *what;    /* "dump", "metrics", "tracker", "vars", "proc", "activate",
-                            "dump-path" (Doris /jeheap/dump), "agent-file" */
+    const char *what; /* "dump", "metrics", "tracker", "vars", "proc", "activate",
+                         "dump-path" (Doris /jeheap/dump), "agent-file" */
     const char *url;
-    uint32_t attempt;    /* 1 for the first try of this step */
-    int64_t start_ms;    /* wall clock, ms since the epoch */
+    uint32_t attempt; /* 1 for the first try of this step */
+    int64_t start_ms; /* wall clock, ms since the epoch */
     uint64_t elapsed_ms;
-    long http_code;      /* 0 when no response */
-    uint64_t bytes;      /* body bytes received (decoded) */
-    int status;          /* 0 or a negative HP_E* / -errno */
-    const char *error;   /* the failure in words; NULL on success */
+    long http_code;    /* 0 when no response */
+    uint64_t bytes;    /* body bytes received (decoded) */
+    int status;        /* 0 or a negative HP_E* / -errno */
+    const char *error; /* the failure in words; NULL on success */
 };
 
 /* What one poll of one node produced. Everything is borrowed for the
@@ -43,16 +43,16 @@ struct collector_result {
     uint64_t round;               /* 1 for the first round since start */
     int64_t started_ms;           /* wall clock */
     int64_t finished_ms;
-    int status;                   /* 0: a dump was fetched (and parsed when a parser is set) */
-    const char *error;            /* why the poll failed, in words; NULL on success */
+    int status;        /* 0: a dump was fetched (and parsed when a parser is set) */
+    const char *error; /* why the poll failed, in words; NULL on success */
 
     /* The dump, exactly as received (after HTTP content decoding). */
-    const void *dump;             /* NULL when none was fetched */
+    const void *dump; /* NULL when none was fetched */
     size_t dump_len;
-    const char *dump_url;         /* where the bytes came from */
+    const char *dump_url; /* where the bytes came from */
     const char *dump_content_type;
-    const char *remote_path;      /* Doris: where the node wrote the dump; else NULL */
-    uint64_t dump_ms;             /* time to fetch the dump */
+    const char *remote_path; /* Doris: where the node wrote the dump; else NULL */
+    uint64_t dump_ms;        /* time to fetch the dump */
 
     /* The parsed dump (NULL when there is none, no parser is set, or it did
      * not parse; then parse_error says where: "line 12: ..."). */
@@ -66,7 +66,7 @@ struct collector_result {
 
     /* Memory figures from /metrics, /mem_tracker, /vars, agent /proc. */
     const struct poll_figures *figures;
-    const char *figures_error;    /* problems getting figures ("; " joined) or NULL */
+    const char *figures_error; /* problems getting figures ("; " joined) or NULL */
 
     const struct collector_attempt *attempts;
     size_t nattempts;
@@ -89,18 +89,18 @@ typedef int collector_parse_fn(const void *data, size_t len, struct profile **re
                                struct hp_buf *err);
 
 struct collector_config {
-    const char *nodes_path;     /* be.list */
-    uint64_t interval_ms;       /* between round starts */
-    int64_t spread_ms;          /* <0: default (interval/10, at most 5 min; 0 with once) */
-    uint32_t max_inflight;      /* nodes being fetched or processed at once */
-    uint32_t retries;           /* extra tries per request after a retryable failure */
-    uint64_t retry_base_ms;     /* first backoff; doubles per retry, with jitter */
+    const char *nodes_path; /* be.list */
+    uint64_t interval_ms;   /* between round starts */
+    int64_t spread_ms;      /* <0: default (interval/10, at most 5 min; 0 with once) */
+    uint32_t max_inflight;  /* nodes being fetched or processed at once */
+    uint32_t retries;       /* extra tries per request after a retryable failure */
+    uint64_t retry_base_ms; /* first backoff; doubles per retry, with jitter */
     uint32_t connect_timeout_ms;
-    uint32_t timeout_ms;        /* whole request */
-    uint64_t max_body;          /* bytes per response */
-    bool once;                  /* one round, then exit */
-    bool strict;                /* refuse a node list with a bad line */
-    bool progress;              /* a progress line on stderr during --once */
+    uint32_t timeout_ms; /* whole request */
+    uint64_t max_body;   /* bytes per response */
+    bool once;           /* one round, then exit */
+    bool strict;         /* refuse a node list with a bad line */
+    bool progress;       /* a progress line on stderr during --once */
 };
 
 void collector_config_default(struct collector_config *c);

@@ -137,18 +137,18 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                                      \
-    do {                                                                                  \
-        if (!v) {                                                                         \
-            fprintf(stderr, "collector: %s needs a value\n", a);                          \
-            return 2;                                                                     \
-        }                                                                                 \
-        i++;                                                                              \
+#define NEED_VALUE()                                                                               \
+    do {                                                                                           \
+        if (!v) {                                                                                  \
+            fprintf(stderr, "collector: %s needs a value\n", a);                                   \
+            return 2;                                                                              \
+        }                                                                                          \
+        i++;                                                                                       \
     } while (0)
-#define BAD_VALUE(what)                                                                   \
-    do {                                                                                  \
-        fprintf(stderr, "collector: %s %s: expected %s\n", a, v, what);                   \
-        return 2;                                                                         \
+#define BAD_VALUE(what)                                                                            \
+    do {                                                                                           \
+        fprintf(stderr, "collector: %s %s: expected %s\n", a, v, what);                            \
+        return 2;                                                                                  \
     } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
@@ -228,10 +228,14 @@ int main(int argc, char **argv)
     if (check_only)
         return check_nodes(cfg.nodes_path);
     if (listen)
-        hp_log_warn("collector", "listen=%s msg=\"the web module is not built into this collector yet; --listen ignored\"",
+        hp_log_warn("collector",
+                    "listen=%s msg=\"the web module is not built into this collector yet; --listen "
+                    "ignored\"",
                     listen);
     if (db && !out)
-        hp_log_warn("collector", "db=%s msg=\"the SQLite store is not built into this collector yet; writing to --out heapfleet-out instead\"",
+        hp_log_warn("collector",
+                    "db=%s msg=\"the SQLite store is not built into this collector yet; writing to "
+                    "--out heapfleet-out instead\"",
                     db);
     if (!out)
         out = "heapfleet-out";

@@ -119,6 +119,11 @@ static json_t *json_text(const char *s)
     return j ? j : json_null();
 }
 
+static json_t *json_bytes(double v)
+{
+    return isfinite(v) ? json_integer((json_int_t)v) : json_null();
+}
+
 static json_t *result_json(const struct collector_result *r, const char *dump_rel)
 {
     char t[40];
@@ -186,6 +191,13 @@ static json_t *result_json(const struct collector_result *r, const char *dump_re
         json_object_set_new(figs, f->name, v ? v : json_null());
     }
     json_object_set_new(o, "figures", figs);
+    struct poll_memory mem;
+    poll_memory_pick(r->figures ? r->figures : &(struct poll_figures){0}, &mem);
+    json_t *mj = json_object();
+    json_object_set_new(mj, "rss_bytes", json_bytes(mem.rss_bytes));
+    json_object_set_new(mj, "allocated_bytes", json_bytes(mem.allocated_bytes));
+    json_object_set_new(mj, "tracked_bytes", json_bytes(mem.tracked_bytes));
+    json_object_set_new(o, "memory", mj);
     json_object_set_new(o, "figures_error", json_text(r->figures_error));
     json_t *atts = json_array();
     for (size_t i = 0; i < r->nattempts; i++) {

@@ -86,6 +86,8 @@ case_mixed() {
             activated: (.activated_at != null and ([.attempts[].what] | index("activate") != null)),
             databend_figs: ((.figures.databend_process_resident_memory_bytes // 0) > 0),
             proc_figs: ((.figures.proc_rss_bytes // 0) > 0),
+            mem3: ((.memory.rss_bytes // 0) > 0 and (.memory.allocated_bytes // 0) > 0 and
+                   (.memory.tracked_bytes // 0) > 0),
             dump_attempts: ([.attempts[] | select(.what == "dump")] | length),
             last_http: (.attempts[-1].http), last_err: (.attempts[-1].error // "")
         };
@@ -115,6 +117,7 @@ case_mixed() {
     check "doris: dump fetched through the agent from the node's path" test "$(v doris-ok via_agent)" = true
     check "doris: activate=yes switched profiling on and was recorded" test "$(v doris-inactive activated)" = true
     check "doris: older releases switched on with /jeheap/prof/true" test "$(v doris-old activated)" = true
+    check "doris: RSS, allocator and tracker totals picked" test "$(v doris-ok mem3)" = true
     check "databend: process figures read" test "$(v databend-ok databend_figs)" = true
     check "agent: /proc figures read" test "$(v agent-ok proc_figs)" = true
     check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(v starrocks-gzip file)' | grep -q '^heap_v2/'"
