@@ -102,6 +102,8 @@ struct dnode {
     int64_t activated_ms;      /* Doris: when profiling was switched on */
     char *activation_reply;
     uint32_t consecutive_failures;
+    uint64_t last_dump_hash; /* of the last dump fetched; 0 if none */
+    size_t last_dump_len;
 };
 
 struct job {
@@ -141,6 +143,8 @@ struct job {
     const char *format;
     size_t dump_len;
     size_t nfigures;
+    uint64_t dump_hash;
+    bool dump_unchanged;
 };
 
 struct daemon {
@@ -736,6 +740,12 @@ static void work_cb(uv_work_t *w)
         hp_buf_reset(&err);
     }
 
+    if (j->dump.data) {
+        /* The node's fields are only touched by its own job while it runs. */
+        j->dump_hash = hp_hash_bytes(j->dump.data, j->dump.len, 0x6865617066) | 1;
+        j->dump_unchanged =
+            j->dn->last_dump_hash == j->dump_hash && j->dn->last_dump_len == j->dump.len;
+    }
     struct collector_result res = {
         .node = j->node,
         .round = j->round,
@@ -749,6 +759,7 @@ static void work_cb(uv_work_t *w)
         .dump_content_type = j->dump_ctype,
         .remote_path = j->remote_path,
         .dump_ms = j->dump_ms,
+        .dump_unchanged = j->dump_unchanged,
         .profile = j->profile,
         .parse_error = j->parse_error,
         .activated_ms = j->dn->activated_ms,
@@ -803,6 +814,10 @@ static void after_work_cb(uv_work_t *w, int status)
     if (!ok)
         d->failed_total++;
     dn->consecutive_failures = ok ? 0 : dn->consecutive_failures + 1;
+    if (j->dump_hash) {
+        dn->last_dump_hash = j->dump_hash;
+        dn->last_dump_len = j->dump_len;
+    }
     if (ok) {
         char b1[32];
         hp_log_info("collector",

@@ -53,6 +53,9 @@ struct collector_result {
     const char *dump_content_type;
     const char *remote_path; /* Doris: where the node wrote the dump; else NULL */
     uint64_t dump_ms;        /* time to fetch the dump */
+    /* The same bytes as this node's previous dump (an agent whose process
+     * wrote no new dump since): a sink may keep a reference, not a copy. */
+    bool dump_unchanged;
 
     /* The parsed dump (NULL when there is none, no parser is set, or it did
      * not parse; then parse_error says where: "line 12: ..."). */

@@ -8,12 +8,13 @@
 #
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
 # (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
-# reload, SIGTERM with a transfer in flight). Needs jq. Waits use deadlines, never bare sleeps.
+# reload, SIGTERM with a transfer in flight), unchanged (a repeated dump is
+# recognised and not stored twice). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon}
+CASES=${*:-mixed nodelist limits daemon unchanged}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -232,6 +233,22 @@ case_limits() {
     last=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | tail -n 1)
     local span=$(($(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N)))
     check "spread: 5 nodes over --spread 2s started across ${span} ms (1000..2400)" test "$span" -ge 1000 -a "$span" -le 2400
+}
+
+case_unchanged() {
+    local d=$WORK/unchanged
+    start_fakenode "$d" --cache agent || return
+    local J=$d/out/snapshots.jsonl
+    "$COLLECTOR" --nodes "$d/be.list" --interval 1s --spread 0 --out "$d/out" \
+        >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    check "unchanged: two rounds recorded" wait_for 10 bash -c "[ \$(cat '$J' 2>/dev/null | grep -c .) -ge 2 ]"
+    kill -TERM "$C"
+    wait "$C"
+    check "unchanged: the repeat is marked unchanged and names the first file" \
+        test "$(jq -s '.[0].dump.unchanged == false and .[1].dump.unchanged == true and .[0].dump.file == .[1].dump.file' "$J")" = true
+    check "unchanged: the dump was written once" test "$(ls "$d/out/agent-ok/"*.heap | wc -l)" -eq 1
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
