@@ -571,9 +571,14 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         if (base > BACKOFF_MAX_MS)
             base = BACKOFF_MAX_MS;
         uint64_t delay = base / 2 + rng_below(d, base ? base : 1);
-        hp_log_debug("collector",
-                     "node=%s step=%s attempt=%u delay_ms=%llu err=\"%s\" msg=\"retrying\"",
-                     j->node->name, step_names[s], j->attempt, (unsigned long long)delay, fail);
+        if (HP_LOG_DEBUG <= hp_log_threshold) {
+            struct hp_buf v = HP_BUF_INIT(0);
+            (void)hp_logfmt_value(&v, fail);
+            hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=%s msg=\"retrying\"",
+                         j->node->name, step_names[s], j->attempt, (unsigned long long)delay,
+                         v.data);
+            hp_buf_release(&v);
+        }
         j->attempt++;
         free(url);
         free(path);
@@ -583,7 +588,9 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     }
 
     if (fail) {
-        if (!step_is_dump(s)) {
+        if (status == HP_ERR(ECANCELED)) {
+            job_fail(j, status, "%s", fail);
+        } else if (!step_is_dump(s)) {
             /* Figures are a bonus: note the problem, keep going to the dump. */
             hp_err_printf(&j->fig_err, "%s: %s", step_names[s], fail);
         } else {
@@ -607,8 +614,11 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         free(j->dn->activation_reply);
         size_t n = strcspn(res->body, "\r\n");
         j->dn->activation_reply = hp_xstrndup(res->body, HP_MIN(n, (size_t)200));
-        hp_log_info("collector", "node=%s reply=\"%s\" msg=\"heap profiling activated\"",
-                    j->node->name, j->dn->activation_reply);
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, j->dn->activation_reply);
+        hp_log_info("collector", "node=%s reply=%s msg=\"heap profiling activated\"",
+                    j->node->name, v.data ? v.data : "\"\"");
+        hp_buf_release(&v);
         break;
     }
     case STEP_METRICS:
@@ -671,8 +681,13 @@ static void job_start_step(struct job *j)
         .max_bytes =
             step_is_dump(s) ? j->d->cfg->max_body : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
     };
-    hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
-                 step_names[s], j->attempt, url);
+    if (HP_LOG_DEBUG <= hp_log_threshold) {
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, url);
+        hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
+                     step_names[s], j->attempt, v.data);
+        hp_buf_release(&v);
+    }
     int r = poll_fetch_start(j->d->fetcher, &o, step_done_cb, j);
     free(url);
     if (r < 0) {
@@ -873,6 +888,8 @@ static void after_work_cb(uv_work_t *w, int status)
 /* Hand the job to a worker thread: parse, read figures, record. */
 static void job_done(struct job *j)
 {
+    if (j->status == 0 && !j->dump.data) /* never record "ok" without a dump */
+        job_fail(j, HP_EHTTP, "no dump was fetched");
     int r = uv_queue_work(&j->d->loop, &j->work, work_cb, after_work_cb);
     if (r < 0) {
         hp_log_error("collector", "err=\"%s\" msg=\"uv_queue_work failed\"", uv_strerror(r));
@@ -909,6 +926,19 @@ static void slot_release(struct daemon *d)
         d->qhead = dn->qnext;
         if (!d->qhead)
             d->qtail = NULL;
+        if (dn->removed) {
+            /* Dropped from the list by a reload while it waited. */
+            if (d->round_pending)
+                d->round_pending--;
+            dnode_unlink(d, dn);
+            uv_close((uv_handle_t *)&dn->timer, dnode_close_cb);
+            continue;
+        }
+        if (dn->next_cfg) {
+            poll_node_free(dn->cfg);
+            dn->cfg = dn->next_cfg;
+            dn->next_cfg = NULL;
+        }
         d->active++;
         job_begin(dn);
     }

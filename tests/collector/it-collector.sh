@@ -187,6 +187,9 @@ case_daemon() {
     check "daemon: SIGHUP reload logged" wait_for 10 grep -qs 'msg="node list reloaded"' "$d/stderr"
     check "daemon: node added by the reload is polled" wait_for 10 grep -qs '"databend-ok"' "$J"
     check "daemon: rounds repeat on the interval" wait_for 10 bash -c "[ \$(grep -c '\"starrocks-ok\"' '$J') -ge 3 ]"
+    grep -v databend-ok "$d/be.list" >"$d/run.list"
+    kill -HUP "$C"
+    check "daemon: a node removed from the list is dropped" wait_for 10 grep -qs 'removed=1 msg="node list reloaded"' "$d/stderr"
     # The hanging node now has a transfer in flight (30 s timeout).
     check "daemon: hanging node in flight" wait_for 10 bash -c "grep -q 'round=.*nodes=3' '$d/stderr'"
     local t0
