@@ -37,7 +37,8 @@ struct collector_attempt {
 };
 
 /* What one poll of one node produced. Everything is borrowed for the
- * duration of collector_sink.record and freed by the daemon afterwards. */
+ * duration of collector_sink.record and freed by the daemon afterwards
+ * (copy what must live longer). */
 struct collector_result {
     const struct poll_node *node; /* kind, name, address, labels */
     uint64_t round;               /* 1 for the first round since start */
@@ -58,8 +59,9 @@ struct collector_result {
     bool dump_unchanged;
 
     /* The parsed dump (NULL when there is none, no parser is set, or it did
-     * not parse; then parse_error says where: "line 12: ..."). */
-    const struct profile *profile;
+     * not parse; then parse_error says where: "line 12: ..."). Not const: a
+     * sink may symbolize it in place before storing; the daemon frees it. */
+    struct profile *profile;
     const char *parse_error;
 
     /* Doris activate=yes: when this daemon switched profiling on (wall ms),
