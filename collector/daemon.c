@@ -172,6 +172,7 @@ struct daemon {
     uint64_t failed_total;
 
     bool stopping, closed, reloading;
+    bool service_started;
     int signals_seen;
     uint64_t rng;
 };
@@ -1184,6 +1185,10 @@ static void shutdown_maybe_finish(struct daemon *d)
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    if (d->service_started) {
+        d->cfg->service->stop(d->cfg->service);
+        d->service_started = false;
+    }
 }
 
 /* ---- run ------------------------------------------------------------------- */
@@ -1246,6 +1251,17 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
         uv_signal_init(&d->loop, sigs[i]);
         sigs[i]->data = d;
         uv_signal_start(sigs[i], signal_cb, signums[i]);
+    }
+    if (cfg->service) {
+        hp_buf_reset(&err);
+        r = cfg->service->start(cfg->service, &d->loop, &err);
+        if (r < 0) {
+            fprintf(stderr, "collector: %s\n", err.len ? err.data : hp_strerror(r));
+            d->stopping = true;
+            shutdown_maybe_finish(d); /* closes what was opened above */
+            goto out;
+        }
+        d->service_started = true;
     }
     nodes_apply(d, list);
     poll_nodelist_free(list);

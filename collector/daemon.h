@@ -93,6 +93,17 @@ struct collector_sink {
 typedef int collector_parse_fn(const void *data, size_t len, struct profile **ret,
                                struct hp_buf *err);
 
+struct uv_loop_s;
+
+/* Something else that lives on the collector's loop (the web API): started
+ * once the loop exists, stopped at shutdown after polling ended. stop must
+ * uv_close its handles; the daemon then runs the loop until they are gone.
+ * Both run on the loop thread. */
+struct collector_service {
+    int (*start)(struct collector_service *s, struct uv_loop_s *loop, struct hp_buf *err);
+    void (*stop)(struct collector_service *s);
+};
+
 struct collector_config {
     const char *nodes_path; /* be.list */
     uint64_t interval_ms;   /* between round starts */
@@ -106,6 +117,7 @@ struct collector_config {
     bool once;           /* one round, then exit */
     bool strict;         /* refuse a node list with a bad line */
     bool progress;       /* a progress line on stderr during --once */
+    struct collector_service *service; /* optional, e.g. the web API on --listen */
 };
 
 void collector_config_default(struct collector_config *c);
