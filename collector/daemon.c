@@ -68,8 +68,9 @@ enum step {
 };
 
 static const char *const step_names[] = {
-    [STEP_ACTIVATE] = "activate", [STEP_METRICS] = "metrics",      [STEP_TRACKER] = "tracker",
-    [STEP_VARS] = "vars",         [STEP_PROC] = "proc",            [STEP_DUMP] = "dump",
+    [STEP_ACTIVATE] = "activate",   [STEP_METRICS] = "metrics",
+    [STEP_TRACKER] = "tracker",     [STEP_VARS] = "vars",
+    [STEP_PROC] = "proc",           [STEP_DUMP] = "dump",
     [STEP_DUMP_PATH] = "dump-path", [STEP_AGENT_FILE] = "agent-file",
 };
 
@@ -94,13 +95,15 @@ struct dnode {
     struct poll_node *next_cfg; /* from a reload, applied when idle (owned) */
     bool removed;               /* gone from the list: free when idle */
     enum dnode_state state;
-    uv_timer_t timer;           /* round start delay, then retry backoff */
+    uv_timer_t timer; /* round start delay, then retry backoff */
     struct job *job;
-    struct dnode *qnext;        /* slot queue */
-    struct dnode *prev, *next;  /* all nodes */
-    int64_t activated_ms;       /* Doris: when profiling was switched on */
+    struct dnode *qnext;       /* slot queue */
+    struct dnode *prev, *next; /* all nodes */
+    int64_t activated_ms;      /* Doris: when profiling was switched on */
     char *activation_reply;
     uint32_t consecutive_failures;
+    uint64_t last_dump_hash; /* of the last dump fetched; 0 if none */
+    size_t last_dump_len;
 };
 
 struct job {
@@ -122,6 +125,7 @@ struct job {
     char *dump_url, *dump_ctype, *remote_path;
     uint64_t dump_ms;
     bool activated_now;
+    bool activate_old; /* the node 404'd the current route: try the older one */
 
     int status;
     char *error;
@@ -139,6 +143,8 @@ struct job {
     const char *format;
     size_t dump_len;
     size_t nfigures;
+    uint64_t dump_hash;
+    bool dump_unchanged;
 };
 
 struct daemon {
@@ -166,6 +172,7 @@ struct daemon {
     uint64_t failed_total;
 
     bool stopping, closed, reloading;
+    bool service_started;
     int signals_seen;
     uint64_t rng;
 };
@@ -299,7 +306,8 @@ static void nodes_apply(struct daemon *d, const struct poll_nodelist *l)
         }
     }
     if (d->round)
-        hp_log_info("collector", "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
+        hp_log_info("collector",
+                    "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
                     d->nnodes, added, changed, removed);
 }
 
@@ -364,10 +372,11 @@ static char *step_url(const struct job *j, enum step s)
     const char *sc = scheme_of(n);
     switch (s) {
     case STEP_ACTIVATE:
-        return hp_xasprintf("%s://%s%s", sc, n->addr, POLL_PATH_DORIS_ACTIVATE);
+        return hp_xasprintf("%s://%s%s", sc, n->addr,
+                            j->activate_old ? POLL_PATH_DORIS_ACTIVATE_OLD
+                                            : POLL_PATH_DORIS_ACTIVATE);
     case STEP_METRICS:
-        return hp_xasprintf("%s://%s%s", sc, n->metrics ? n->metrics : n->addr,
-                            POLL_PATH_METRICS);
+        return hp_xasprintf("%s://%s%s", sc, n->metrics ? n->metrics : n->addr, POLL_PATH_METRICS);
     case STEP_TRACKER:
         return hp_xasprintf("%s://%s%s", sc, n->addr, POLL_PATH_DORIS_TRACKER);
     case STEP_VARS:
@@ -407,8 +416,7 @@ static bool step_is_dump(enum step s)
 }
 
 static void job_record_attempt(struct job *j, enum step s, const char *url,
-                               const struct poll_fetch_result *res, int status,
-                               const char *error)
+                               const struct poll_fetch_result *res, int status, const char *error)
 {
     j->attempts = hp_xgrow(j->attempts, &j->attempts_cap, j->nattempts + 1, sizeof(*j->attempts));
     j->attempts[j->nattempts++] = (struct collector_attempt){
@@ -452,11 +460,11 @@ static const char *dump_sniff(const struct poll_fetch_result *res, char *why, si
     }
     const char *b = res->body;
     size_t i = 0;
-    while (i < res->body_len && i < 64 && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' ||
-                                           b[i] == '\t'))
+    while (i < res->body_len && i < 64 &&
+           (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
         i++;
-    bool html = strncasecmp(res->content_type, "text/html", 9) == 0 ||
-                (i < res->body_len && b[i] == '<');
+    bool html =
+        strncasecmp(res->content_type, "text/html", 9) == 0 || (i < res->body_len && b[i] == '<');
     if (html) {
         char ex[120];
         size_t o = 0;
@@ -465,8 +473,7 @@ static const char *dump_sniff(const struct poll_fetch_result *res, char *why, si
             ex[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : ' ';
         }
         ex[o] = '\0';
-        snprintf(why, whysz,
-                 "got an HTML page instead of a heap dump (Content-Type %s): %s",
+        snprintf(why, whysz, "got an HTML page instead of a heap dump (Content-Type %s): %s",
                  res->content_type[0] ? res->content_type : "none", ex);
         return why;
     }
@@ -507,7 +514,7 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     struct daemon *d = j->d;
     enum step s = j->plan[j->cur];
     char *url = step_url(j, s);
-    char why[768];
+    char why[768], hint[1024];
     const char *fail = res->status < 0 ? res->error : NULL;
     int status = res->status;
     bool retryable = res->retryable;
@@ -520,7 +527,8 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         }
     }
     char *path = NULL;
-    if (!fail && s == STEP_DUMP_PATH && poll_doris_dump_path(res->body, res->body_len, &path) == 0) {
+    if (!fail && s == STEP_DUMP_PATH &&
+        poll_doris_dump_path(res->body, res->body_len, &path) == 0) {
         char ex[160];
         size_t o = 0;
         for (size_t k = 0; k < res->body_len && o + 1 < sizeof(ex); k++) {
@@ -534,17 +542,44 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         status = HP_EPARSE;
         retryable = false;
     }
+    if (fail && s == STEP_DUMP_PATH && res->http_code == 500 && res->body &&
+        strstr(res->body, "profiler is not enabled")) {
+        snprintf(hint, sizeof(hint),
+                 "%s (profiling is not active on the node: add activate=yes "
+                 "to its line, or start it with prof_active:true)",
+                 fail);
+        fail = hint;
+        retryable = false;
+    }
     job_record_attempt(j, s, url, res, fail ? status : 0, fail);
+    if (fail && s == STEP_ACTIVATE && res->http_code == 404 && !j->activate_old) {
+        /* Older Doris releases name the switch /jeheap/prof/true. */
+        j->activate_old = true;
+        free(url);
+        free(path);
+        poll_fetch_result_free(res);
+        job_start_step(j);
+        return;
+    }
 
-    if (fail && status != HP_ERR(ECANCELED) && retryable && j->attempt <= d->cfg->retries &&
-        !d->stopping) {
+    /* Only the dump is retried: figures are a snapshot beside it, and a node
+     * that refuses /metrics would otherwise cost two backoffs before the
+     * dump is even tried. */
+    if (fail && status != HP_ERR(ECANCELED) && retryable && step_is_dump(s) &&
+        j->attempt <= d->cfg->retries && !d->stopping) {
         /* Exponential backoff with full jitter in [base/2, base*1.5) * 2^(n-1). */
         uint64_t base = d->cfg->retry_base_ms << (j->attempt - 1);
         if (base > BACKOFF_MAX_MS)
             base = BACKOFF_MAX_MS;
         uint64_t delay = base / 2 + rng_below(d, base ? base : 1);
-        hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=\"%s\" msg=\"retrying\"",
-                     j->node->name, step_names[s], j->attempt, (unsigned long long)delay, fail);
+        if (HP_LOG_DEBUG <= hp_log_threshold) {
+            struct hp_buf v = HP_BUF_INIT(0);
+            (void)hp_logfmt_value(&v, fail);
+            hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=%s msg=\"retrying\"",
+                         j->node->name, step_names[s], j->attempt, (unsigned long long)delay,
+                         v.data);
+            hp_buf_release(&v);
+        }
         j->attempt++;
         free(url);
         free(path);
@@ -554,7 +589,9 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     }
 
     if (fail) {
-        if (!step_is_dump(s)) {
+        if (status == HP_ERR(ECANCELED)) {
+            job_fail(j, status, "%s", fail);
+        } else if (!step_is_dump(s)) {
             /* Figures are a bonus: note the problem, keep going to the dump. */
             hp_err_printf(&j->fig_err, "%s: %s", step_names[s], fail);
         } else {
@@ -578,8 +615,11 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         free(j->dn->activation_reply);
         size_t n = strcspn(res->body, "\r\n");
         j->dn->activation_reply = hp_xstrndup(res->body, HP_MIN(n, (size_t)200));
-        hp_log_info("collector", "node=%s reply=\"%s\" msg=\"heap profiling activated\"",
-                    j->node->name, j->dn->activation_reply);
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, j->dn->activation_reply);
+        hp_log_info("collector", "node=%s reply=%s msg=\"heap profiling activated\"",
+                    j->node->name, v.data ? v.data : "\"\"");
+        hp_buf_release(&v);
         break;
     }
     case STEP_METRICS:
@@ -639,9 +679,16 @@ static void job_start_step(struct job *j)
         .tls_insecure = n->tls == POLL_TLS_INSECURE,
         .connect_timeout_ms = j->d->cfg->connect_timeout_ms,
         .total_timeout_ms = j->d->cfg->timeout_ms,
-        .max_bytes = step_is_dump(s) ? j->d->cfg->max_body
-                                     : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
+        .max_bytes =
+            step_is_dump(s) ? j->d->cfg->max_body : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
     };
+    if (HP_LOG_DEBUG <= hp_log_threshold) {
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, url);
+        hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
+                     step_names[s], j->attempt, v.data);
+        hp_buf_release(&v);
+    }
     int r = poll_fetch_start(j->d->fetcher, &o, step_done_cb, j);
     free(url);
     if (r < 0) {
@@ -696,10 +743,10 @@ static void work_cb(uv_work_t *w)
         const char *what;
         int (*fn)(const char *, size_t, struct poll_figures *, struct hp_buf *);
     } pages[] = {
-        { &j->metrics, "metrics", poll_metrics_parse },
-        { &j->tracker, "tracker", poll_tracker_parse },
-        { &j->vars, "vars", poll_vars_parse },
-        { &j->proc, "proc", poll_proc_parse },
+        {&j->metrics, "metrics", poll_metrics_parse},
+        {&j->tracker, "tracker", poll_tracker_parse},
+        {&j->vars, "vars", poll_vars_parse},
+        {&j->proc, "proc", poll_proc_parse},
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(pages); i++) {
         if (!pages[i].b->data)
@@ -709,6 +756,12 @@ static void work_cb(uv_work_t *w)
         hp_buf_reset(&err);
     }
 
+    if (j->dump.data) {
+        /* The node's fields are only touched by its own job while it runs. */
+        j->dump_hash = hp_hash_bytes(j->dump.data, j->dump.len, 0x6865617066) | 1;
+        j->dump_unchanged =
+            j->dn->last_dump_hash == j->dump_hash && j->dn->last_dump_len == j->dump.len;
+    }
     struct collector_result res = {
         .node = j->node,
         .round = j->round,
@@ -722,6 +775,7 @@ static void work_cb(uv_work_t *w)
         .dump_content_type = j->dump_ctype,
         .remote_path = j->remote_path,
         .dump_ms = j->dump_ms,
+        .dump_unchanged = j->dump_unchanged,
         .profile = j->profile,
         .parse_error = j->parse_error,
         .activated_ms = j->dn->activated_ms,
@@ -776,6 +830,10 @@ static void after_work_cb(uv_work_t *w, int status)
     if (!ok)
         d->failed_total++;
     dn->consecutive_failures = ok ? 0 : dn->consecutive_failures + 1;
+    if (j->dump_hash) {
+        dn->last_dump_hash = j->dump_hash;
+        dn->last_dump_len = j->dump_len;
+    }
     if (ok) {
         char b1[32];
         hp_log_info("collector",
@@ -794,7 +852,9 @@ static void after_work_cb(uv_work_t *w, int status)
     } else {
         struct hp_buf v = HP_BUF_INIT(0);
         (void)hp_logfmt_value(&v, j->error ? j->error : "?");
-        hp_log_warn("collector", "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu err=%s msg=\"poll failed\"",
+        hp_log_warn("collector",
+                    "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu err=%s "
+                    "msg=\"poll failed\"",
                     j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
                     (unsigned long long)ms, j->nattempts, v.data);
         hp_buf_release(&v);
@@ -829,6 +889,8 @@ static void after_work_cb(uv_work_t *w, int status)
 /* Hand the job to a worker thread: parse, read figures, record. */
 static void job_done(struct job *j)
 {
+    if (j->status == 0 && !j->dump.data) /* never record "ok" without a dump */
+        job_fail(j, HP_EHTTP, "no dump was fetched");
     int r = uv_queue_work(&j->d->loop, &j->work, work_cb, after_work_cb);
     if (r < 0) {
         hp_log_error("collector", "err=\"%s\" msg=\"uv_queue_work failed\"", uv_strerror(r));
@@ -846,6 +908,8 @@ static void slot_acquire_or_queue(struct dnode *dn)
         job_begin(dn);
         return;
     }
+    hp_log_debug("collector", "node=%s active=%zu msg=\"waiting for a free slot\"", dn->cfg->name,
+                 d->active);
     dn->state = DN_QUEUED;
     dn->qnext = NULL;
     if (d->qtail)
@@ -863,6 +927,19 @@ static void slot_release(struct daemon *d)
         d->qhead = dn->qnext;
         if (!d->qhead)
             d->qtail = NULL;
+        if (dn->removed) {
+            /* Dropped from the list by a reload while it waited. */
+            if (d->round_pending)
+                d->round_pending--;
+            dnode_unlink(d, dn);
+            uv_close((uv_handle_t *)&dn->timer, dnode_close_cb);
+            continue;
+        }
+        if (dn->next_cfg) {
+            poll_node_free(dn->cfg);
+            dn->cfg = dn->next_cfg;
+            dn->next_cfg = NULL;
+        }
         d->active++;
         job_begin(dn);
     }
@@ -884,8 +961,8 @@ static void round_log(struct daemon *d, bool final)
     hp_log_info("collector",
                 "round=%llu nodes=%zu done=%zu ok=%zu failed=%zu skipped=%zu bytes=%llu "
                 "secs=%.2f nodes_per_s=%.1f mb_per_s=%.1f msg=\"%s\"",
-                (unsigned long long)d->round, d->round_total, done, d->round_ok,
-                d->round_failed, d->round_skipped, (unsigned long long)d->round_bytes, secs,
+                (unsigned long long)d->round, d->round_total, done, d->round_ok, d->round_failed,
+                d->round_skipped, (unsigned long long)d->round_bytes, secs,
                 secs > 0 ? (double)done / secs : 0.0,
                 secs > 0 ? (double)d->round_bytes / 1e6 / secs : 0.0,
                 final ? "round finished" : "progress");
@@ -922,8 +999,9 @@ static void round_cb(uv_timer_t *t)
     if (d->stopping)
         return;
     if (d->round_t0_ns) {
-        hp_log_warn("collector", "round=%llu pending=%zu msg=\"previous round still running at the "
-                                 "next start; its busy nodes are skipped\"",
+        hp_log_warn("collector",
+                    "round=%llu pending=%zu msg=\"previous round still running at the "
+                    "next start; its busy nodes are skipped\"",
                     (unsigned long long)d->round, d->round_pending);
         round_log(d, true);
     }
@@ -978,8 +1056,9 @@ struct reload {
 static void reload_work_cb(uv_work_t *w)
 {
     struct reload *rl = hp_container_of(w, struct reload, work);
-    rl->r = poll_nodelist_load(rl->d->cfg->nodes_path, rl->d->cfg->strict ? POLL_NODELIST_STRICT : 0,
-                               &rl->list, &rl->bad, &rl->err);
+    rl->r =
+        poll_nodelist_load(rl->d->cfg->nodes_path, rl->d->cfg->strict ? POLL_NODELIST_STRICT : 0,
+                           &rl->list, &rl->bad, &rl->err);
 }
 
 static void log_list_errors(const char *text, enum hp_log_level lvl)
@@ -1012,7 +1091,8 @@ static void reload_after_cb(uv_work_t *w, int status)
             nodes_apply(d, rl->list);
     } else {
         log_list_errors(rl->err.data, HP_LOG_ERROR);
-        hp_log_error("collector", "path=%s err=\"%s\" msg=\"node list not reloaded; keeping the old one\"",
+        hp_log_error("collector",
+                     "path=%s err=\"%s\" msg=\"node list not reloaded; keeping the old one\"",
                      d->cfg->nodes_path, hp_strerror(rl->r));
     }
     poll_nodelist_free(rl->list);
@@ -1027,7 +1107,8 @@ static void signal_cb(uv_signal_t *s, int signum)
     if (signum == SIGHUP) {
         if (d->reloading || d->stopping)
             return;
-        hp_log_info("collector", "path=%s msg=\"SIGHUP: reloading the node list\"", d->cfg->nodes_path);
+        hp_log_info("collector", "path=%s msg=\"SIGHUP: reloading the node list\"",
+                    d->cfg->nodes_path);
         struct reload *rl = hp_xcalloc(1, sizeof(*rl));
         rl->d = d;
         hp_buf_init(&rl->err, 0);
@@ -1050,7 +1131,8 @@ static void signal_cb(uv_signal_t *s, int signum)
 static void grace_cb(uv_timer_t *t)
 {
     struct daemon *d = hp_container_of(t, struct daemon, grace_timer);
-    hp_log_error("collector", "active=%zu msg=\"workers did not finish within the grace period; exiting\"",
+    hp_log_error("collector",
+                 "active=%zu msg=\"workers did not finish within the grace period; exiting\"",
                  d->active);
     _exit(3);
 }
@@ -1103,6 +1185,10 @@ static void shutdown_maybe_finish(struct daemon *d)
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    if (d->service_started) {
+        d->cfg->service->stop(d->cfg->service);
+        d->service_started = false;
+    }
 }
 
 /* ---- run ------------------------------------------------------------------- */
@@ -1125,17 +1211,18 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
         d->spread_ms = cfg->once ? 0 : HP_MIN(cfg->interval_ms / 10, (uint64_t)SPREAD_MAX_MS);
 
     size_t bad = 0;
-    int r = poll_nodelist_load(cfg->nodes_path, cfg->strict ? POLL_NODELIST_STRICT : 0, &list,
-                               &bad, &err);
+    int r = poll_nodelist_load(cfg->nodes_path, cfg->strict ? POLL_NODELIST_STRICT : 0, &list, &bad,
+                               &err);
     if (err.len)
         fprintf(stderr, "%s\n", err.data);
     if (r < 0) {
-        fprintf(stderr, "collector: %s: node list refused: %s%s\n", cfg->nodes_path,
-                hp_strerror(r), cfg->strict && bad ? " (--strict and bad lines above)" : "");
+        fprintf(stderr, "collector: %s: node list refused: %s%s\n", cfg->nodes_path, hp_strerror(r),
+                cfg->strict && bad ? " (--strict and bad lines above)" : "");
         goto out;
     }
     if (bad)
-        hp_log_warn("collector", "path=%s bad_lines=%zu nodes=%zu msg=\"some node list lines were skipped\"",
+        hp_log_warn("collector",
+                    "path=%s bad_lines=%zu nodes=%zu msg=\"some node list lines were skipped\"",
                     cfg->nodes_path, bad, list->n);
     if (list->n == 0 && cfg->once) {
         fprintf(stderr, "collector: %s: no nodes to poll\n", cfg->nodes_path);
@@ -1158,17 +1245,30 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     uv_timer_init(&d->loop, &d->progress_timer);
     uv_timer_init(&d->loop, &d->grace_timer);
     uv_unref((uv_handle_t *)&d->grace_timer);
-    uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
-    int signums[] = { SIGTERM, SIGINT, SIGHUP };
+    uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
+    int signums[] = {SIGTERM, SIGINT, SIGHUP};
     for (size_t i = 0; i < 3; i++) {
         uv_signal_init(&d->loop, sigs[i]);
         sigs[i]->data = d;
         uv_signal_start(sigs[i], signal_cb, signums[i]);
     }
+    if (cfg->service) {
+        hp_buf_reset(&err);
+        r = cfg->service->start(cfg->service, &d->loop, &err);
+        if (r < 0) {
+            fprintf(stderr, "collector: %s\n", err.len ? err.data : hp_strerror(r));
+            d->stopping = true;
+            shutdown_maybe_finish(d); /* closes what was opened above */
+            goto out;
+        }
+        d->service_started = true;
+    }
     nodes_apply(d, list);
     poll_nodelist_free(list);
     list = NULL;
-    hp_log_info("collector", "nodes=%zu interval_ms=%llu spread_ms=%llu max_inflight=%u once=%s msg=\"collector started\"",
+    hp_log_info("collector",
+                "nodes=%zu interval_ms=%llu spread_ms=%llu max_inflight=%u once=%s msg=\"collector "
+                "started\"",
                 d->nnodes, (unsigned long long)cfg->interval_ms, (unsigned long long)d->spread_ms,
                 cfg->max_inflight, cfg->once ? "yes" : "no");
 

@@ -14,6 +14,7 @@
 #include "collector/daemon.h"
 #include "collector/ingest/ingest.h"
 #include "store/store.h"
+#include "collector/poll/poll.h"
 
 static uint64_t parse_max_bytes;
 
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --timeout DUR         whole request (default 60s)\n"
             "  --max-body SIZE       largest response accepted (default 512M)\n"
             "  --strict              refuse a node list with any bad line\n"
+            "  --check               only check the node list: print each node, exit 1 on a\n"
+            "                        bad line\n"
             "  --db FILE             SQLite database (default $HEAPFLEET_DB or heapfleet.db)\n"
             "  --out DIR             instead of a database: dumps and a JSON line per attempt\n"
             "  --binary FILE         the nodes' main executable, for symbolization\n"
@@ -103,28 +106,52 @@ static int parse_size(const char *s, uint64_t *ret)
     return 0;
 }
 
+/* --check: what would be polled, and what is wrong with the list. */
+static int check_nodes(const char *path)
+{
+    struct poll_nodelist *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    size_t bad = 0;
+    int r = poll_nodelist_load(path, 0, &l, &bad, &err);
+    if (err.len)
+        fprintf(stderr, "%s\n", err.data);
+    hp_buf_release(&err);
+    if (r < 0)
+        return 2;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct poll_node *n = &l->nodes[i];
+        printf("%s:%u\t%s\t%s\t%s%s%s%s%s\n", path, n->line, n->name, poll_kind_name(n->kind),
+               n->addr, n->agent ? " agent=" : "", n->agent ? n->agent : "",
+               n->user ? " auth=basic" : "", n->activate ? " activate=yes" : "");
+    }
+    printf("%s: %zu nodes, %zu bad lines\n", path, l->n, bad);
+    poll_nodelist_free(l);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = NULL, *out = NULL;
     struct collector_sym_config symcfg = { 0 };
+    bool check_only = false;
     uint64_t u;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                                      \
-    do {                                                                                  \
-        if (!v) {                                                                         \
-            fprintf(stderr, "collector: %s needs a value\n", a);                          \
-            return 2;                                                                     \
-        }                                                                                 \
-        i++;                                                                              \
+#define NEED_VALUE()                                                                               \
+    do {                                                                                           \
+        if (!v) {                                                                                  \
+            fprintf(stderr, "collector: %s needs a value\n", a);                                   \
+            return 2;                                                                              \
+        }                                                                                          \
+        i++;                                                                                       \
     } while (0)
-#define BAD_VALUE(what)                                                                   \
-    do {                                                                                  \
-        fprintf(stderr, "collector: %s %s: expected %s\n", a, v, what);                   \
-        return 2;                                                                         \
+#define BAD_VALUE(what)                                                                            \
+    do {                                                                                           \
+        fprintf(stderr, "collector: %s %s: expected %s\n", a, v, what);                            \
+        return 2;                                                                                  \
     } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
@@ -143,6 +170,8 @@ int main(int argc, char **argv)
             cfg.spread_ms = (int64_t)u;
         } else if (!strcmp(a, "--once")) {
             cfg.once = true;
+        } else if (!strcmp(a, "--check")) {
+            check_only = true;
         } else if (!strcmp(a, "--strict")) {
             cfg.strict = true;
         } else if (!strcmp(a, "--no-progress")) {
@@ -205,8 +234,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "collector: --nodes FILE is required (see --help)\n");
         return 2;
     }
+    if (check_only)
+        return check_nodes(cfg.nodes_path);
     if (listen)
-        hp_log_warn("collector", "listen=%s msg=\"the web module is not built into this collector yet; --listen ignored\"",
+        hp_log_warn("collector",
+                    "listen=%s msg=\"the web module is not built into this collector yet; --listen "
+                    "ignored\"",
                     listen);
     /* --out DIR keeps plain files (no database); otherwise everything goes
      * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */

@@ -4,6 +4,10 @@
  *   DIR/snapshots.jsonl        one JSON object per poll attempt, appended
  *   DIR/<node>/<time>.heap     each raw dump, byte for byte as received
  *   DIR/<node>/last.json       the node's latest attempt (its status)
+ *   DIR/<node>/last-dump       name of the node's latest dump file
+ *
+ * A dump identical to the node's previous one (an agent whose process wrote
+ * nothing new) is not written again; its record names the earlier file.
  *
  * Dumps are written to a temporary name and renamed, so a reader never sees
  * half a file. Node names are made safe for file names ([A-Za-z0-9._-],
@@ -119,6 +123,11 @@ static json_t *json_text(const char *s)
     return j ? j : json_null();
 }
 
+static json_t *json_bytes(double v)
+{
+    return isfinite(v) ? json_integer((json_int_t)v) : json_null();
+}
+
 static json_t *result_json(const struct collector_result *r, const char *dump_rel)
 {
     char t[40];
@@ -143,6 +152,7 @@ static json_t *result_json(const struct collector_result *r, const char *dump_re
         json_object_set_new(d, "url", json_text(r->dump_url));
         json_object_set_new(d, "content_type", json_text(r->dump_content_type));
         json_object_set_new(d, "fetch_ms", json_integer((json_int_t)r->dump_ms));
+        json_object_set_new(d, "unchanged", json_boolean(r->dump_unchanged));
         json_object_set_new(o, "dump", d);
     } else {
         json_object_set_new(o, "dump", json_null());
@@ -186,6 +196,13 @@ static json_t *result_json(const struct collector_result *r, const char *dump_re
         json_object_set_new(figs, f->name, v ? v : json_null());
     }
     json_object_set_new(o, "figures", figs);
+    struct poll_memory mem;
+    poll_memory_pick(r->figures ? r->figures : &(struct poll_figures){0}, &mem);
+    json_t *mj = json_object();
+    json_object_set_new(mj, "rss_bytes", json_bytes(mem.rss_bytes));
+    json_object_set_new(mj, "allocated_bytes", json_bytes(mem.allocated_bytes));
+    json_object_set_new(mj, "tracked_bytes", json_bytes(mem.tracked_bytes));
+    json_object_set_new(o, "memory", mj);
     json_object_set_new(o, "figures_error", json_text(r->figures_error));
     json_t *atts = json_array();
     for (size_t i = 0; i < r->nattempts; i++) {
@@ -220,12 +237,29 @@ static int dirsink_record(struct collector_sink *s, const struct collector_resul
         hp_err_printf(err, "%s: cannot create: %s", node_dir, strerror(errno));
         goto out;
     }
-    if (r->dump) {
+    if (r->dump && r->dump_unchanged) {
+        /* Same bytes as last time: point at the file already written. */
+        char *last_path = hp_xasprintf("%s/%s/last-dump", ds->dir, safe);
+        char *prev = NULL;
+        size_t plen = 0;
+        if (hp_file_read(last_path, 4096, &prev, &plen, NULL) == 0 && plen > 0) {
+            rel = prev;
+            prev = NULL;
+        }
+        free(prev);
+        free(last_path);
+    }
+    if (r->dump && !rel) {
         char t[40];
         iso_time(r->started_ms, t, sizeof(t), true);
         rel = hp_xasprintf("%s/%s.heap", safe, t);
         path = hp_xasprintf("%s/%s", ds->dir, rel);
         rc = write_file(path, r->dump, r->dump_len, err);
+        if (rc < 0)
+            goto out;
+        char *last_path = hp_xasprintf("%s/%s/last-dump", ds->dir, safe);
+        rc = write_file(last_path, rel, strlen(rel), err);
+        free(last_path);
         if (rc < 0)
             goto out;
     }

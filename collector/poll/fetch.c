@@ -79,8 +79,7 @@ static void describe_failure(struct fetch *fe, CURLcode code, struct poll_fetch_
     const char *detail = fe->errbuf[0] ? fe->errbuf : curl_easy_strerror(code);
     switch (code) {
     case CURLE_COULDNT_CONNECT:
-        snprintf(res->error, sizeof(res->error), "connection refused or unreachable (%s)",
-                 detail);
+        snprintf(res->error, sizeof(res->error), "connection refused or unreachable (%s)", detail);
         res->retryable = true;
         break;
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -98,8 +97,7 @@ static void describe_failure(struct fetch *fe, CURLcode code, struct poll_fetch_
     case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
         snprintf(res->error, sizeof(res->error),
-                 "connection closed mid-transfer after %zu body bytes (%s)", fe->body.len,
-                 detail);
+                 "connection closed mid-transfer after %zu body bytes (%s)", fe->body.len, detail);
         res->retryable = true;
         break;
     case CURLE_TOO_MANY_REDIRECTS:
@@ -392,10 +390,10 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
     }
     CURL *e = fe->easy;
     CURLcode c = CURLE_OK;
-#define SETOPT(opt, val)                                                                  \
-    do {                                                                                  \
-        if (c == CURLE_OK)                                                                \
-            c = curl_easy_setopt(e, opt, val);                                            \
+#define SETOPT(opt, val)                                                                           \
+    do {                                                                                           \
+        if (c == CURLE_OK)                                                                         \
+            c = curl_easy_setopt(e, opt, val);                                                     \
     } while (0)
     SETOPT(CURLOPT_URL, o->url);
     SETOPT(CURLOPT_PRIVATE, (void *)fe);
@@ -502,7 +500,7 @@ char *poll_url_escape(const char *s)
             *p == '-' || *p == '_' || *p == '.' || *p == '~' || *p == '/') {
             (void)hp_buf_append(&b, p, 1);
         } else {
-            char enc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+            char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
             (void)hp_buf_append(&b, enc, 3);
         }
     }

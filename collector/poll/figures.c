@@ -53,15 +53,52 @@ int poll_figures_get(const struct poll_figures *f, const char *name, double *ret
     return 0;
 }
 
+void poll_memory_pick(const struct poll_figures *f, struct poll_memory *ret)
+{
+    /* Names in order of preference; see reference/databases-and-formats.md. */
+    static const char *const rss[] = {
+        "doris_be_memory_allocated_bytes", /* set from VmRSS, despite its name */
+        "mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}",
+        "databend_process_resident_memory_bytes",
+        "process_resident_memory_bytes",
+        "proc_rss_bytes",
+    };
+    static const char *const allocated[] = {
+        "doris_be_memory_jemalloc_allocated_bytes",
+        "starrocks_be_jemalloc_allocated_bytes",
+        "jemalloc_allocated_bytes",
+        "proc_jemalloc_allocated",
+    };
+    static const char *const tracked[] = {
+        "memory_all_tracked_sum_bytes",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}",
+        "starrocks_be_process_mem_bytes", /* the process tracker's consumption */
+    };
+    struct {
+        const char *const *names;
+        size_t n;
+        double *out;
+    } picks[] = {
+        {rss, HP_ARRAY_SIZE(rss), &ret->rss_bytes},
+        {allocated, HP_ARRAY_SIZE(allocated), &ret->allocated_bytes},
+        {tracked, HP_ARRAY_SIZE(tracked), &ret->tracked_bytes},
+    };
+    for (size_t p = 0; p < HP_ARRAY_SIZE(picks); p++) {
+        *picks[p].out = NAN;
+        for (size_t i = 0; i < picks[p].n; i++)
+            if (poll_figures_get(f, picks[p].names[i], picks[p].out) == 1)
+                break;
+    }
+}
+
 static int figure_add(struct poll_figures *f, const char *name, size_t name_len, double value,
                       enum poll_figure_source src)
 {
     if (f->n >= POLL_FIGURES_MAX)
         return HP_ETOOBIG;
     f->v = hp_xgrow(f->v, &f->cap, f->n + 1, sizeof(*f->v));
-    f->v[f->n++] = (struct poll_figure){
-        .name = hp_xstrndup(name, name_len), .value = value, .source = src
-    };
+    f->v[f->n++] =
+        (struct poll_figure){.name = hp_xstrndup(name, name_len), .value = value, .source = src};
     return 0;
 }
 
@@ -97,7 +134,7 @@ static int number_parse(const char *s, size_t n, double *ret)
 /* Is this metric about memory? Checked on the bare name, lowercase. */
 static bool memory_metric(const char *name, size_t n)
 {
-    static const char *const words[] = { "mem", "alloc", "resident", "rss", "heap" };
+    static const char *const words[] = {"mem", "alloc", "resident", "rss", "heap"};
     char low[FIG_MAX_NAME];
     if (n >= sizeof(low))
         return false;
@@ -176,8 +213,7 @@ static int metrics_line(const char *s, size_t n, struct poll_figures *out, const
     return r < 0 ? r : 1;
 }
 
-int poll_metrics_parse(const char *text, size_t len, struct poll_figures *out,
-                       struct hp_buf *err)
+int poll_metrics_parse(const char *text, size_t len, struct poll_figures *out, struct hp_buf *err)
 {
     int r = 0;
     size_t pos = 0, line = 0;
@@ -257,8 +293,8 @@ static void cell_text(const char *s, const char *end, char *out, size_t outsz)
             static const struct {
                 const char *ent;
                 char ch;
-            } ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' },
-                         { "&quot;", '"' }, { "&#39;", '\'' }, { "&nbsp;", ' ' } };
+            } ents[] = {{"&amp;", '&'},  {"&lt;", '<'},   {"&gt;", '>'},
+                        {"&quot;", '"'}, {"&#39;", '\''}, {"&nbsp;", ' '}};
             for (size_t k = 0; k < HP_ARRAY_SIZE(ents); k++) {
                 size_t el = strlen(ents[k].ent);
                 if ((size_t)(end - p) >= el && !strncmp(p, ents[k].ent, el)) {
@@ -357,8 +393,7 @@ static int tracker_add(struct poll_figures *out, const char *metric, const char 
     return r;
 }
 
-int poll_tracker_parse(const char *html, size_t len, struct poll_figures *out,
-                       struct hp_buf *err)
+int poll_tracker_parse(const char *html, size_t len, struct poll_figures *out, struct hp_buf *err)
 {
     if (len > TRACKER_MAX_PAGE) {
         hp_err_printf(err, "mem_tracker page is %zu bytes, over the limit of %u", len,
@@ -413,8 +448,7 @@ int poll_tracker_parse(const char *html, size_t len, struct poll_figures *out,
         if (r == 0 && col_peak >= 0 && (size_t)col_peak < nc) {
             const char *ps = cells[col_peak].text;
             if (hp_parse_i64(ps, strlen(ps), &peak) == 0)
-                r = tracker_add(out, "mem_tracker_peak_bytes", type, cells[col_label].text,
-                                peak);
+                r = tracker_add(out, "mem_tracker_peak_bytes", type, cells[col_label].text, peak);
         }
         if (r < 0) {
             hp_err_printf(err, "mem_tracker: more than %u figures", POLL_FIGURES_MAX);
@@ -466,7 +500,8 @@ int poll_vars_parse(const char *text, size_t len, struct poll_figures *out, stru
         while (ve > v && (ve[-1] == ' ' || ve[-1] == '\r' || ve[-1] == '\t'))
             ve--;
         double val;
-        if (ne == s || (size_t)(ne - s) > FIG_MAX_NAME || number_parse(v, (size_t)(ve - v), &val) < 0)
+        if (ne == s || (size_t)(ne - s) > FIG_MAX_NAME ||
+            number_parse(v, (size_t)(ve - v), &val) < 0)
             continue; /* bvars may be strings or JSON: not figures */
         bool ok = true;
         for (const char *q = s; q < ne; q++)
@@ -493,14 +528,12 @@ static int proc_object(json_t *obj, const char *prefix, int depth, struct poll_f
 {
     const char *key;
     json_t *v;
-    json_object_foreach(obj, key, v)
-    {
+    json_object_foreach (obj, key, v) {
         struct hp_buf name = HP_BUF_INIT(0);
         (void)hp_buf_printf(&name, "%s_%s", prefix, key);
         int r = 0;
         if (json_is_integer(v))
-            r = figure_add(out, name.data, name.len, (double)json_integer_value(v),
-                           POLL_FIG_PROC);
+            r = figure_add(out, name.data, name.len, (double)json_integer_value(v), POLL_FIG_PROC);
         else if (json_is_real(v))
             r = figure_add(out, name.data, name.len, json_real_value(v), POLL_FIG_PROC);
         else if (json_is_object(v) && depth < 2 && name.len < FIG_MAX_NAME)

@@ -18,8 +18,10 @@
 #define NODELIST_MAX_LABELS 64u
 
 static const char *const kind_names[] = {
-    [POLL_KIND_STARROCKS] = "starrocks", [POLL_KIND_DORIS] = "doris",
-    [POLL_KIND_DATABEND] = "databend",   [POLL_KIND_AGENT] = "agent",
+    [POLL_KIND_STARROCKS] = "starrocks",
+    [POLL_KIND_DORIS] = "doris",
+    [POLL_KIND_DATABEND] = "databend",
+    [POLL_KIND_AGENT] = "agent",
     [POLL_KIND_URL] = "url",
 };
 
@@ -311,7 +313,7 @@ static bool looks_like_address(const char *w)
 /* Parse one non-blank, comment-stripped line into *n. 0 or -1 (reported). */
 static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
 {
-    char *words[2 + 16 + NODELIST_MAX_LABELS] = { 0 };
+    char *words[2 + 16 + NODELIST_MAX_LABELS] = {0};
     size_t nw = split_words(text, words, HP_ARRAY_SIZE(words));
     if (nw == 0)
         return -1; /* callers skip blank lines; never reached */
@@ -325,8 +327,7 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
         n->kind = POLL_KIND_URL; /* a bare URL needs no kind word */
     } else if (!looks_like_address(words[0])) {
         if (kind_parse(words[0], &n->kind) < 0) {
-            line_error(c,
-                       "unknown kind \"%s\" (expected doris, starrocks, databend, agent, url)",
+            line_error(c, "unknown kind \"%s\" (expected doris, starrocks, databend, agent, url)",
                        words[0]);
             return -1;
         }
@@ -462,7 +463,7 @@ int poll_nodelist_parse(const char *text, size_t len, const char *source, unsign
     int r = 0;
     size_t bad = 0, cap = 0;
     struct poll_nodelist *l = hp_xcalloc(1, sizeof(*l));
-    struct parse_ctx c = { .source = source ? source : "nodes", .line = 0, .err = err };
+    struct parse_ctx c = {.source = source ? source : "nodes", .line = 0, .err = err};
     char *line = NULL;
     size_t pos = 0;
     while (pos < len) {
@@ -494,7 +495,7 @@ int poll_nodelist_parse(const char *text, size_t len, const char *source, unsign
             p++;
         if (!*p)
             continue;
-        struct poll_node node = { 0 };
+        struct poll_node node = {0};
         node.line = c.line;
         if (parse_line(&c, p, &node) < 0) {
             struct poll_node *tmp = hp_xcalloc(1, sizeof(*tmp));
@@ -506,8 +507,8 @@ int poll_nodelist_parse(const char *text, size_t len, const char *source, unsign
         bool dup = false;
         for (size_t k = 0; k < l->n; k++)
             if (!strcmp(l->nodes[k].name, node.name)) {
-                line_error(&c, "node name \"%s\" already used on line %u (add name=...)",
-                           node.name, l->nodes[k].line);
+                line_error(&c, "node name \"%s\" already used on line %u (add name=...)", node.name,
+                           l->nodes[k].line);
                 dup = true;
                 break;
             }

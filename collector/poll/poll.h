@@ -109,6 +109,7 @@ const char *poll_kind_name(enum poll_kind k);
 #define POLL_PATH_STARROCKS_HEAP "/pprof/heap"
 #define POLL_PATH_DORIS_DUMP "/jeheap/dump"
 #define POLL_PATH_DORIS_ACTIVATE "/jeheap/active/true"
+#define POLL_PATH_DORIS_ACTIVATE_OLD "/jeheap/prof/true" /* before ~2.1 */
 #define POLL_PATH_DORIS_TRACKER "/mem_tracker"
 #define POLL_PATH_DORIS_VARS "/vars/memory_*"
 #define POLL_PATH_DATABEND_HEAP "/debug/mem/pprof/profile"
@@ -139,6 +140,17 @@ void poll_figures_release(struct poll_figures *f);
 const char *poll_figure_source_name(enum poll_figure_source s);
 /* The value of the first figure named `name`: 1 found, 0 not found. */
 int poll_figures_get(const struct poll_figures *f, const char *name, double *ret_value);
+
+/* The three numbers the tracker-versus-heap comparison needs, picked from
+ * whatever a node published (the first name found wins, in the order listed
+ * in figures.c). NAN when the node offers none. */
+struct poll_memory {
+    double rss_bytes;       /* resident set (Doris memory_allocated_bytes is RSS) */
+    double allocated_bytes; /* allocator's own count (jemalloc stats.allocated) */
+    double tracked_bytes;   /* the database's memory tracker total */
+};
+
+void poll_memory_pick(const struct poll_figures *f, struct poll_memory *ret);
 
 /* Prometheus text exposition (0.0.4). Keeps the series whose metric name
  * says it is about memory (mem, alloc, jemalloc, resident, rss, heap) so a
@@ -185,10 +197,10 @@ struct poll_fetch_opts {
 };
 
 struct poll_fetch_result {
-    int status;          /* 0: 2xx received in full; HP_EHTTP; HP_ETOOBIG; -ECANCELED */
-    bool retryable;      /* transport failure or 5xx/429: worth another try */
-    long http_code;      /* 0 when no response arrived */
-    char *body;          /* NUL-terminated, malloc'd, owned by the result */
+    int status;     /* 0: 2xx received in full; HP_EHTTP; HP_ETOOBIG; -ECANCELED */
+    bool retryable; /* transport failure or 5xx/429: worth another try */
+    long http_code; /* 0 when no response arrived */
+    char *body;     /* NUL-terminated, malloc'd, owned by the result */
     size_t body_len;
     char content_type[96];
     char effective_url[256];

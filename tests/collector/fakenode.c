@@ -28,6 +28,8 @@
  *   auth      HTTP basic auth required (user heapfleet, password in DIR/password)
  *   inactive  Doris with prof.active false until /jeheap/active/true
  *   noagent   Doris without agent= in the list (the collector cannot fetch)
+ *   old       Doris before ~2.1: inactive, only /jeheap/prof/true switches it on
+ *   notactive Doris with prof.active false and no activate=yes in the list
  * Misbehaviour applies to the dump endpoint; /metrics and the tracker pages
  * behave (except refuse, which takes the whole port). Doris nodes are served
  * with one shared agent listener (agent=) that serves /dumps/file?path=.
@@ -65,17 +67,34 @@ const char *malloc_conf = "prof:true,prof_active:true,lg_prof_sample:0";
 #define MAX_REQ 16384
 
 enum kind { K_STARROCKS, K_DORIS, K_DATABEND, K_AGENT, K_URL, K_AGENT_LISTENER };
-static const char *const kind_names[] = { "starrocks", "doris", "databend", "agent", "url",
-                                          "agent-listener" };
+static const char *const kind_names[] = {"starrocks", "doris", "databend",
+                                         "agent",     "url",   "agent-listener"};
 
 enum mode {
-    M_OK, M_REFUSE, M_HANG, M_TRICKLE, M_CLOSE, M_500, M_EMPTY, M_GARBAGE, M_HUGE,
-    M_FLOOD, M_HTML, M_REDIRECT, M_GZIP, M_AUTH, M_INACTIVE, M_NOAGENT, M_COUNT
+    M_OK,
+    M_REFUSE,
+    M_HANG,
+    M_TRICKLE,
+    M_CLOSE,
+    M_500,
+    M_EMPTY,
+    M_GARBAGE,
+    M_HUGE,
+    M_FLOOD,
+    M_HTML,
+    M_REDIRECT,
+    M_GZIP,
+    M_AUTH,
+    M_INACTIVE,
+    M_NOAGENT,
+    M_OLD,
+    M_NOTACTIVE,
+    M_COUNT
 };
-static const char *const mode_names[] = { "ok",    "refuse",  "hang",  "trickle", "close",
-                                          "500",   "empty",   "garbage", "huge",  "flood",
-                                          "html",  "redirect", "gzip", "auth",    "inactive",
-                                          "noagent" };
+static const char *const mode_names[] = {"ok",      "refuse",   "hang",     "trickle", "close",
+                                         "500",     "empty",    "garbage",  "huge",    "flood",
+                                         "html",    "redirect", "gzip",     "auth",    "inactive",
+                                         "noagent", "old",      "notactive"};
 
 struct fnode {
     enum kind kind;
@@ -144,16 +163,16 @@ static NOINLINE void *path_b(int depth, unsigned bits, size_t sz);
  * one level, so 2^depth distinct call stacks end in leaf_alloc. */
 static NOINLINE void *path_a(int depth, unsigned bits, size_t sz)
 {
-    void *p = depth == 0 ? leaf_alloc(sz)
-                         : ((bits & 1) ? path_b : path_a)(depth - 1, bits >> 1, sz + 8);
+    void *p =
+        depth == 0 ? leaf_alloc(sz) : ((bits & 1) ? path_b : path_a)(depth - 1, bits >> 1, sz + 8);
     __asm__ volatile("" ::: "memory"); /* keep the call a real call */
     return p;
 }
 
 static NOINLINE void *path_b(int depth, unsigned bits, size_t sz)
 {
-    void *p = depth == 0 ? leaf_alloc(sz)
-                         : ((bits & 1) ? path_b : path_a)(depth - 1, bits >> 1, sz + 16);
+    void *p =
+        depth == 0 ? leaf_alloc(sz) : ((bits & 1) ? path_b : path_a)(depth - 1, bits >> 1, sz + 16);
     __asm__ volatile("" ::: "memory");
     return p;
 }
@@ -184,8 +203,8 @@ static int dump_to(const char *path)
 static int make_dump(char **ret, size_t *ret_len, char **ret_path, bool keep_file)
 {
     tablet_schema_cache_grow(8); /* a slow leak between dumps */
-    char *path = hp_xasprintf("%s/jeheap_dump.%ld.%d.%u.heap", dir, (long)time(NULL), getpid(),
-                              dump_seq++);
+    char *path =
+        hp_xasprintf("%s/jeheap_dump.%ld.%d.%u.heap", dir, (long)time(NULL), getpid(), dump_seq++);
     int r = dump_to(path);
     if (r != 0) {
         fprintf(stderr, "fakenode: prof.dump failed: %s (MALLOC_CONF needs prof:true)\n",
@@ -254,64 +273,64 @@ static char *metrics_text(const struct fnode *n)
     uint64_t rss = proc_status_kb("VmRSS"), vm = proc_status_kb("VmSize");
     switch (n->kind) {
     case K_STARROCKS:
-        return hp_xasprintf(
-            "# TYPE starrocks_be_fragment_requests_total counter\n"
-            "starrocks_be_fragment_requests_total %u\n"
-            "# TYPE starrocks_be_process_fd_num_used gauge\n"
-            "starrocks_be_process_fd_num_used 43\n"
-            "# TYPE starrocks_be_disks_avail_capacity gauge\n"
-            "starrocks_be_disks_avail_capacity{path=\"/data/storage\"} 1.2345e+12\n"
-            "# TYPE starrocks_be_process_mem_bytes gauge\n"
-            "starrocks_be_process_mem_bytes %llu\n"
-            "# TYPE starrocks_be_query_mem_bytes gauge\n"
-            "starrocks_be_query_mem_bytes %llu\n"
-            "# TYPE starrocks_be_load_mem_bytes gauge\n"
-            "starrocks_be_load_mem_bytes 0\n"
-            "# TYPE starrocks_be_metadata_mem_bytes gauge\n"
-            "starrocks_be_metadata_mem_bytes %llu\n"
-            "# TYPE starrocks_be_tablet_schema_mem_bytes gauge\n"
-            "starrocks_be_tablet_schema_mem_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_allocated_bytes gauge\n"
-            "starrocks_be_jemalloc_allocated_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_active_bytes gauge\n"
-            "starrocks_be_jemalloc_active_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_metadata_bytes gauge\n"
-            "starrocks_be_jemalloc_metadata_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_resident_bytes gauge\n"
-            "starrocks_be_jemalloc_resident_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_mapped_bytes gauge\n"
-            "starrocks_be_jemalloc_mapped_bytes %llu\n"
-            "# TYPE starrocks_be_jemalloc_retained_bytes gauge\n"
-            "starrocks_be_jemalloc_retained_bytes %llu\n",
-            n->dumps, (unsigned long long)alloc, (unsigned long long)(alloc / 4),
-            (unsigned long long)(alloc / 3), (unsigned long long)(alloc / 8),
-            (unsigned long long)alloc, (unsigned long long)active, (unsigned long long)meta,
-            (unsigned long long)res, (unsigned long long)mapped, (unsigned long long)retained);
+        return hp_xasprintf("# TYPE starrocks_be_fragment_requests_total counter\n"
+                            "starrocks_be_fragment_requests_total %u\n"
+                            "# TYPE starrocks_be_process_fd_num_used gauge\n"
+                            "starrocks_be_process_fd_num_used 43\n"
+                            "# TYPE starrocks_be_disks_avail_capacity gauge\n"
+                            "starrocks_be_disks_avail_capacity{path=\"/data/storage\"} 1.2345e+12\n"
+                            "# TYPE starrocks_be_process_mem_bytes gauge\n"
+                            "starrocks_be_process_mem_bytes %llu\n"
+                            "# TYPE starrocks_be_query_mem_bytes gauge\n"
+                            "starrocks_be_query_mem_bytes %llu\n"
+                            "# TYPE starrocks_be_load_mem_bytes gauge\n"
+                            "starrocks_be_load_mem_bytes 0\n"
+                            "# TYPE starrocks_be_metadata_mem_bytes gauge\n"
+                            "starrocks_be_metadata_mem_bytes %llu\n"
+                            "# TYPE starrocks_be_tablet_schema_mem_bytes gauge\n"
+                            "starrocks_be_tablet_schema_mem_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_allocated_bytes gauge\n"
+                            "starrocks_be_jemalloc_allocated_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_active_bytes gauge\n"
+                            "starrocks_be_jemalloc_active_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_metadata_bytes gauge\n"
+                            "starrocks_be_jemalloc_metadata_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_resident_bytes gauge\n"
+                            "starrocks_be_jemalloc_resident_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_mapped_bytes gauge\n"
+                            "starrocks_be_jemalloc_mapped_bytes %llu\n"
+                            "# TYPE starrocks_be_jemalloc_retained_bytes gauge\n"
+                            "starrocks_be_jemalloc_retained_bytes %llu\n",
+                            n->dumps, (unsigned long long)alloc, (unsigned long long)(alloc / 4),
+                            (unsigned long long)(alloc / 3), (unsigned long long)(alloc / 8),
+                            (unsigned long long)alloc, (unsigned long long)active,
+                            (unsigned long long)meta, (unsigned long long)res,
+                            (unsigned long long)mapped, (unsigned long long)retained);
     case K_DORIS:
-        return hp_xasprintf(
-            "# TYPE doris_be_fragment_requests_total counter\n"
-            "doris_be_fragment_requests_total %u\n"
-            "# TYPE doris_be_disks_total_capacity gauge\n"
-            "doris_be_disks_total_capacity{path=\"/data/doris\"} 999999999999\n"
-            "# TYPE doris_be_memory_allocated_bytes gauge\n"
-            "doris_be_memory_allocated_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_allocated_bytes gauge\n"
-            "doris_be_memory_jemalloc_allocated_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_active_bytes gauge\n"
-            "doris_be_memory_jemalloc_active_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_metadata_bytes gauge\n"
-            "doris_be_memory_jemalloc_metadata_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_resident_bytes gauge\n"
-            "doris_be_memory_jemalloc_resident_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_mapped_bytes gauge\n"
-            "doris_be_memory_jemalloc_mapped_bytes %llu\n"
-            "# TYPE doris_be_memory_jemalloc_retained_bytes gauge\n"
-            "doris_be_memory_jemalloc_retained_bytes %llu\n"
-            "# TYPE doris_be_memory_pgpgin gauge\n"
-            "doris_be_memory_pgpgin 12345\n",
-            n->dumps, (unsigned long long)rss, (unsigned long long)alloc,
-            (unsigned long long)active, (unsigned long long)meta, (unsigned long long)res,
-            (unsigned long long)mapped, (unsigned long long)retained);
+        return hp_xasprintf("# TYPE doris_be_fragment_requests_total counter\n"
+                            "doris_be_fragment_requests_total %u\n"
+                            "# TYPE doris_be_disks_total_capacity gauge\n"
+                            "doris_be_disks_total_capacity{path=\"/data/doris\"} 999999999999\n"
+                            "# TYPE doris_be_memory_allocated_bytes gauge\n"
+                            "doris_be_memory_allocated_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_allocated_bytes gauge\n"
+                            "doris_be_memory_jemalloc_allocated_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_active_bytes gauge\n"
+                            "doris_be_memory_jemalloc_active_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_metadata_bytes gauge\n"
+                            "doris_be_memory_jemalloc_metadata_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_resident_bytes gauge\n"
+                            "doris_be_memory_jemalloc_resident_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_mapped_bytes gauge\n"
+                            "doris_be_memory_jemalloc_mapped_bytes %llu\n"
+                            "# TYPE doris_be_memory_jemalloc_retained_bytes gauge\n"
+                            "doris_be_memory_jemalloc_retained_bytes %llu\n"
+                            "# TYPE doris_be_memory_pgpgin gauge\n"
+                            "doris_be_memory_pgpgin 12345\n",
+                            n->dumps, (unsigned long long)rss, (unsigned long long)alloc,
+                            (unsigned long long)active, (unsigned long long)meta,
+                            (unsigned long long)res, (unsigned long long)mapped,
+                            (unsigned long long)retained);
     default:
         return hp_xasprintf(
             "# HELP databend_process_resident_memory_bytes Resident memory size in bytes.\n"
@@ -356,9 +375,9 @@ static char *tracker_html(void)
         "</tbody></table></body></html>\n",
         (unsigned long long)rss, (double)rss / 1048576.0, (unsigned long long)rss,
         (double)rss / 1048576.0, (unsigned long long)(q + g + o), (double)(q + g + o) / 1048576.0,
-        (unsigned long long)(q + g + o), (double)(q + g + o) / 1048576.0,
-        (unsigned long long)g, (unsigned long long)g, (unsigned long long)q,
-        (unsigned long long)(q * 2), (unsigned long long)o, (unsigned long long)o);
+        (unsigned long long)(q + g + o), (double)(q + g + o) / 1048576.0, (unsigned long long)g,
+        (unsigned long long)g, (unsigned long long)q, (unsigned long long)(q * 2),
+        (unsigned long long)o, (unsigned long long)o);
 }
 
 static char *vars_text(void)
@@ -479,8 +498,8 @@ static void respond(struct conn *c, int code, const char *reason, const char *ct
                            "Content-Length: %zu\r\nConnection: close\r\n%s\r\n",
                            code, reason, ctype, body_len, extra_headers ? extra_headers : "");
     c->head_len = strlen(c->head);
-    uv_buf_t bufs[2] = { uv_buf_init(c->head, (unsigned)c->head_len),
-                         uv_buf_init(body ? body : (char *)"", (unsigned)send_len) };
+    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_len),
+                        uv_buf_init(body ? body : (char *)"", (unsigned)send_len)};
     c->sent = send_len;
     c->wr.data = c;
     if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, bufs, send_len ? 2 : 1, write_cb) < 0)
@@ -549,11 +568,11 @@ static void serve_dump(struct conn *c, bool accepts_gzip)
     case M_HUGE:
     case M_FLOOD:
         c->responded = true;
-        c->head = hp_xstrdup(n->mode == M_HUGE
-                                 ? "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                                   "Content-Length: 2147483648\r\nConnection: close\r\n\r\n"
-                                 : "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                                   "Connection: close\r\n\r\n");
+        c->head =
+            hp_xstrdup(n->mode == M_HUGE ? "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                           "Content-Length: 2147483648\r\nConnection: close\r\n\r\n"
+                                         : "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                           "Connection: close\r\n\r\n");
         c->stream = 1;
         {
             uv_buf_t b = uv_buf_init(c->head, (unsigned)strlen(c->head));
@@ -599,8 +618,9 @@ static void serve_dump(struct conn *c, bool accepts_gzip)
     }
     /* Databend names the file in Content-Disposition; StarRocks sends plain text. */
     respond(c, 200, "OK", n->kind == K_DATABEND ? "application/octet-stream" : "text/plain",
-            n->kind == K_DATABEND ? "Content-Disposition: attachment; filename=\"heap_dump_x.prof\"\r\n"
-                                  : NULL,
+            n->kind == K_DATABEND
+                ? "Content-Disposition: attachment; filename=\"heap_dump_x.prof\"\r\n"
+                : NULL,
             dump, len, shared, len);
 }
 
@@ -736,7 +756,7 @@ static void handle_request(struct conn *c)
         serve_dump(c, gz);
         return;
     case K_DORIS:
-        if (!strcmp(path, "/jeheap/active/true")) {
+        if (!strcmp(path, n->mode == M_OLD ? "/jeheap/prof/true" : "/jeheap/active/true")) {
             n->active = true;
             respond_text(c, 200, "OK", "application/json",
                          hp_xstrdup("Jemalloc heap profiler started\n"));
@@ -751,14 +771,15 @@ static void handle_request(struct conn *c)
             return;
         }
         if (!strcmp(path, "/jeheap/dump")) {
-            if (n->mode == M_INACTIVE && !n->active) {
+            bool inactive = n->mode == M_INACTIVE || n->mode == M_OLD || n->mode == M_NOTACTIVE;
+            if (inactive && !n->active) {
                 respond_text(c, 500, "Internal Server Error", "application/json",
                              hp_xstrdup("Jemalloc heap profiler is not enabled, refer to the "
                                         "following method to enable it.\ncurl "
                                         "http://be_host:be_webport/jeheap/active/true\n"));
                 return;
             }
-            if (n->mode != M_OK && n->mode != M_INACTIVE && n->mode != M_NOAGENT) {
+            if (n->mode != M_OK && !inactive && n->mode != M_NOAGENT) {
                 serve_dump(c, gz);
                 return;
             }
@@ -941,7 +962,7 @@ static void list_line(struct hp_buf *b, const struct fnode *n)
                             n->port);
         if (n->mode != M_NOAGENT)
             (void)hp_buf_printf(b, " agent=127.0.0.1:%d", agent_port);
-        if (n->mode == M_INACTIVE)
+        if (n->mode == M_INACTIVE || n->mode == M_OLD)
             (void)hp_buf_puts(b, " activate=yes");
         break;
     default:
@@ -1042,14 +1063,14 @@ int main(int argc, char **argv)
     } specs[256];
     size_t nspecs = 0;
     if (demo) {
-        static const enum kind cycle[] = { K_STARROCKS, K_DORIS, K_DATABEND, K_AGENT, K_URL,
-                                           K_STARROCKS };
+        static const enum kind cycle[] = {K_STARROCKS, K_DORIS, K_DATABEND,
+                                          K_AGENT,     K_URL,   K_STARROCKS};
         for (unsigned k = 0; k < demo_n && nspecs < 256; k++)
-            specs[nspecs++] = (struct spec){ cycle[k % 6], M_OK, 1 };
+            specs[nspecs++] = (struct spec){cycle[k % 6], M_OK, 1};
         if (demo_bad && nspecs + 3 <= 256) {
-            specs[nspecs++] = (struct spec){ K_STARROCKS, M_REFUSE, 1 };
-            specs[nspecs++] = (struct spec){ K_STARROCKS, M_EMPTY, 1 };
-            specs[nspecs++] = (struct spec){ K_DORIS, M_NOAGENT, 1 };
+            specs[nspecs++] = (struct spec){K_STARROCKS, M_REFUSE, 1};
+            specs[nspecs++] = (struct spec){K_STARROCKS, M_EMPTY, 1};
+            specs[nspecs++] = (struct spec){K_DORIS, M_NOAGENT, 1};
         }
     } else {
         for (; i < argc && nspecs < 256; i++) {
@@ -1065,13 +1086,16 @@ int main(int argc, char **argv)
         need_agent |= specs[s].k == K_DORIS;
     if (need_agent)
         agent_port = node_add(K_AGENT_LISTENER, M_OK, "agent")->port;
-    unsigned seen[5][M_COUNT] = { { 0 } };
+    unsigned seen[5][M_COUNT] = {{0}};
     for (size_t s = 0; s < nspecs; s++) {
         for (unsigned c = 0; c < specs[s].count; c++) {
             char name[64];
             unsigned idx = ++seen[specs[s].k][specs[s].m];
-            if (demo)
+            if (demo && specs[s].m == M_OK)
                 snprintf(name, sizeof(name), "%s-%u", kind_names[specs[s].k], idx);
+            else if (demo)
+                snprintf(name, sizeof(name), "%s-%s", kind_names[specs[s].k],
+                         mode_names[specs[s].m]);
             else if (idx == 1 && specs[s].count == 1)
                 snprintf(name, sizeof(name), "%s-%s", kind_names[specs[s].k],
                          mode_names[specs[s].m]);

@@ -8,12 +8,13 @@
 #
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
 # (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
-# reload, SIGTERM with a transfer in flight). Needs jq. Waits use deadlines, never bare sleeps.
+# reload, SIGTERM with a transfer in flight), unchanged (a repeated dump is
+# recognised and not stored twice). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon}
+CASES=${*:-mixed nodelist limits daemon unchanged}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -60,7 +61,7 @@ case_mixed() {
     start_fakenode "$d" starrocks doris databend agent url starrocks:gzip starrocks:auth \
         doris:inactive doris:noagent starrocks:refuse starrocks:hang starrocks:trickle \
         starrocks:close starrocks:500 starrocks:empty starrocks:garbage starrocks:huge \
-        starrocks:flood starrocks:html starrocks:redirect databend:500 || return
+        starrocks:flood starrocks:html starrocks:redirect databend:500 doris:old doris:notactive || return
     local t0=$SECONDS
     "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 2s --retries 1 \
         --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
@@ -86,6 +87,8 @@ case_mixed() {
             activated: (.activated_at != null and ([.attempts[].what] | index("activate") != null)),
             databend_figs: ((.figures.databend_process_resident_memory_bytes // 0) > 0),
             proc_figs: ((.figures.proc_rss_bytes // 0) > 0),
+            mem3: ((.memory.rss_bytes // 0) > 0 and (.memory.allocated_bytes // 0) > 0 and
+                   (.memory.tracked_bytes // 0) > 0),
             dump_attempts: ([.attempts[] | select(.what == "dump")] | length),
             last_http: (.attempts[-1].http), last_err: (.attempts[-1].error // "")
         };
@@ -93,11 +96,11 @@ case_mixed() {
     v() { echo "${V["$1|$2"]:-}"; }
     check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
     check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
-    check "mixed: summary line on stdout" grep -q "21 nodes, 8 ok, 13 failed" "$d/stdout"
-    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 21 -a "$(wc -l <"$J")" -eq 21
+    check "mixed: summary line on stdout" grep -q "23 nodes, 9 ok, 14 failed" "$d/stdout"
+    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 23 -a "$(wc -l <"$J")" -eq 23
     check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
 
-    for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive; do
+    for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive doris-old; do
         local file bytes
         file=$(v "$n" file)
         bytes=$(v "$n" bytes)
@@ -114,6 +117,8 @@ case_mixed() {
     check "doris: RSS metric, tracker table and bvars read" test "$(v doris-ok doris_figs)" = true
     check "doris: dump fetched through the agent from the node's path" test "$(v doris-ok via_agent)" = true
     check "doris: activate=yes switched profiling on and was recorded" test "$(v doris-inactive activated)" = true
+    check "doris: older releases switched on with /jeheap/prof/true" test "$(v doris-old activated)" = true
+    check "doris: RSS, allocator and tracker totals picked" test "$(v doris-ok mem3)" = true
     check "databend: process figures read" test "$(v databend-ok databend_figs)" = true
     check "agent: /proc figures read" test "$(v agent-ok proc_figs)" = true
     check "gzip: body decoded before storing" bash -c "head -c 8 '$d/out/$(v starrocks-gzip file)' | grep -q '^heap_v2/'"
@@ -135,6 +140,7 @@ case_mixed() {
     expect_err starrocks-flood 'larger than the 8388608 byte limit \(stopped reading\)'
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
     expect_err starrocks-redirect '^redirect loop'
+    expect_err doris-notactive '^HTTP 500: Jemalloc heap profiler is not enabled.*add activate=yes'
     expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
     check "500: retried once (2 dump attempts)" test "$(v starrocks-500 dump_attempts)" = 2
     check "html: not retried (1 dump attempt)" test "$(v starrocks-html dump_attempts)" = 1
@@ -157,6 +163,10 @@ case_nodelist() {
     rc=$?
     check "nodelist: --strict refuses the file (rc=$rc)" test "$rc" -eq 2
     check "nodelist: --strict says why" grep -q "node list refused" "$d/stderr2"
+    "$COLLECTOR" --nodes "$d/bad.list" --check >"$d/check.out" 2>"$d/check.err"
+    rc=$?
+    check "nodelist: --check exits 1 on bad lines (rc=$rc)" test "$rc" -eq 1
+    check "nodelist: --check lists the good node and counts" grep -q "bad.list: 1 nodes, 2 bad lines" "$d/check.out"
     "$COLLECTOR" --nodes "$d/missing.list" --once --out "$d/out3" >/dev/null 2>"$d/stderr3"
     rc=$?
     check "nodelist: missing file is a startup error (rc=$rc)" test "$rc" -eq 2
@@ -177,6 +187,9 @@ case_daemon() {
     check "daemon: SIGHUP reload logged" wait_for 10 grep -qs 'msg="node list reloaded"' "$d/stderr"
     check "daemon: node added by the reload is polled" wait_for 10 grep -qs '"databend-ok"' "$J"
     check "daemon: rounds repeat on the interval" wait_for 10 bash -c "[ \$(grep -c '\"starrocks-ok\"' '$J') -ge 3 ]"
+    grep -v databend-ok "$d/be.list" >"$d/run.list"
+    kill -HUP "$C"
+    check "daemon: a node removed from the list is dropped" wait_for 10 grep -qs 'removed=1 msg="node list reloaded"' "$d/stderr"
     # The hanging node now has a transfer in flight (30 s timeout).
     check "daemon: hanging node in flight" wait_for 10 bash -c "grep -q 'round=.*nodes=3' '$d/stderr'"
     local t0
@@ -223,6 +236,22 @@ case_limits() {
     last=$(jq -r '.attempts[0].start' "$e/out/snapshots.jsonl" | sort | tail -n 1)
     local span=$(($(date -d "$last" +%s%3N) - $(date -d "$first" +%s%3N)))
     check "spread: 5 nodes over --spread 2s started across ${span} ms (1000..2400)" test "$span" -ge 1000 -a "$span" -le 2400
+}
+
+case_unchanged() {
+    local d=$WORK/unchanged
+    start_fakenode "$d" --cache agent || return
+    local J=$d/out/snapshots.jsonl
+    "$COLLECTOR" --nodes "$d/be.list" --interval 1s --spread 0 --out "$d/out" \
+        >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    check "unchanged: two rounds recorded" wait_for 10 bash -c "[ \$(cat '$J' 2>/dev/null | grep -c .) -ge 2 ]"
+    kill -TERM "$C"
+    wait "$C"
+    check "unchanged: the repeat is marked unchanged and names the first file" \
+        test "$(jq -s '.[0].dump.unchanged == false and .[1].dump.unchanged == true and .[0].dump.file == .[1].dump.file' "$J")" = true
+    check "unchanged: the dump was written once" test "$(ls "$d/out/agent-ok/"*.heap | wc -l)" -eq 1
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }

@@ -1,5 +1,6 @@
 /* Unit tests for collector/poll: the node list parser and the readers for
  * /metrics, /mem_tracker, /vars, agent /proc and Doris /jeheap/dump replies. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,9 +104,9 @@ static void test_nodelist_strict_refuses(void **state)
     struct poll_nodelist *l = NULL;
     size_t bad = 0;
     struct hp_buf err = HP_BUF_INIT(0);
-    assert_int_equal(poll_nodelist_parse(text, strlen(text), "be.list", POLL_NODELIST_STRICT,
-                                         &l, &bad, &err),
-                     HP_EPARSE);
+    assert_int_equal(
+        poll_nodelist_parse(text, strlen(text), "be.list", POLL_NODELIST_STRICT, &l, &bad, &err),
+        HP_EPARSE);
     assert_null(l);
     assert_non_null(strstr(err.data, "be.list:2:"));
     hp_buf_release(&err);
@@ -140,10 +141,9 @@ static void test_nodelist_password_file_read(void **state)
 static void test_nodelist_node_dup_equal(void **state)
 {
     size_t bad;
-    struct poll_nodelist *l =
-        parse_ok("doris 1.2.3.4:8040 name=x agent=1.2.3.4:1 k=v\n"
-                 "doris 1.2.3.4:8040 name=y agent=1.2.3.4:2 k=v\n",
-                 &bad, NULL);
+    struct poll_nodelist *l = parse_ok("doris 1.2.3.4:8040 name=x agent=1.2.3.4:1 k=v\n"
+                                       "doris 1.2.3.4:8040 name=y agent=1.2.3.4:2 k=v\n",
+                                       &bad, NULL);
     struct poll_node *c = poll_node_dup(&l->nodes[0]);
     assert_true(poll_node_equal(c, &l->nodes[0]));
     assert_false(poll_node_equal(c, &l->nodes[1]));
@@ -180,7 +180,7 @@ static void test_metrics_keeps_memory_series(void **state)
                        "doris_be_memory_allocated_bytes 9007199254740993\r\n"
                        "process_resident_memory_bytes 1024 1700000000000\n"
                        "jemalloc_active_bytes NaN\n";
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_metrics_parse(text, strlen(text), &f, &err), 0);
     assert_int_equal(f.n, 5);
@@ -208,7 +208,7 @@ static void test_metrics_bad_line_named_rest_kept(void **state)
                        "mem_c notanumber\n"
                        "9mem 1\n"
                        "mem_d 4\n";
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_metrics_parse(text, strlen(text), &f, &err), HP_EPARSE);
     assert_int_equal(f.n, 2);
@@ -222,7 +222,7 @@ static void test_metrics_caps_series(void **state)
     struct hp_buf text = HP_BUF_INIT(0);
     for (unsigned i = 0; i < POLL_FIGURES_MAX + 5; i++)
         assert_int_equal(hp_buf_printf(&text, "mem_%u 1\n", i), 0);
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_metrics_parse(text.data, text.len, &f, &err), HP_ETOOBIG);
     assert_int_equal(f.n, POLL_FIGURES_MAX);
@@ -246,7 +246,7 @@ static const char doris_tracker[] =
 
 static void test_tracker_reads_byte_columns(void **state)
 {
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_tracker_parse(doris_tracker, strlen(doris_tracker), &f, &err), 0);
     assert_int_equal(f.n, 4);
@@ -258,9 +258,8 @@ static void test_tracker_reads_byte_columns(void **state)
                      1);
     assert_true(v == 87369024.0);
     assert_int_equal(
-        poll_figures_get(&f,
-                         "mem_tracker_peak_bytes{type=\"global\",label=\"Orphan & \\\"Global\\\"\"}",
-                         &v),
+        poll_figures_get(
+            &f, "mem_tracker_peak_bytes{type=\"global\",label=\"Orphan & \\\"Global\\\"\"}", &v),
         1);
     assert_true(v == 2048.0);
     assert_int_equal(f.v[0].source, POLL_FIG_TRACKER);
@@ -276,7 +275,7 @@ static void test_tracker_offline_and_rounded_pages(void **state)
                             "<th>Current Consumption</th><th>Peak Consumption</th></tr>"
                             "<tr><td>1</td><td>process</td><td></td><td>10G</td><td>1.2G</td>"
                             "<td>2G</td></tr></table>";
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_tracker_parse(offline, strlen(offline), &f, &err), HP_ENOTFOUND);
     assert_non_null(strstr(err.data, "offline"));
@@ -293,7 +292,7 @@ static void test_vars_reads_numbers(void **state)
                        "memory_query_trackers_sum_bytes: 626216\r\n"
                        "bthread_worker_usage : {\"a\":1}\n"
                        "no colon here\n";
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_vars_parse(text, strlen(text), &f, &err), 0);
     assert_int_equal(f.n, 2);
@@ -307,8 +306,9 @@ static void test_vars_reads_numbers(void **state)
 
 static void test_proc_json(void **state)
 {
-    const char *j = "{\"pid\":12,\"comm\":\"x\",\"rss_bytes\":4096,\"jemalloc\":{\"allocated\":10}}";
-    struct poll_figures f = { 0 };
+    const char *j =
+        "{\"pid\":12,\"comm\":\"x\",\"rss_bytes\":4096,\"jemalloc\":{\"allocated\":10}}";
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(poll_proc_parse(j, strlen(j), &f, &err), 0);
     double v;
@@ -320,6 +320,25 @@ static void test_proc_json(void **state)
     assert_int_equal(poll_proc_parse("{\"a\":", 5, &f, &err), HP_EPARSE);
     assert_non_null(strstr(err.data, "proc JSON line 1"));
     hp_buf_release(&err);
+}
+
+static void test_memory_pick_prefers_exact_sources(void **state)
+{
+    const char *metrics = "doris_be_memory_allocated_bytes 1000\n"
+                          "doris_be_memory_jemalloc_allocated_bytes 600\n"
+                          "process_resident_memory_bytes 999\n";
+    const char *vars = "memory_all_tracked_sum_bytes : 400\n";
+    struct poll_figures f = {0};
+    struct poll_memory m;
+    assert_int_equal(poll_metrics_parse(metrics, strlen(metrics), &f, NULL), 0);
+    assert_int_equal(poll_vars_parse(vars, strlen(vars), &f, NULL), 0);
+    poll_memory_pick(&f, &m);
+    assert_true(m.rss_bytes == 1000.0); /* Doris' RSS gauge first */
+    assert_true(m.allocated_bytes == 600.0);
+    assert_true(m.tracked_bytes == 400.0);
+    poll_figures_release(&f);
+    poll_memory_pick(&f, &m);
+    assert_true(isnan(m.rss_bytes) && isnan(m.allocated_bytes) && isnan(m.tracked_bytes));
 }
 
 static void test_doris_dump_path(void **state)
@@ -362,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_tracker_offline_and_rounded_pages),
         cmocka_unit_test(test_vars_reads_numbers),
         cmocka_unit_test(test_proc_json),
+        cmocka_unit_test(test_memory_pick_prefers_exact_sources),
         cmocka_unit_test(test_doris_dump_path),
         cmocka_unit_test(test_url_escape),
     };

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
-    struct poll_figures f = { 0 };
+    struct poll_figures f = {0};
     struct hp_buf err = HP_BUF_INIT(0);
     int r = 0;
     switch (data[0] % 5) {
