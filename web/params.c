@@ -316,7 +316,9 @@ void web_request_init(struct web_request *r, const struct web_source_ops *src, v
     r->src_ctx = src_ctx;
     r->max_body = max_body;
     r->content_type = "application/json";
-    hp_buf_init(&r->body, max_body);
+    /* Uncapped while a handler writes (a refused append would leave a hole
+     * in the middle of a document); the size is checked once at the end. */
+    hp_buf_init(&r->body, 0);
 }
 
 void web_request_release(struct web_request *r)
@@ -695,4 +697,8 @@ void web_api_run(struct web_request *r)
 {
     r->status = 200;
     r->route->fn(r);
+    if (r->max_body && r->body.len > r->max_body)
+        web_api_error(r, 500, "the response (%zu bytes) exceeds the server's cap of %zu bytes; "
+                              "narrow it with focus, top or prune",
+                      r->body.len, r->max_body);
 }

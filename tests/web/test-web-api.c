@@ -61,7 +61,7 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static int srv_start(struct srv *s, const char *token)
+static int srv_start_cap(struct srv *s, const char *token, size_t max_body)
 {
     memset(s, 0, sizeof(*s));
     struct hp_buf err = HP_BUF_INIT(0);
@@ -73,6 +73,7 @@ static int srv_start(struct srv *s, const char *token)
     cfg.listen = "127.0.0.1:0";
     cfg.static_dir = staticdir;
     cfg.token = token;
+    cfg.max_body = max_body;
     if (web_server_start(&s->loop, &cfg, &web_source_dir_ops, s->src, &s->server, &err) < 0)
         goto fail;
     s->port = web_server_port(s->server);
@@ -85,6 +86,11 @@ fail:
     fprintf(stderr, "server start: %s\n", err.data ? err.data : "?");
     hp_buf_release(&err);
     return -1;
+}
+
+static int srv_start(struct srv *s, const char *token)
+{
+    return srv_start_cap(s, token, 0);
 }
 
 static int srv_stop(struct srv *s)
@@ -657,6 +663,22 @@ static void test_api_stop_with_idle_connections(void **state)
     free(r.body);
 }
 
+/* A response over the configured cap is refused whole, never cut short. */
+static void test_api_body_cap_500(void **state)
+{
+    (void)state;
+    struct srv s;
+    assert_int_equal(srv_start_cap(&s, NULL, 600), 0);
+    struct resp r = get_full(s.port, NULL, "/api/v1/snapshots/be-1/tree", NULL, false);
+    assert_int_equal(r.status, 500);
+    assert_non_null(strstr(r.body, "exceeds the server's cap of 600 bytes"));
+    free(r.body);
+    r = get_full(s.port, NULL, "/api/v1/nodes/be-1/snapshots?limit=1", NULL, false);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_int_equal(srv_stop(&s), 0);
+}
+
 static void test_api_start_refuses_bad_listen(void **state)
 {
     (void)state;
@@ -699,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_api_metrics_format),
         cmocka_unit_test(test_api_gzip_same_body),
         cmocka_unit_test(test_api_stop_with_idle_connections),
+        cmocka_unit_test(test_api_body_cap_500),
         cmocka_unit_test(test_api_start_refuses_bad_listen),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
