@@ -153,13 +153,12 @@ int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int 
     return 0;
 }
 
-/* Symbolize a profile in place with the command's --binary/--symbols, and
- * print what a user should know about objects that could not be used. */
-static int symbolize(struct query_cli *c, struct profile *p, struct hp_buf *err)
+int query_cli_symbolize(const char *prog, const char *binary, const char *symbols,
+                        struct profile *p, struct hp_buf *err)
 {
     struct sym_options so = {
-        .binary = c->binary,
-        .symbols_dir = c->symbols,
+        .binary = binary,
+        .symbols_dir = symbols,
     };
     struct symbolizer *s = sym_new(&so);
     struct sym_stats st;
@@ -170,7 +169,7 @@ static int symbolize(struct query_cli *c, struct profile *p, struct hp_buf *err)
             const struct sym_object_status *o = &st.objects[i];
             if (o->status < 0 && o->addresses > 0)
                 fprintf(stderr, "%s: warning: %s: %s (%u addresses left unsymbolized)\n",
-                        c->prog, o->path, o->message, o->addresses);
+                        prog, o->path, o->message, o->addresses);
         }
     } else {
         hp_err_printf(err, "symbolization failed: %s", warn.len ? warn.data : hp_strerror(r));
@@ -190,7 +189,7 @@ int query_cli_load(struct query_cli *c, const char *selector, struct profile **r
         /* A profile file on disk: the offline `jeprof BINARY HEAP` path. */
         r = ingest_parse_file(selector, NULL, &p, err);
         if (r == 0 && !c->no_symbolize)
-            r = symbolize(c, p, err);
+            r = query_cli_symbolize(c->prog, c->binary, c->symbols, p, err);
     } else if (strchr(selector, '/')) {
         hp_err_printf(err, "cannot read \"%s\": %s", selector,
                       stat(selector, &st) == 0 ? "not a regular file" : "no such file");
@@ -200,7 +199,7 @@ int query_cli_load(struct query_cli *c, const char *selector, struct profile **r
          * back symbolized; --binary/--symbols re-symbolize them. */
         r = query_store_load(c->db, selector, &p, err);
         if (r == 0 && (c->binary || c->symbols))
-            r = symbolize(c, p, err);
+            r = query_cli_symbolize(c->prog, c->binary, c->symbols, p, err);
     }
     if (r < 0) {
         profile_free(p);

@@ -25,6 +25,11 @@ void query_cli_init(struct query_cli *c, const char *prog);
 /* Load (and symbolize) the profile a selector names. */
 int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
                    struct hp_buf *err);
+/* Symbolize p in place (files found from binary/symbols, the maps paths on
+ * this host, /usr/lib/debug, debuginfod); objects that could not be used are
+ * reported on stderr as warnings prefixed with prog. */
+int query_cli_symbolize(const char *prog, const char *binary, const char *symbols,
+                        struct profile *p, struct hp_buf *err);
 /* Print an error "query top: <message>" to stderr; returns exit code 1. */
 int query_cli_fail(const struct query_cli *c, const char *msg);
 int query_cli_usage(const struct query_cli *c, const char *usage);
