@@ -62,6 +62,10 @@ case_mixed() {
         doris:inactive doris:noagent starrocks:refuse starrocks:hang starrocks:trickle \
         starrocks:close starrocks:500 starrocks:empty starrocks:garbage starrocks:huge \
         starrocks:flood starrocks:html starrocks:redirect databend:500 doris:old doris:notactive || return
+    # Two more lines for the same nodes: wrong credentials, and none at all.
+    echo nope >"$d/wrong-password"
+    sed -n "s|name=starrocks-auth user=heapfleet password_file=[^ ]*|name=starrocks-badauth user=heapfleet password_file=$d/wrong-password|p" "$d/be.list" >>"$d/be.list"
+    sed -n "s|name=starrocks-auth user=heapfleet password_file=[^ ]*|name=starrocks-noauth|p" "$d/be.list" >>"$d/be.list"
     local t0=$SECONDS
     "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 2s --retries 1 \
         --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
@@ -96,8 +100,8 @@ case_mixed() {
     v() { echo "${V["$1|$2"]:-}"; }
     check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
     check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
-    check "mixed: summary line on stdout" grep -q "23 nodes, 9 ok, 14 failed" "$d/stdout"
-    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 23 -a "$(wc -l <"$J")" -eq 23
+    check "mixed: summary line on stdout" grep -q "25 nodes, 9 ok, 16 failed" "$d/stdout"
+    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 25 -a "$(wc -l <"$J")" -eq 25
     check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
 
     for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive doris-old; do
@@ -141,6 +145,8 @@ case_mixed() {
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
     expect_err starrocks-redirect '^redirect loop'
     expect_err doris-notactive '^HTTP 500: Jemalloc heap profiler is not enabled.*add activate=yes'
+    expect_err starrocks-badauth '^HTTP 401 \(the node refused user=/password_file=\)'
+    expect_err starrocks-noauth '^HTTP 401 \(the node wants HTTP auth: add user= and password_file=\)'
     expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
     check "500: retried once (2 dump attempts)" test "$(v starrocks-500 dump_attempts)" = 2
     check "html: not retried (1 dump attempt)" test "$(v starrocks-html dump_attempts)" = 1
