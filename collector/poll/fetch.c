@@ -93,9 +93,15 @@ static void describe_failure(struct fetch *fe, CURLcode code, struct poll_fetch_
                  (double)res->elapsed_ms / 1000.0, fe->body.len, detail);
         res->retryable = true;
         break;
+    case CURLE_GOT_NOTHING:
+        snprintf(res->error, sizeof(res->error),
+                 "no HTTP reply: the connection closed before a response (a TLS port needs "
+                 "tls=yes) (%s)",
+                 detail);
+        res->retryable = true;
+        break;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
         snprintf(res->error, sizeof(res->error),
                  "connection closed mid-transfer after %zu body bytes (%s)", fe->body.len, detail);

@@ -9,12 +9,12 @@
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
 # (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
 # reload, SIGTERM with a transfer in flight), unchanged (a repeated dump is
-# recognised and not stored twice). Needs jq. Waits use deadlines, never bare sleeps.
+# recognised and not stored twice), tls (https via openssl s_server). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon unchanged}
+CASES=${*:-mixed nodelist limits daemon unchanged tls}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -258,6 +258,35 @@ case_unchanged() {
     check "unchanged: the repeat is marked unchanged and names the first file" \
         test "$(jq -s '.[0].dump.unchanged == false and .[1].dump.unchanged == true and .[0].dump.file == .[1].dump.file' "$J")" = true
     check "unchanged: the dump was written once" test "$(ls "$d/out/agent-ok/"*.heap | wc -l)" -eq 1
+}
+
+# https through a real TLS server: openssl s_server -WWW serves files, so a
+# jefixture dump saved as www/pprof/heap looks like a StarRocks node.
+case_tls() {
+    local d=$WORK/tls
+    command -v openssl >/dev/null || { ok "tls: skipped (no openssl)"; return; }
+    local jefixture
+    jefixture=$(dirname "$FAKENODE")/../fixtures/jefixture
+    mkdir -p "$d/www/pprof"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/key.pem" -out "$d/cert.pem" -days 1 \
+        -subj /CN=localhost 2>/dev/null
+    MALLOC_CONF=prof:true,lg_prof_sample:0 "$jefixture" "$d/www/pprof/heap" || { not_ok "tls: jefixture"; return; }
+    echo "starrocks_be_process_mem_bytes 123" >"$d/www/metrics"
+    (cd "$d/www" && exec openssl s_server -accept 127.0.0.1:0 -WWW -cert ../cert.pem -key ../key.pem -quiet) \
+        >/dev/null 2>&1 &
+    local S=$!
+    PIDS+=($S)
+    local port=
+    port_of_s() { port=$(ss -ltnpH 2>/dev/null | grep "pid=$S," | awk '{ sub(".*:", "", $4); print $4 }'); [ -n "$port" ]; }
+    wait_for 10 port_of_s || { not_ok "tls: openssl s_server listening"; return; }
+    printf 'starrocks 127.0.0.1:%s name=tls-insecure tls=insecure\nstarrocks 127.0.0.1:%s name=tls-verify tls=yes\nstarrocks 127.0.0.1:%s name=plain-to-tls\n' \
+        "$port" "$port" "$port" >"$d/be.list"
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --retries 0 --timeout 3s --max-inflight 1 \
+        >"$d/stdout" 2>"$d/stderr"
+    local J=$d/out/snapshots.jsonl
+    check "tls: tls=insecure fetched and parsed the dump over https" test "$(rec "$J" tls-insecure '.status + " " + .profile.format + " " + (.figures.starrocks_be_process_mem_bytes | tostring)')" = "ok jemalloc 123"
+    check "tls: tls=yes refuses a self-signed certificate" bash -c "grep -q '^TLS failure (SSL certificate problem' <<<\"\$0\"" "$(rec "$J" tls-verify .error)"
+    check "tls: plain http to a TLS port is explained" bash -c "grep -q 'a TLS port needs tls=yes' <<<\"\$0\"" "$(rec "$J" plain-to-tls .error)"
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
