@@ -264,7 +264,7 @@ case_unchanged() {
 # jefixture dump saved as www/pprof/heap looks like a StarRocks node.
 case_tls() {
     local d=$WORK/tls
-    command -v openssl >/dev/null || { ok "tls: skipped (no openssl)"; return; }
+    command -v openssl >/dev/null && command -v ss >/dev/null || { ok "tls: skipped (no openssl or ss)"; return; }
     local jefixture
     jefixture=$(dirname "$FAKENODE")/../fixtures/jefixture
     mkdir -p "$d/www/pprof"
