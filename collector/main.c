@@ -59,6 +59,16 @@ static void usage(FILE *f)
             "  --no-progress         no progress lines during a round\n"
             "  -h, --help\n"
             "\n"
+            "Node list: one node per line, '#' comments:\n"
+            "  starrocks HOST:PORT          GET /pprof/heap, /metrics\n"
+            "  doris HOST:PORT agent=H:P    /jeheap/dump (file fetched through the agent),\n"
+            "                               /metrics, /mem_tracker, brpc=H:P /vars/memory_*\n"
+            "  databend HOST:PORT           GET /debug/mem/pprof/profile, /metrics\n"
+            "  agent HOST:PORT              the agent's newest dump [process=NAME], /proc\n"
+            "  url URL                      a raw profile\n"
+            "  options: name= user= password_file= tls=yes|no|insecure activate=yes\n"
+            "           metrics=H:P; any other key=value is a label\n"
+            "\n"
             "Signals: SIGHUP reloads the node list, SIGTERM/SIGINT stop cleanly.\n");
 }
 
