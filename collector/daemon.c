@@ -385,9 +385,9 @@ static char *step_url(const struct job *j, enum step s)
     case STEP_DUMP:
         if (n->kind == POLL_KIND_AGENT) {
             const char *path = s == STEP_PROC ? POLL_AGENT_PATH_PROC : POLL_AGENT_PATH_NEWEST;
-            if (n->process) {
+            if (n->process && s == STEP_DUMP) {
                 char *esc = poll_url_escape(n->process);
-                char *u = hp_xasprintf("%s://%s%s?process=%s", sc, n->agent, path, esc);
+                char *u = hp_xasprintf("%s://%s%s?prefix=%s", sc, n->agent, path, esc);
                 free(esc);
                 return u;
             }
@@ -676,6 +676,7 @@ static void job_start_step(struct job *j)
         /* The node's credentials are for the node, never for its agent. */
         .user = to_agent ? NULL : n->user,
         .password = to_agent ? NULL : n->password,
+        .bearer = to_agent ? n->token : NULL,
         .tls_insecure = n->tls == POLL_TLS_INSECURE,
         .connect_timeout_ms = j->d->cfg->connect_timeout_ms,
         .total_timeout_ms = j->d->cfg->timeout_ms,

@@ -436,6 +436,11 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
         SETOPT(CURLOPT_USERNAME, o->user);
         SETOPT(CURLOPT_PASSWORD, o->password ? o->password : "");
     }
+    if (o->bearer) {
+        fe->had_auth = true;
+        SETOPT(CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        SETOPT(CURLOPT_XOAUTH2_BEARER, o->bearer);
+    }
     if (o->tls_insecure) {
         SETOPT(CURLOPT_SSL_VERIFYPEER, 0L);
         SETOPT(CURLOPT_SSL_VERIFYHOST, 0L);

@@ -27,6 +27,7 @@ static const char *const kind_names[] = {
 
 static const char *const option_names[] = {
     "name", "user", "password_file", "tls", "agent", "activate", "metrics", "brpc", "process",
+    "prefix", "token_file",
 };
 
 const char *poll_kind_name(enum poll_kind k)
@@ -49,6 +50,8 @@ void poll_node_free(struct poll_node *n)
         free(n->password);
     }
     free(n->password_file);
+    free(n->token_file);
+    free(n->token);
     free(n->agent);
     free(n->metrics);
     free(n->brpc);
@@ -75,6 +78,8 @@ struct poll_node *poll_node_dup(const struct poll_node *n)
     c->user = dup_or_null(n->user);
     c->password = dup_or_null(n->password);
     c->password_file = dup_or_null(n->password_file);
+    c->token_file = dup_or_null(n->token_file);
+    c->token = dup_or_null(n->token);
     c->tls = n->tls;
     c->agent = dup_or_null(n->agent);
     c->metrics = dup_or_null(n->metrics);
@@ -108,7 +113,7 @@ bool poll_node_equal(const struct poll_node *a, const struct poll_node *b)
     if (!str_eq(a->name, b->name) || !str_eq(a->addr, b->addr) || !str_eq(a->user, b->user) ||
         !str_eq(a->password, b->password) || !str_eq(a->agent, b->agent) ||
         !str_eq(a->metrics, b->metrics) || !str_eq(a->brpc, b->brpc) ||
-        !str_eq(a->process, b->process))
+        !str_eq(a->process, b->process) || !str_eq(a->token_file, b->token_file))
         return false;
     for (size_t i = 0; i < a->nlabels; i++)
         if (!str_eq(a->labels[i].key, b->labels[i].key) ||
@@ -369,8 +374,10 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
             slot = &n->metrics, is_hostport = true;
         else if (!strcmp(key, "brpc"))
             slot = &n->brpc, is_hostport = true;
-        else if (!strcmp(key, "process"))
-            slot = &n->process;
+        else if (!strcmp(key, "process") || !strcmp(key, "prefix"))
+            slot = &n->process; /* the agent's dump-name prefix */
+        else if (!strcmp(key, "token_file"))
+            slot = &n->token_file;
         else if (!strcmp(key, "tls")) {
             if (!strcmp(val, "insecure"))
                 n->tls = POLL_TLS_INSECURE;
@@ -444,6 +451,16 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
     if (n->password_file && !n->user) {
         line_error(c, "password_file= without user=");
         return -1;
+    }
+    if (n->token_file) {
+        /* The agent's bearer token: its first line, like the agent reads it. */
+        struct hp_buf why_buf = HP_BUF_INIT(0);
+        if (read_password(n->token_file, &n->token, &why_buf) < 0) {
+            line_error(c, "token_file: %s", why_buf.data ? why_buf.data : "unreadable");
+            hp_buf_release(&why_buf);
+            return -1;
+        }
+        hp_buf_release(&why_buf);
     }
     if (n->password_file) {
         struct hp_buf why_buf = HP_BUF_INIT(0);

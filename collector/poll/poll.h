@@ -33,7 +33,9 @@
  *   activate=yes|no      switch profiling on over HTTP first (Doris only)
  *   metrics=HOST:PORT    where /metrics is served (default: the node address)
  *   brpc=HOST:PORT       Doris brpc port for /vars/memory_* (optional)
- *   process=NAME         agent kind: which process's dumps (default: any)
+ *   prefix=NAME          agent kind: dumps whose names start with NAME (default: any;
+ *                        process=NAME is the same)
+ *   token_file=FILE      bearer token for the node's agent (first line of FILE)
  * Any other key=value is a label kept with every snapshot, except keys that
  * look like a misspelt option, which are refused. */
 enum poll_kind {
@@ -62,7 +64,9 @@ struct poll_node {
     char *agent;   /* HOST:PORT or NULL */
     char *metrics; /* HOST:PORT or NULL (= addr) */
     char *brpc;    /* HOST:PORT or NULL */
-    char *process; /* agent kind filter or NULL */
+    char *process; /* agent kind: dump-name prefix filter, or NULL */
+    char *token_file; /* agent bearer token file, or NULL */
+    char *token;      /* its first line, read at load; NULL when none */
     bool activate;
     struct poll_label *labels;
     size_t nlabels;
@@ -102,8 +106,8 @@ const char *poll_kind_name(enum poll_kind k);
  * The heapfleet agent (agent/) serves dump files and process figures. These
  * are the paths the collector assumes; change them here only. */
 #define POLL_AGENT_PATH_FILE "/dumps/file?path=" /* + URL-encoded absolute path */
-#define POLL_AGENT_PATH_NEWEST "/dumps/newest"   /* [?process=NAME] raw dump */
-#define POLL_AGENT_PATH_PROC "/proc"             /* [?process=NAME] JSON figures */
+#define POLL_AGENT_PATH_NEWEST "/dumps/newest"   /* [?prefix=NAME] raw dump */
+#define POLL_AGENT_PATH_PROC "/proc"             /* JSON figures of the profiled process */
 
 /* Node endpoints by kind (reference/databases-and-formats.md). */
 #define POLL_PATH_STARROCKS_HEAP "/pprof/heap"
@@ -190,6 +194,7 @@ struct poll_fetch_opts {
     const char *url;
     const char *user;     /* basic auth, NULL for none */
     const char *password; /* NULL treated as "" when user is set */
+    const char *bearer;   /* Authorization: Bearer token, or NULL */
     bool tls_insecure;
     uint32_t connect_timeout_ms;
     uint32_t total_timeout_ms;
