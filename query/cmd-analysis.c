@@ -1,7 +1,7 @@
 /* `query leaks`, `query trend`, `query fleet`, `query discrepancy`: series
- * and fleet analyses. They read stored snapshots (--db; each node's latest
- * for fleet and discrepancy, every snapshot since --since for leaks and
- * trend), or, offline, profile files:
+ * and fleet analyses. They read stored snapshots once the store is wired
+ * into query_cli_load; until then (and for offline use) they take profile
+ * files:
  *
  *   --files F [F ...]  profile files (until the next option)
  *   --dir DIR          every file in DIR, by name (except .figures and .rules)
@@ -17,7 +17,6 @@
  * every snapshot. --since DURATION keeps snapshots at most that old, counted
  * back from the newest one. */
 #include "query/cli.h"
-#include "store/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +44,6 @@ struct ainput {
     int64_t t0;            /* first file's time: --step counts from it */
     double min_rate;
     bool fleet;            /* trend --fleet */
-    bool latest_only;      /* store: each node's latest snapshot (fleet, discrepancy) */
     /* loaded */
     struct hp_arena arena;
     struct profile **profiles;
@@ -146,156 +144,6 @@ static int load_figures(struct ainput *in, const char *path, struct query_figure
     return r;
 }
 
-/* ---- stored snapshots ---- */
-
-struct node_pick {
-    struct ainput *in;
-    char **names;
-    int64_t *latest; /* last ok snapshot id per node */
-    size_t n, cap, latest_cap;
-};
-
-static int pick_node_cb(const struct store_node_row *row, void *ctx)
-{
-    struct node_pick *np = ctx;
-    if (np->in->node && strcmp(np->in->node, row->name) != 0)
-        return 0;
-    if (np->in->label) {
-        /* Labels are "k=v k=v"; --label k=v must match one of them whole. */
-        size_t k = strlen(np->in->label);
-        const char *l = row->labels, *hit = NULL;
-        while ((hit = strstr(l, np->in->label)) != NULL) {
-            if ((hit == row->labels || hit[-1] == ' ') && (hit[k] == '\0' || hit[k] == ' '))
-                break;
-            l = hit + 1;
-        }
-        if (!hit)
-            return 0;
-    }
-    np->names = hp_xgrow(np->names, &np->cap, np->n + 1, sizeof(*np->names));
-    np->latest = hp_xgrow(np->latest, &np->latest_cap, np->n + 1, sizeof(*np->latest));
-    np->names[np->n] = arena_dup(&np->in->arena, row->name, strlen(row->name));
-    np->latest[np->n] = row->last_ok_id;
-    np->n++;
-    return 0;
-}
-
-struct id_pick {
-    int64_t *ids;
-    size_t n, cap;
-};
-
-static int pick_snapshot_cb(const struct store_snapshot_info *si, void *ctx)
-{
-    struct id_pick *ip = ctx;
-    if (si->status != STORE_STATUS_OK)
-        return 0;
-    ip->ids = hp_xgrow(ip->ids, &ip->cap, ip->n + 1, sizeof(*ip->ids));
-    ip->ids[ip->n++] = si->id;
-    return 0;
-}
-
-struct figure_pick {
-    struct hp_arena *arena;
-    struct query_figure *v;
-    size_t n, cap;
-};
-
-static int pick_stat_cb(const struct store_stat *st, void *ctx)
-{
-    struct figure_pick *fp = ctx;
-    if (fp->n == fp->cap) {
-        size_t ncap = fp->cap ? fp->cap * 2 : 32;
-        struct query_figure *nv = hp_arena_alloc(fp->arena, ncap * sizeof(*nv));
-        if (fp->n)
-            memcpy(nv, fp->v, fp->n * sizeof(*nv));
-        fp->v = nv;
-        fp->cap = ncap;
-    }
-    /* Stored names keep their Prometheus labels; figure rules match bare
-     * names (as query_figures_parse yields them), so drop the labels. */
-    const char *brace = strchr(st->name, '{');
-    fp->v[fp->n].name = arena_dup(fp->arena, st->name,
-                                  brace ? (size_t)(brace - st->name) : strlen(st->name));
-    fp->v[fp->n].value = st->value;
-    fp->n++;
-    return 0;
-}
-
-/* Load the snapshots the command needs from the database: each node's
- * latest (fleet, discrepancy) or every ok snapshot since --since (leaks,
- * trend), with the figures the collector stored beside each profile. */
-static int ainput_load_store(struct ainput *in, struct hp_buf *err)
-{
-    struct store *st = NULL;
-    struct node_pick np = { .in = in };
-    struct id_pick ip = { 0 };
-    int r = store_open(in->c.db, STORE_OPEN_READ, &st, err);
-    if (r < 0) {
-        if (r == HP_ENOTFOUND)
-            hp_err_printf(err, "give profile files with --files F... or --dir DIR, or a "
-                               "database with --db");
-        goto out;
-    }
-    if ((r = store_nodes_list(st, pick_node_cb, &np, err)) < 0)
-        goto out;
-    if (np.n == 0) {
-        hp_err_printf(err, "%s%s%s: no such node in %s", in->node ? "node " : "no nodes",
-                      in->node ? in->node : "", in->label ? " with that label" : "", in->c.db);
-        r = HP_ENOTFOUND;
-        goto out;
-    }
-    int64_t since_ms = in->since_s > 0 ? hp_wall_ms() - in->since_s * 1000 : INT64_MIN;
-    for (size_t k = 0; k < np.n; k++) {
-        if (in->latest_only) {
-            if (np.latest[k]) {
-                ip.ids = hp_xgrow(ip.ids, &ip.cap, ip.n + 1, sizeof(*ip.ids));
-                ip.ids[ip.n++] = np.latest[k];
-            }
-            continue;
-        }
-        int64_t node_id;
-        if ((r = store_node_find(st, np.names[k], &node_id, err)) < 0 ||
-            (r = store_snapshots_list(st, node_id, since_ms, INT64_MAX, false, pick_snapshot_cb,
-                                      &ip, err)) < 0)
-            goto out;
-    }
-    in->profiles = hp_xcalloc(ip.n + 1, sizeof(*in->profiles));
-    in->folded = hp_xcalloc(ip.n + 1, sizeof(*in->folded));
-    in->snaps = hp_xcalloc(ip.n + 1, sizeof(*in->snaps));
-    for (size_t i = 0; i < ip.n; i++) {
-        struct store_snapshot_info si;
-        if ((r = store_snapshot_info(st, ip.ids[i], &si, err)) < 0 ||
-            (r = store_snapshot_load(st, ip.ids[i], &in->profiles[in->n], err)) < 0)
-            goto out;
-        in->n++;
-        if ((r = query_fold(in->profiles[in->n - 1], &in->c.qo, &in->folded[in->n - 1], err)) <
-            0)
-            goto out;
-        struct figure_pick fp = { .arena = &in->arena };
-        if ((r = store_snapshot_stats(st, ip.ids[i], pick_stat_cb, &fp, err)) < 0)
-            goto out;
-        struct query_snapshot *s = &in->snaps[in->n - 1];
-        s->node = arena_dup(&in->arena, si.node, strlen(si.node));
-        s->time_s = si.taken_at / 1000;
-        s->folded = in->folded[in->n - 1];
-        s->figures = fp.v;
-        s->nfigures = fp.n;
-    }
-    in->nfiles = in->n;
-    if (in->n == 0) {
-        hp_err_printf(err, "no stored snapshots%s%s in %s", in->node ? " of " : "",
-                      in->node ? in->node : "", in->c.db);
-        r = HP_ENOTFOUND;
-    }
-out:
-    free(np.names);
-    free(np.latest);
-    free(ip.ids);
-    store_close(st);
-    return r;
-}
-
 /* Parse, fold and attach figures and times to every file. */
 static int ainput_load(struct ainput *in, struct hp_buf *err)
 {
@@ -304,8 +152,12 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
         if (r < 0)
             return r;
     }
-    if (!in->nfiles)
-        return ainput_load_store(in, err);
+    if (!in->nfiles) {
+        hp_err_printf(err, "no snapshots: reading stored snapshots from %s is not wired yet; "
+                           "give profile files with --files F... or --dir DIR",
+                      in->c.db);
+        return HP_ENOTFOUND;
+    }
     struct query_figure *common = NULL;
     size_t ncommon = 0;
     if (in->figures) {
@@ -671,11 +523,10 @@ int query_cmd_fleet(int argc, char **argv)
         ainput_release(&in);
         return r > 0 ? 0 : 2;
     }
-    if (in.label && (in.nfiles || in.dir)) {
-        hp_err_printf(&err, "--label selects stored nodes; it does not apply to --files/--dir");
+    if (in.label) {
+        hp_err_printf(&err, "--label needs node labels from the store, which is not wired yet");
         return finish(&in, HP_EUSAGE, &out, &err);
     }
-    in.latest_only = true;
     if (in.c.qo.top == (size_t)-1)
         in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 30 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
@@ -743,7 +594,6 @@ int query_cmd_discrepancy(int argc, char **argv)
     }
     if (!in.node)
         in.node = pos[0];
-    in.latest_only = true;
     struct query_rules *rules = NULL;
     if ((r = query_rules_builtin(&rules, &err)) < 0)
         return finish(&in, r, &out, &err);
