@@ -549,13 +549,11 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         for (size_t s = 0; s < S; s++) {
             if (slope[s] <= 0)
                 continue;
-            const char *const *names = qa_stack_frames(&pv->stacks, (uint32_t)s);
+            const uint32_t *nid = qa_stack_name_ids(&pv->stacks, (uint32_t)s);
             uint32_t nn = pv->stacks.v[s].n;
             for (uint32_t k = 0; k + 1 < nn; k++) {
-                uint32_t f, g;
-                if (!hp_map64_get(&fn->index, (uint64_t)(uintptr_t)names[k], &f) ||
-                    !hp_map64_get(&fn->index, (uint64_t)(uintptr_t)names[k + 1], &g) ||
-                    row_of[f] < 0 || f == g)
+                uint32_t f = nid[k], g = nid[k + 1];
+                if (row_of[f] < 0 || f == g)
                     continue;
                 uint64_t key = ((uint64_t)f << 32) | g;
                 uint32_t idx;
