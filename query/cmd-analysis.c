@@ -11,7 +11,8 @@
  *
  * A file's node is --node or the command's NODE (the files are that node's),
  * else its folder's name when the files span several folders (one folder per
- * node), else its name without extension (fleet: one file per node). Figures for a file (tracker totals, RSS, jemalloc
+ * node) or for leaks and trend (a folder holds a node's series), else its
+ * name without extension (fleet: one file per node). Figures for a file (tracker totals, RSS, jemalloc
  * statistics) come from "<file>.figures" next to it when present, in
  * Prometheus, bvar or "name value" lines; --figures FILE adds figures to
  * every snapshot. --since DURATION keeps snapshots at most that old, counted
@@ -43,7 +44,9 @@ struct ainput {
     int64_t step_s, since_s;
     int64_t t0;            /* first file's time: --step counts from it */
     double min_rate;
+    double min_bytes;      /* fleet: least excess over the median (--min-bytes) */
     bool fleet;            /* trend --fleet */
+    bool series;           /* leaks/trend: files of one folder are one node's series */
     /* loaded */
     struct hp_arena arena;
     struct profile **profiles;
@@ -120,8 +123,9 @@ static const char *node_of(struct ainput *in, const char *path, bool many_dirs)
         return in->node;
     char *tmp = hp_xstrdup(path);
     const char *name;
-    if (many_dirs) {
-        name = arena_dup(&in->arena, basename(dirname(tmp)), strlen(basename(dirname(tmp))));
+    if (many_dirs || in->series) {
+        const char *b = basename(dirname(tmp)); /* dirname works in place: once */
+        name = arena_dup(&in->arena, b, strlen(b));
     } else {
         const char *b = basename(tmp);
         const char *dot = strchr(b, '.');
@@ -245,7 +249,7 @@ static int aopt(struct ainput *in, int argc, char **argv, int *i)
     }
     static const char *valued[] = { "--dir",      "--step",     "--since", "--node",
                                     "--figures",  "--rules",    "--function",
-                                    "--min-rate", "--label" };
+                                    "--min-rate", "--label",    "--min-bytes" };
     for (size_t k = 0; k < HP_ARRAY_SIZE(valued); k++) {
         if (strcmp(a, valued[k]) != 0)
             continue;
@@ -291,6 +295,13 @@ static int aopt(struct ainput *in, int argc, char **argv, int *i)
             return 1;
         case 8:
             in->label = v;
+            return 1;
+        case 9:
+            if (hp_parse_double(v, &in->min_bytes) < 0 || in->min_bytes < 0) {
+                fprintf(stderr, "%s: --min-bytes expects a number of bytes, got \"%s\"\n",
+                        in->c.prog, v);
+                return HP_EUSAGE;
+            }
             return 1;
         default:
             return 0;
@@ -375,6 +386,7 @@ int query_cmd_leaks(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query leaks");
+    in.series = true;
     const char *usage = "query leaks [NODE] [--since 7d] (--files F... | --dir DIR) [--step 1h] "
                         "[--min-rate BYTES_PER_HOUR] [--format text|json]";
     const char *pos[1];
@@ -459,6 +471,7 @@ int query_cmd_trend(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query trend");
+    in.series = true;
     const char *usage = "query trend NODE|--fleet [--since 7d] [--function REGEX] "
                         "(--files F... | --dir DIR) [--format text|csv|json]";
     const char *pos[1];
@@ -516,8 +529,8 @@ int query_cmd_fleet(int argc, char **argv)
     int r = aparse(&in, argc, argv, usage,
                    "Every node's latest snapshot against the fleet: for the heap total, each\n"
                    "function and each stack, the median across nodes and the nodes far above\n"
-                   "it (>= 2x the median, >= 64 MiB more, >= 3 robust standard deviations;\n"
-                   "--min-rate sets the byte floor here).\n",
+                   "it (>= 2x the median, >= --min-bytes more (default 64 MiB), and >= 3\n"
+                   "robust standard deviations).\n",
                    pos, 0, &npos);
     if (r != 0) {
         ainput_release(&in);
@@ -547,8 +560,8 @@ int query_cmd_fleet(int argc, char **argv)
     query_fleet_opts_init(&fo);
     fo.sample = in.c.qo.sample;
     fo.top = in.c.qo.top;
-    if (in.min_rate > 0)
-        fo.min_bytes = in.min_rate;
+    if (in.min_bytes > 0)
+        fo.min_bytes = in.min_bytes;
     struct query_fleet *fl = NULL;
     r = query_fleet_build(in.snaps, k, &fo, &fl, &err);
     if (r == 0) {
