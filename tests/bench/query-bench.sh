@@ -44,8 +44,9 @@ printf 'query diff (text table):       %.3f s\n' "$qt"
 if [ -n "$jt" ]; then
     printf 'jeprof --text --base:          %.3f s   (jeprof / query = %.1fx)\n' "$jt" \
         "$(echo "$jt / $qt" | bc -l)"
-    printf 'totals: query %s, jeprof %s\n' \
-        "$(sed -n 's/^Change: \([^ ]*\).*/\1/p' "$tmp/q.txt")" \
+    "$query" diff "$tmp/a.heap" "$tmp/b.heap" --format json >"$tmp/q.json"
+    printf 'B minus A: query %.0f B, jeprof %s\n' \
+        "$(sed -n 's/^ "delta": \([0-9.eE+-]*\),$/\1/p' "$tmp/q.json")" \
         "$(sed -n 's/^Total: \(.*\)/\1/p' "$tmp/j.txt")"
 fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
