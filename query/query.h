@@ -120,6 +120,35 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
                       const struct query_top *t, const struct query_opts *o,
                       struct hp_buf *out);
 
+/* ---- graph and binary renderers (render-pprof.c, render-dot.c, render-svg.c) ---- */
+
+/* Gzipped pprof profile.proto of p (not of a folded profile: pprof keeps
+ * addresses, mappings and line tables). Four sample types, the default being
+ * o->sample; samples selected as query_fold selects them (allocator frames,
+ * focus/ignore); values rounded so each column sums to its total truncated.
+ * 0, HP_EUSAGE (bad regex; message in err) or another HP_E* code. */
+int query_render_pprof(const struct profile *p, const struct query_opts *o, struct hp_buf *out,
+                       struct hp_buf *err);
+
+/* Graphviz call graph (jeprof --dot style): functions with flat and cum
+ * values and shares, caller -> callee edges weighted by value, pruned by
+ * o->nodefraction (cum share), o->top (node count, default 80) and
+ * o->edgefraction; calls through hidden functions become dotted edges. */
+int query_render_dot(const struct query_folded *f, const struct query_top *t,
+                     const struct query_opts *o, struct hp_buf *out);
+
+/* Self-contained interactive SVG flame graph (inline CSS and script: click to
+ * zoom, regex search with matched share, hover details) of o->sample. Frames
+ * narrower than 0.1 px are merged, so output size stays bounded on any
+ * profile. Names are escaped (invalid UTF-8 becomes U+FFFD). */
+int query_render_svg(const struct query_folded *f, const struct query_opts *o,
+                     struct hp_buf *out);
+/* Differential flame graph: widths from b (after), colour by b - a per frame
+ * (red growth, blue shrinkage, shade by size of the change). Paths only in a
+ * have no width and are not drawn; the header gives both totals. */
+int query_render_svg_diff(const struct query_folded *a, const struct query_folded *b,
+                          const struct query_opts *o, struct hp_buf *out);
+
 /* Round values so they sum exactly to their sum truncated toward zero
  * (largest remainder first), writing integers into ret. */
 void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret);
