@@ -958,8 +958,9 @@ int query_render_discrepancy_json(const struct query_discrepancy *d, const char 
         const struct query_ladder_step *st = &d->ladder[i];
         json_t *j = json_object();
         json_object_set_new(j, "step", json_string(st->name));
-        json_object_set_new(j, "figure", st->figure ? json_string(query_utf8_clean(&tmp, st->figure))
-                                                    : json_null());
+        json_object_set_new(j, "figure",
+                            st->figure ? json_string(query_utf8_clean(&tmp, st->figure))
+                                       : json_null());
         json_object_set_new(j, "value", jnum(st->value));
         json_object_set_new(j, "gap_from_previous", jnum(st->gap));
         json_object_set_new(j, "gap_is", st->gap_name ? json_string(st->gap_name) : json_null());

@@ -9,10 +9,11 @@
  * (R^2 > 0.25) and in rank order (spearman >= min_spearman), without one jump
  * carrying most of the rise (step_share <= max_step_share). Sampled dumps
  * make step-to-step changes noisy, so the rank correlation over the whole
- * window is the main test and the share of rising steps only a guard. Function series are sums of their stacks' series; since a
- * slope is linear, a function's slope is the sum of its stacks' slopes, so
- * only functions whose summed slope passes are given a full series (which
- * keeps 30 days x 100 nodes fast). Idle: steps where the node's query and
+ * window is the main test and the share of rising steps only a guard.
+ * Function series are sums of their stacks' series; since a slope is
+ * linear, a function's slope is the sum of its stacks' slopes, so only
+ * functions whose summed slope passes are given a full series (which keeps
+ * 30 days x 100 nodes fast). Idle: steps where the node's query and
  * load trackers both sat at or under idle_bytes; growth in those steps is
  * what a leak looks like, since no query holds memory then. */
 #include "query/analysis-internal.h"
