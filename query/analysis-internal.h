@@ -22,40 +22,45 @@ struct qa_stack {
 struct qa_stacks {
     struct hp_arena arena;
     struct hp_strtab strings;
-    const char **names;
-    size_t nnames, names_cap;
+    const char **names;     /* frames of all stacks, root first per stack */
+    uint32_t *name_ids;     /* parallel to names: the name's id */
+    size_t nnames, names_cap, name_ids_cap;
+    const char **by_id;     /* distinct shared names by id */
+    size_t nids, by_id_cap;
+    struct hp_map64 id_of;  /* shared name pointer -> id */
     struct qa_stack *v;
     size_t n, cap;
     struct hp_map64 index; /* sequence hash (probed) -> stack id */
-    /* Name translation: source name pointer -> shared name. */
-    struct hp_map64 xlat; /* source name pointer -> index into xlat_names */
-    const char **xlat_names;
-    size_t nxlat, xlat_cap;
-    const char **scratch;
-    size_t scratch_cap;
+    /* Name translation: source name pointer -> shared name id. */
+    struct hp_map64 xlat;
+    uint32_t *scratch_ids;
+    size_t scratch_ids_cap;
+    const char *const *prev_src; /* frames of the entry last added, and */
+    uint32_t prev_n;             /* their count: scratch_ids holds their translation */
 };
 
 void qa_stacks_init(struct qa_stacks *s);
 void qa_stacks_release(struct qa_stacks *s);
-/* The shared pointer for a name of folded profile f. */
-const char *qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name);
+/* The shared id of a name of folded profile f (by_id[id] is the name). */
+uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name);
 /* Id of entry e of f (added on first sight). */
 uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
                              const struct query_fold_entry *e);
-/* Id of a sequence of already shared names (root first). */
-uint32_t qa_stacks_add(struct qa_stacks *s, const char *const *names, uint32_t n);
 static inline const char *const *qa_stack_frames(const struct qa_stacks *s, uint32_t id)
 {
     return s->names + s->v[id].off;
 }
+static inline const uint32_t *qa_stack_name_ids(const struct qa_stacks *s, uint32_t id)
+{
+    return s->name_ids + s->v[id].off;
+}
 
-/* Functions of a stack union: every distinct name gets an id; each stack
- * lists its distinct functions once (so recursion counts cum once) and its
- * leaf. */
+/* Functions of a stack union: a function's id is its name's id in the
+ * qa_stacks; each stack lists its distinct functions once (so recursion
+ * counts cum once) and its leaf. */
 struct qa_funcs {
-    const char **name; /* by function id */
-    size_t n, cap;
-    struct hp_map64 index;  /* name pointer -> id */
+    const char *const *name; /* by function id (the stacks' by_id) */
+    size_t n;
     uint32_t *stack_off;    /* per stack: first id in ids; stack_off[nstacks] = end */
     uint32_t *ids;
     size_t nids, ids_cap;

@@ -15,54 +15,62 @@ void qa_stacks_init(struct qa_stacks *s)
     hp_strtab_init(&s->strings, &s->arena);
     hp_map64_init(&s->index);
     hp_map64_init(&s->xlat);
+    hp_map64_init(&s->id_of);
 }
 
 void qa_stacks_release(struct qa_stacks *s)
 {
     free(s->names);
+    free(s->name_ids);
+    free(s->by_id);
     free(s->v);
-    free(s->xlat_names);
-    free(s->scratch);
+    free(s->scratch_ids);
     hp_map64_release(&s->index);
     hp_map64_release(&s->xlat);
+    hp_map64_release(&s->id_of);
     hp_strtab_release(&s->strings);
     hp_arena_release(&s->arena);
 }
 
-const char *qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
+uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
     /* Every folded profile added stays alive until the union is released
      * (analysis-internal.h), so a name pointer identifies its string across
      * all of them and one cache serves them all. */
     (void)f;
-    uint32_t idx;
-    if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &idx))
-        return s->xlat_names[idx];
+    uint32_t id;
+    if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &id))
+        return id;
     const char *shared = hp_strtab_intern(&s->strings, name, strlen(name));
-    s->xlat_names = hp_xgrow(s->xlat_names, &s->xlat_cap, s->nxlat + 1, sizeof(*s->xlat_names));
-    s->xlat_names[s->nxlat] = shared;
-    (void)hp_map64_put(&s->xlat, (uint64_t)(uintptr_t)name, (uint32_t)s->nxlat, &idx);
-    s->nxlat++;
-    return shared;
+    if (!hp_map64_put(&s->id_of, (uint64_t)(uintptr_t)shared, (uint32_t)s->nids, &id)) {
+        s->by_id = hp_xgrow(s->by_id, &s->by_id_cap, s->nids + 1, sizeof(*s->by_id));
+        s->by_id[s->nids++] = shared;
+    }
+    (void)hp_map64_put(&s->xlat, (uint64_t)(uintptr_t)name, id, &id);
+    return id;
 }
 
-uint32_t qa_stacks_add(struct qa_stacks *s, const char *const *names, uint32_t n)
+static uint32_t stacks_add(struct qa_stacks *s, const uint32_t *ids, uint32_t n)
 {
-    uint64_t h = hp_hash_bytes(names, n * sizeof(*names), 0x5bd1e9955bd1e995u);
+    uint64_t h = hp_hash_bytes(ids, n * sizeof(*ids), 0x5bd1e9955bd1e995u);
     for (uint64_t k = h;; k++) {
-        uint32_t id;
-        if (!hp_map64_get(&s->index, k, &id)) {
+        uint32_t sid;
+        if (!hp_map64_get(&s->index, k, &sid)) {
             s->names = hp_xgrow(s->names, &s->names_cap, s->nnames + n, sizeof(*s->names));
-            memcpy(s->names + s->nnames, names, n * sizeof(*names));
+            s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, s->nnames + n,
+                                   sizeof(*s->name_ids));
+            for (uint32_t j = 0; j < n; j++)
+                s->names[s->nnames + j] = s->by_id[ids[j]];
+            memcpy(s->name_ids + s->nnames, ids, n * sizeof(*ids));
             s->v = hp_xgrow(s->v, &s->cap, s->n + 1, sizeof(*s->v));
             s->v[s->n] = (struct qa_stack){ .off = (uint32_t)s->nnames, .n = n };
             s->nnames += n;
-            (void)hp_map64_put(&s->index, k, (uint32_t)s->n, &id);
+            (void)hp_map64_put(&s->index, k, (uint32_t)s->n, &sid);
             return (uint32_t)s->n++;
         }
-        const struct qa_stack *st = &s->v[id];
-        if (st->n == n && memcmp(s->names + st->off, names, n * sizeof(*names)) == 0)
-            return id;
+        const struct qa_stack *st = &s->v[sid];
+        if (st->n == n && memcmp(s->name_ids + st->off, ids, n * sizeof(*ids)) == 0)
+            return sid;
     }
 }
 
@@ -70,55 +78,50 @@ uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
                              const struct query_fold_entry *e)
 {
     const char *const *src = query_fold_frames(f, e);
-    s->scratch = hp_xgrow(s->scratch, &s->scratch_cap, e->n + 1, sizeof(*s->scratch));
-    for (uint32_t k = 0; k < e->n; k++)
-        s->scratch[k] = qa_stacks_name(s, f, src[k]);
-    return qa_stacks_add(s, s->scratch, e->n);
+    s->scratch_ids = hp_xgrow(s->scratch_ids, &s->scratch_ids_cap, e->n + 1,
+                              sizeof(*s->scratch_ids));
+    /* Consecutive entries mostly share their root frames: the translated
+     * prefix from the previous entry is still in scratch_ids. */
+    uint32_t k = 0;
+    if (s->prev_src)
+        while (k < e->n && k < s->prev_n && src[k] == s->prev_src[k])
+            k++;
+    for (; k < e->n; k++)
+        s->scratch_ids[k] = qa_stacks_name(s, f, src[k]);
+    s->prev_src = src;
+    s->prev_n = e->n;
+    return stacks_add(s, s->scratch_ids, e->n);
 }
 
 void qa_funcs_release(struct qa_funcs *fn)
 {
-    free(fn->name);
     free(fn->stack_off);
     free(fn->ids);
     free(fn->leaf);
-    hp_map64_release(&fn->index);
     memset(fn, 0, sizeof(*fn));
 }
 
 void qa_funcs_build(struct qa_funcs *fn, const struct qa_stacks *s)
 {
     qa_funcs_release(fn);
-    hp_map64_init(&fn->index);
+    fn->name = s->by_id;
+    fn->n = s->nids;
     fn->nstacks = s->n;
     fn->stack_off = hp_xmalloc((s->n + 1) * sizeof(*fn->stack_off));
     fn->leaf = hp_xmalloc((s->n + 1) * sizeof(*fn->leaf));
-    uint32_t *stamp = NULL;
-    size_t stamp_cap = 0;
+    fn->ids = hp_xmalloc((s->nnames + 1) * sizeof(*fn->ids));
+    uint32_t *stamp = hp_xcalloc(s->nids + 1, sizeof(*stamp));
     for (size_t si = 0; si < s->n; si++) {
-        const char *const *names = qa_stack_frames(s, (uint32_t)si);
+        const uint32_t *ids = qa_stack_name_ids(s, (uint32_t)si);
         uint32_t n = s->v[si].n;
         fn->stack_off[si] = (uint32_t)fn->nids;
+        fn->leaf[si] = n ? ids[n - 1] : UINT32_MAX;
         for (uint32_t k = 0; k < n; k++) {
-            uint32_t id;
-            if (!hp_map64_get(&fn->index, (uint64_t)(uintptr_t)names[k], &id)) {
-                fn->name = hp_xgrow(fn->name, &fn->cap, fn->n + 1, sizeof(*fn->name));
-                id = (uint32_t)fn->n;
-                fn->name[fn->n++] = names[k];
-                (void)hp_map64_put(&fn->index, (uint64_t)(uintptr_t)names[k], id, &id);
-                stamp = hp_xgrow(stamp, &stamp_cap, fn->n, sizeof(*stamp));
-                stamp[id] = 0;
-            }
-            if (k == n - 1)
-                fn->leaf[si] = id;
-            if (stamp[id] == si + 1)
+            if (stamp[ids[k]] == si + 1)
                 continue; /* recursion: once per stack */
-            stamp[id] = (uint32_t)si + 1;
-            fn->ids = hp_xgrow(fn->ids, &fn->ids_cap, fn->nids + 1, sizeof(*fn->ids));
-            fn->ids[fn->nids++] = id;
+            stamp[ids[k]] = (uint32_t)si + 1;
+            fn->ids[fn->nids++] = ids[k];
         }
-        if (n == 0)
-            fn->leaf[si] = UINT32_MAX;
     }
     fn->stack_off[s->n] = (uint32_t)fn->nids;
     free(stamp);

@@ -1,7 +1,7 @@
 /* `query leaks`, `query trend`, `query fleet`, `query discrepancy`: series
- * and fleet analyses. They read stored snapshots once the store is wired
- * into query_cli_load; until then (and for offline use) they take profile
- * files:
+ * and fleet analyses. They read stored snapshots (profiles as stored,
+ * symbolized, with the statistics fetched alongside as figures) from --db,
+ * or, for offline use, profile files:
  *
  *   --files F [F ...]  profile files (until the next option)
  *   --dir DIR          every file in DIR, by name (except .figures and .rules)
@@ -11,12 +11,14 @@
  *
  * A file's node is --node or the command's NODE (the files are that node's),
  * else its folder's name when the files span several folders (one folder per
- * node), else its name without extension (fleet: one file per node). Figures for a file (tracker totals, RSS, jemalloc
- * statistics) come from "<file>.figures" next to it when present, in
+ * node) or for leaks and trend (a folder holds a node's series), else its
+ * name without extension (fleet: one file per node). Figures for a file
+ * (tracker totals, RSS, jemalloc statistics) come from "<file>.figures" next to it when present, in
  * Prometheus, bvar or "name value" lines; --figures FILE adds figures to
- * every snapshot. --since DURATION keeps snapshots at most that old, counted
- * back from the newest one. */
+ * every snapshot. --since DURATION keeps snapshots at most that old: counted
+ * back from now for stored snapshots, from the newest file for files. */
 #include "query/cli.h"
+#include "store/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -43,7 +45,14 @@ struct ainput {
     int64_t step_s, since_s;
     int64_t t0;            /* first file's time: --step counts from it */
     double min_rate;
+    double min_bytes;      /* fleet: least excess over the median (--min-bytes) */
     bool fleet;            /* trend --fleet */
+    bool series;           /* leaks/trend: files of one folder are one node's series */
+    /* What to read from the store when no files are given. */
+    const char *scope_node; /* one node, or NULL for every node */
+    void *stat_buf;         /* scratch for one snapshot's statistics */
+    size_t nstat, stat_cap;
+    bool latest_only;       /* each node's latest snapshot only */
     /* loaded */
     struct hp_arena arena;
     struct profile **profiles;
@@ -62,6 +71,7 @@ static void ainput_release(struct ainput *in)
     free(in->folded);
     free(in->snaps);
     free(in->files);
+    free(in->stat_buf);
     hp_arena_release(&in->arena);
 }
 
@@ -120,8 +130,9 @@ static const char *node_of(struct ainput *in, const char *path, bool many_dirs)
         return in->node;
     char *tmp = hp_xstrdup(path);
     const char *name;
-    if (many_dirs) {
-        name = arena_dup(&in->arena, basename(dirname(tmp)), strlen(basename(dirname(tmp))));
+    if (many_dirs || in->series) {
+        const char *b = basename(dirname(tmp)); /* dirname works in place: once */
+        name = arena_dup(&in->arena, b, strlen(b));
     } else {
         const char *b = basename(tmp);
         const char *dot = strchr(b, '.');
@@ -144,7 +155,154 @@ static int load_figures(struct ainput *in, const char *path, struct query_figure
     return r;
 }
 
-/* Parse, fold and attach figures and times to every file. */
+/* ---- stored snapshots ---- */
+
+#define STORE_MAX_SNAPSHOTS 200000
+
+struct pick {
+    int64_t id, taken_at;
+    const char *node;
+};
+
+struct pick_list {
+    struct ainput *in;
+    struct pick *v;
+    size_t n, cap;
+    int64_t since_ms;
+    const char *label;
+    struct store *st;
+    struct hp_buf *err;
+};
+
+static void pick_add(struct pick_list *pl, int64_t id, int64_t taken_at, const char *node)
+{
+    if (pl->n >= STORE_MAX_SNAPSHOTS)
+        return;
+    pl->v = hp_xgrow(pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
+    pl->v[pl->n++] = (struct pick){ id, taken_at,
+                                    arena_dup(&pl->in->arena, node, strlen(node)) };
+}
+
+static int snap_cb(const struct store_snapshot_info *row, void *ctx)
+{
+    struct pick_list *pl = ctx;
+    if (row->status != STORE_STATUS_OK)
+        return 0;
+    if (pl->in->latest_only && pl->n && strcmp(pl->v[pl->n - 1].node, row->node) == 0)
+        pl->n--; /* oldest first: keep replacing with the newer one */
+    pick_add(pl, row->id, row->taken_at, row->node);
+    return 0;
+}
+
+/* " key=value " as a whole token of the node's labels. */
+static bool has_label(const char *labels, const char *kv)
+{
+    size_t n = strlen(kv);
+    for (const char *p = labels; (p = strstr(p, kv)) != NULL; p += n)
+        if ((p == labels || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+            return true;
+    return false;
+}
+
+static int node_cb(const struct store_node_row *row, void *ctx)
+{
+    struct pick_list *pl = ctx;
+    if (pl->label && !has_label(row->labels, pl->label))
+        return 0;
+    if (pl->in->latest_only) {
+        if (row->last_ok_id > 0 && row->last_ok_at >= pl->since_ms)
+            pick_add(pl, row->last_ok_id, row->last_ok_at, row->name);
+        return 0;
+    }
+    return store_snapshots_list(pl->st, row->id, pl->since_ms, INT64_MAX, false, snap_cb, pl,
+                                pl->err);
+}
+
+static int stat_cb(const struct store_stat *stat, void *ctx)
+{
+    struct ainput *in = ctx;
+    /* Collected in the arena-backed scratch below; see load_store. */
+    struct query_figure **v = (struct query_figure **)&in->stat_buf;
+    *v = hp_xgrow(*v, &in->stat_cap, in->nstat + 1, sizeof(**v));
+    (*v)[in->nstat++] = (struct query_figure){
+        arena_dup(&in->arena, stat->name, strlen(stat->name)), stat->value
+    };
+    return 0;
+}
+
+/* Read the snapshots in scope from the database: profiles (stored
+ * symbolized), folded with the command's options, and their statistics as
+ * figures. --since counts back from now. */
+static int load_store(struct ainput *in, struct hp_buf *err)
+{
+    struct store *st = NULL;
+    struct pick_list pl = { .in = in, .err = err, .label = in->label };
+    int r = store_open(in->c.db, STORE_OPEN_READ, &st, err);
+    if (r == HP_ENOTFOUND) {
+        hp_buf_reset(err);
+        hp_err_printf(err, "no database at %s (give --db PATH, or profile files with --files "
+                           "F... or --dir DIR)",
+                      in->c.db);
+        return r;
+    }
+    if (r < 0)
+        return r;
+    pl.st = st;
+    pl.since_ms = in->since_s > 0 ? hp_wall_ms() - in->since_s * 1000 : 0;
+    if (in->scope_node) {
+        int64_t node_id;
+        r = store_node_find(st, in->scope_node, &node_id, err);
+        if (r == HP_ENOTFOUND) {
+            hp_buf_reset(err);
+            hp_err_printf(err, "no node named \"%s\" in %s", in->scope_node, in->c.db);
+        }
+        if (r == 0)
+            r = store_snapshots_list(st, node_id, pl.since_ms, INT64_MAX, false, snap_cb, &pl,
+                                     err);
+    } else {
+        r = store_nodes_list(st, node_cb, &pl, err);
+    }
+    if (r == 0 && pl.n == 0) {
+        hp_err_printf(err, "no stored snapshots%s%s%s in %s", in->scope_node ? " of " : "",
+                      in->scope_node ? in->scope_node : "",
+                      in->since_s ? " in the --since window" : "", in->c.db);
+        r = HP_ENOTFOUND;
+    }
+    if (r == 0) {
+        in->profiles = hp_xcalloc(pl.n, sizeof(*in->profiles));
+        in->folded = hp_xcalloc(pl.n, sizeof(*in->folded));
+        in->snaps = hp_xcalloc(pl.n, sizeof(*in->snaps));
+    }
+    for (size_t i = 0; r == 0 && i < pl.n; i++) {
+        r = store_snapshot_load(st, pl.v[i].id, &in->profiles[in->n], err);
+        if (r < 0)
+            break;
+        in->n++;
+        r = query_fold(in->profiles[in->n - 1], &in->c.qo, &in->folded[in->n - 1], err);
+        if (r < 0)
+            break;
+        in->nstat = 0;
+        r = store_snapshot_stats(st, pl.v[i].id, stat_cb, in, err);
+        if (r < 0)
+            break;
+        struct query_figure *figs = hp_arena_alloc(&in->arena,
+                                                   (in->nstat + 1) * sizeof(*figs));
+        if (in->nstat)
+            memcpy(figs, in->stat_buf, in->nstat * sizeof(*figs));
+        in->snaps[in->n - 1] = (struct query_snapshot){ .node = pl.v[i].node,
+                                                        .time_s = pl.v[i].taken_at / 1000,
+                                                        .folded = in->folded[in->n - 1],
+                                                        .figures = figs,
+                                                        .nfigures = in->nstat };
+    }
+    in->nfiles = in->n;
+    free(pl.v);
+    store_close(st);
+    return r;
+}
+
+/* Parse, fold and attach figures and times to every file (or read the
+ * store when no file is given). */
 static int ainput_load(struct ainput *in, struct hp_buf *err)
 {
     if (in->dir) {
@@ -152,10 +310,15 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
         if (r < 0)
             return r;
     }
+    if (!in->nfiles && !in->dir) {
+        if (in->figures)
+            fprintf(stderr, "%s: note: --figures applies to files; stored snapshots carry "
+                            "their own figures\n",
+                    in->c.prog);
+        return load_store(in, err);
+    }
     if (!in->nfiles) {
-        hp_err_printf(err, "no snapshots: reading stored snapshots from %s is not wired yet; "
-                           "give profile files with --files F... or --dir DIR",
-                      in->c.db);
+        hp_err_printf(err, "--dir %s: no profile files in it", in->dir);
         return HP_ENOTFOUND;
     }
     struct query_figure *common = NULL;
@@ -245,7 +408,7 @@ static int aopt(struct ainput *in, int argc, char **argv, int *i)
     }
     static const char *valued[] = { "--dir",      "--step",     "--since", "--node",
                                     "--figures",  "--rules",    "--function",
-                                    "--min-rate", "--label" };
+                                    "--min-rate", "--label",    "--min-bytes" };
     for (size_t k = 0; k < HP_ARRAY_SIZE(valued); k++) {
         if (strcmp(a, valued[k]) != 0)
             continue;
@@ -292,6 +455,13 @@ static int aopt(struct ainput *in, int argc, char **argv, int *i)
         case 8:
             in->label = v;
             return 1;
+        case 9:
+            if (hp_parse_double(v, &in->min_bytes) < 0 || in->min_bytes < 0) {
+                fprintf(stderr, "%s: --min-bytes expects a number of bytes, got \"%s\"\n",
+                        in->c.prog, v);
+                return HP_EUSAGE;
+            }
+            return 1;
         default:
             return 0;
         }
@@ -308,7 +478,8 @@ static const char files_help[] =
     "  --step DURATION     space the files DURATION apart in the order given\n"
     "                      (default: their modification times)\n"
     "  --node NAME         the node the files belong to\n"
-    "  --since DURATION    only snapshots this recent (back from the newest)\n"
+    "  --since DURATION    only snapshots this recent (stored: back from now;\n"
+    "                      files: back from the newest)\n"
     "  --figures FILE      node figures (Prometheus/bvar text) for every snapshot;\n"
     "                      \"<profile>.figures\" next to a file adds its own\n";
 
@@ -375,7 +546,9 @@ int query_cmd_leaks(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query leaks");
-    const char *usage = "query leaks [NODE] [--since 7d] (--files F... | --dir DIR) [--step 1h] "
+    in.series = true;
+    const char *usage = "query leaks [NODE] [--since 7d] [--db PATH | --files F... | --dir DIR] "
+                        "[--step 1h] "
                         "[--min-rate BYTES_PER_HOUR] [--format text|json]";
     const char *pos[1];
     size_t npos = 0;
@@ -392,6 +565,7 @@ int query_cmd_leaks(int argc, char **argv)
     }
     if (npos && !in.node)
         in.node = pos[0]; /* the files are this node's */
+    in.scope_node = npos ? pos[0] : NULL;
     if (in.c.qo.top == (size_t)-1)
         in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 20 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
@@ -459,8 +633,9 @@ int query_cmd_trend(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query trend");
+    in.series = true;
     const char *usage = "query trend NODE|--fleet [--since 7d] [--function REGEX] "
-                        "(--files F... | --dir DIR) [--format text|csv|json]";
+                        "[--db PATH | --files F... | --dir DIR] [--format text|csv|json]";
     const char *pos[1];
     size_t npos = 0;
     struct hp_buf out = HP_BUF_INIT(0), err = HP_BUF_INIT(0);
@@ -480,6 +655,7 @@ int query_cmd_trend(int argc, char **argv)
     }
     if (npos && !in.node)
         in.node = pos[0];
+    in.scope_node = in.fleet ? NULL : pos[0];
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     size_t k = 0;
@@ -508,7 +684,8 @@ int query_cmd_fleet(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query fleet");
-    const char *usage = "query fleet [--since T] [--label k=v] (--files F... | --dir DIR) "
+    const char *usage = "query fleet [--since T] [--label k=v] "
+                        "[--db PATH | --files F... | --dir DIR] "
                         "[--min-bytes B] [--format text|json]";
     const char *pos[1];
     size_t npos = 0;
@@ -516,17 +693,18 @@ int query_cmd_fleet(int argc, char **argv)
     int r = aparse(&in, argc, argv, usage,
                    "Every node's latest snapshot against the fleet: for the heap total, each\n"
                    "function and each stack, the median across nodes and the nodes far above\n"
-                   "it (>= 2x the median, >= 64 MiB more, >= 3 robust standard deviations;\n"
-                   "--min-rate sets the byte floor here).\n",
+                   "it (>= 2x the median, >= --min-bytes more (default 64 MiB), and >= 3\n"
+                   "robust standard deviations).\n",
                    pos, 0, &npos);
     if (r != 0) {
         ainput_release(&in);
         return r > 0 ? 0 : 2;
     }
-    if (in.label) {
-        hp_err_printf(&err, "--label needs node labels from the store, which is not wired yet");
+    if (in.label && (in.nfiles || in.dir)) {
+        hp_err_printf(&err, "--label selects stored nodes by their labels; files have none");
         return finish(&in, HP_EUSAGE, &out, &err);
     }
+    in.latest_only = true;
     if (in.c.qo.top == (size_t)-1)
         in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 30 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
@@ -547,8 +725,8 @@ int query_cmd_fleet(int argc, char **argv)
     query_fleet_opts_init(&fo);
     fo.sample = in.c.qo.sample;
     fo.top = in.c.qo.top;
-    if (in.min_rate > 0)
-        fo.min_bytes = in.min_rate;
+    if (in.min_bytes > 0)
+        fo.min_bytes = in.min_bytes;
     struct query_fleet *fl = NULL;
     r = query_fleet_build(in.snaps, k, &fo, &fl, &err);
     if (r == 0) {
@@ -572,7 +750,8 @@ int query_cmd_discrepancy(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query discrepancy");
-    const char *usage = "query discrepancy NODE [--rules FILE] (--files PROFILE | --dir DIR) "
+    const char *usage = "query discrepancy NODE [--rules FILE] "
+                        "[--db PATH | --files PROFILE | --dir DIR] "
                         "[--figures FILE] [--format text|json]";
     const char *pos[1];
     size_t npos = 0;
@@ -594,6 +773,8 @@ int query_cmd_discrepancy(int argc, char **argv)
     }
     if (!in.node)
         in.node = pos[0];
+    in.scope_node = pos[0];
+    in.latest_only = true;
     struct query_rules *rules = NULL;
     if ((r = query_rules_builtin(&rules, &err)) < 0)
         return finish(&in, r, &out, &err);

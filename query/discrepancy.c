@@ -901,10 +901,11 @@ int query_render_discrepancy_text(const struct query_discrepancy *d, const char 
         else if (isnan(st->value))
             hp_buf_puts(out, "  (no figure)");
         hp_buf_puts(out, "\n");
+        /* The gap to the step above, printed between the two; negative
+         * when the lower step is larger (sampling can overshoot). */
         if (!isnan(st->gap))
-            hp_buf_printf(out, "  %-20s %12s  %s\n", "", qa_fmt_signed(PV_INUSE_SPACE, -st->gap,
-                                                                       b, sizeof(b)),
-                          st->gap_name);
+            hp_buf_printf(out, "  %-20s %12s  %s\n", "  gap above",
+                          hp_fmt_bytes(st->gap, b, sizeof(b)), st->gap_name);
     }
     return 0;
 }
@@ -957,8 +958,9 @@ int query_render_discrepancy_json(const struct query_discrepancy *d, const char 
         const struct query_ladder_step *st = &d->ladder[i];
         json_t *j = json_object();
         json_object_set_new(j, "step", json_string(st->name));
-        json_object_set_new(j, "figure", st->figure ? json_string(query_utf8_clean(&tmp, st->figure))
-                                                    : json_null());
+        json_object_set_new(j, "figure",
+                            st->figure ? json_string(query_utf8_clean(&tmp, st->figure))
+                                       : json_null());
         json_object_set_new(j, "value", jnum(st->value));
         json_object_set_new(j, "gap_from_previous", jnum(st->gap));
         json_object_set_new(j, "gap_is", st->gap_name ? json_string(st->gap_name) : json_null());

@@ -9,10 +9,11 @@
  * (R^2 > 0.25) and in rank order (spearman >= min_spearman), without one jump
  * carrying most of the rise (step_share <= max_step_share). Sampled dumps
  * make step-to-step changes noisy, so the rank correlation over the whole
- * window is the main test and the share of rising steps only a guard. Function series are sums of their stacks' series; since a
- * slope is linear, a function's slope is the sum of its stacks' slopes, so
- * only functions whose summed slope passes are given a full series (which
- * keeps 30 days x 100 nodes fast). Idle: steps where the node's query and
+ * window is the main test and the share of rising steps only a guard.
+ * Function series are sums of their stacks' series; since a slope is
+ * linear, a function's slope is the sum of its stacks' slopes, so only
+ * functions whose summed slope passes are given a full series (which keeps
+ * 30 days x 100 nodes fast). Idle: steps where the node's query and
  * load trackers both sat at or under idle_bytes; growth in those steps is
  * what a leak looks like, since no query holds memory then. */
 #include "query/analysis-internal.h"
@@ -549,13 +550,11 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         for (size_t s = 0; s < S; s++) {
             if (slope[s] <= 0)
                 continue;
-            const char *const *names = qa_stack_frames(&pv->stacks, (uint32_t)s);
+            const uint32_t *nid = qa_stack_name_ids(&pv->stacks, (uint32_t)s);
             uint32_t nn = pv->stacks.v[s].n;
             for (uint32_t k = 0; k + 1 < nn; k++) {
-                uint32_t f, g;
-                if (!hp_map64_get(&fn->index, (uint64_t)(uintptr_t)names[k], &f) ||
-                    !hp_map64_get(&fn->index, (uint64_t)(uintptr_t)names[k + 1], &g) ||
-                    row_of[f] < 0 || f == g)
+                uint32_t f = nid[k], g = nid[k + 1];
+                if (row_of[f] < 0 || f == g)
                     continue;
                 uint64_t key = ((uint64_t)f << 32) | g;
                 uint32_t idx;

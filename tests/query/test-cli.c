@@ -126,6 +126,17 @@ static void test_cli_series_commands(void **state)
     json_decref(root);
     free(out);
 
+    /* Without a NODE, a folder of snapshots is one node named after it. */
+    const char *leaks_dir[] = { "leaks", "--dir", c->dir, "--step", "1h", "--format", "json",
+                                NULL };
+    assert_int_equal(run_query(c, leaks_dir, &out), 0);
+    root = json_loads(out, 0, &je);
+    assert_non_null(root);
+    n0 = json_array_get(json_object_get(root, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "node")), strrchr(c->dir, '/') + 1);
+    json_decref(root);
+    free(out);
+
     const char *trend[] = { "trend", "be-1", "--dir", c->dir, "--step", "1h", "--format", "csv",
                             NULL };
     assert_int_equal(run_query(c, trend, &out), 0);

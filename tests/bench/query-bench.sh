@@ -1,0 +1,52 @@
+#!/bin/sh
+# Benchmarks for the query analyses (not part of meson test).
+#
+#   tests/bench/query-bench.sh [BUILD_DIR]
+#
+# 1. The cores on synthetic in-memory inputs (query-bench): diff of two
+#    20k-stack profiles, leaks over 100 nodes x 30 days hourly, fleet over
+#    1,000 nodes. Times are CPU time of the single-threaded core.
+# 2. End to end, side by side with jeprof on the same two 20k-stack heap_v2
+#    files: `query diff A B` (parse, fold, diff, render) against
+#    `jeprof --text --base=A BINARY B`, wall time, and the ratio.
+set -eu
+build=${1:-build}
+bench="$build/tests/query/query-bench"
+query="$build/query/query"
+jefixture="$build/tests/fixtures/jefixture"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== analysis cores (CPU time) =="
+"$bench"
+
+echo
+echo "== end to end: query diff vs jeprof --base on two 20k-stack dumps =="
+"$bench" --write-heaps "$tmp" >/dev/null
+now() { date +%s.%N; }
+t0=$(now)
+"$query" diff "$tmp/a.heap" "$tmp/b.heap" --format collapsed >"$tmp/q.out"
+t1=$(now)
+"$query" diff "$tmp/a.heap" "$tmp/b.heap" >"$tmp/q.txt"
+t2=$(now)
+if command -v jeprof >/dev/null 2>&1; then
+    jeprof --text --show_bytes --base="$tmp/a.heap" "$jefixture" "$tmp/b.heap" \
+        >"$tmp/j.txt" 2>/dev/null || true
+    t3=$(now)
+    jt=$(echo "$t3 - $t2" | bc -l)
+else
+    jt=""
+fi
+qc=$(echo "$t1 - $t0" | bc -l)
+qt=$(echo "$t2 - $t1" | bc -l)
+printf 'query diff --format collapsed: %.3f s\n' "$qc"
+printf 'query diff (text table):       %.3f s\n' "$qt"
+if [ -n "$jt" ]; then
+    printf 'jeprof --text --base:          %.3f s   (jeprof / query = %.1fx)\n' "$jt" \
+        "$(echo "$jt / $qt" | bc -l)"
+    "$query" diff "$tmp/a.heap" "$tmp/b.heap" --format json >"$tmp/q.json"
+    printf 'B minus A: query %.0f B, jeprof %s\n' \
+        "$(sed -n 's/^ "delta": \([0-9.eE+-]*\),$/\1/p' "$tmp/q.json")" \
+        "$(sed -n 's/^Total: \(.*\)/\1/p' "$tmp/j.txt")"
+fi
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"

@@ -1,0 +1,212 @@
+/* The series commands on stored data: a real SQLite store in a temporary
+ * folder, filled through store/ with real jefixture dumps and the figures a
+ * node reports; the `query` executable then reads it with --db. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "store/store.h"
+#include "tests/query/qtest.h"
+
+struct fx {
+    char *dir, *db;
+};
+
+static void insert_node(struct store *st, const char *name, const char *labels, const char *dir,
+                        const char *const *dumps, size_t n, int64_t t0_ms, bool idle)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    int64_t node_id;
+    struct store_node_info ni = { .name = name, .kind = "doris", .labels = labels };
+    assert_int_equal(store_node_upsert(st, &ni, &node_id, &err), 0);
+    for (size_t i = 0; i < n; i++) {
+        char *path = qt_path(dir, dumps[i]);
+        struct profile *p = qt_parse(path);
+        free(path);
+        assert_true(qt_symbolize(p, qt_jefixture()) > 0);
+        double totals[PV_COUNT];
+        profile_totals(p, totals);
+        struct store_stat stats[] = {
+            { "memory_query_trackers_sum_bytes", "bytes", idle ? 0 : 8e9 },
+            { "memory_load_trackers_sum_bytes", "bytes", 0 },
+            { "memory_metadata_trackers_sum_bytes", "bytes", 0 },
+            { "doris_be_memory_jemalloc_allocated_bytes", "bytes",
+              totals[PV_INUSE_SPACE] * 1.5 },
+        };
+        int64_t id;
+        if (store_snapshot_insert(st, node_id, t0_ms + (int64_t)i * 3600000, p, NULL, 0, NULL,
+                                  stats, HP_ARRAY_SIZE(stats), &id, &err) < 0)
+            fail_msg("insert: %.*s", (int)err.len, err.data);
+        profile_free(p);
+    }
+    hp_buf_release(&err);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = hp_xcalloc(1, sizeof(*f));
+    f->dir = qt_tmpdir();
+    f->db = qt_path(f->dir, "hf.db");
+    const char *series[] = { "a1.heap", "a2.heap", "a3.heap", "a4.heap" };
+    const char *args[] = { "--threads", "3", NULL };
+    assert_int_equal(qt_jefixture_run(f->dir, 0, args, series, 4), 0);
+    const char *big[] = { "big.heap" };
+    const char *bigargs[] = { "--threads", "3", "--scale", "8", NULL };
+    assert_int_equal(qt_jefixture_run(f->dir, 0, bigargs, big, 1), 0);
+    struct store *st = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (store_open(f->db, STORE_OPEN_WRITE, &st, &err) < 0)
+        fail_msg("open: %.*s", (int)err.len, err.data);
+    int64_t now = hp_wall_ms();
+    insert_node(st, "be-1", "rack=a", f->dir, series, 4, now - 4 * 3600000, true);
+    const char *last[] = { "a4.heap" };
+    insert_node(st, "be-2", "rack=a", f->dir, last, 1, now - 3600000, false);
+    insert_node(st, "be-3", "rack=b", f->dir, last, 1, now - 3600000, false);
+    insert_node(st, "be-17", "rack=a", f->dir, big, 1, now - 3600000, false);
+    store_close(st);
+    hp_buf_release(&err);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    unlink(f->db);
+    free(f->db);
+    qt_tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+static json_t *run_json(struct fx *f, const char *const *args)
+{
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = getenv("QUERY_EXE");
+    assert_non_null(argv[0]);
+    for (size_t i = 0; args[i]; i++)
+        argv[n++] = (char *)args[i];
+    argv[n++] = "--db";
+    argv[n++] = f->db;
+    argv[n++] = "--format";
+    argv[n++] = "json";
+    argv[n] = NULL;
+    char *outdir = qt_tmpdir(), *out = qt_path(outdir, "out.json");
+    assert_int_equal(qt_run(argv, NULL, out), 0);
+    char *text = qt_slurp(out);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        fail_msg("not JSON (%s): %s", je.text, text);
+    free(text);
+    unlink(out);
+    free(out);
+    qt_tmpdir_remove(outdir);
+    return root;
+}
+
+static void test_stored_leaks_name_paths_and_idle(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = { "leaks", "be-1", "--since", "7d", NULL };
+    json_t *root = run_json(f, args);
+    json_t *n0 = json_array_get(json_object_get(root, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "node")), "be-1");
+    assert_int_equal(json_integer_value(json_object_get(n0, "snapshots")), 4);
+    assert_true(json_is_true(json_object_get(n0, "idle_known")));
+    json_t *funcs = json_object_get(n0, "functions");
+    bool leak = false, join = false;
+    for (size_t i = 0; i < json_array_size(funcs); i++) {
+        json_t *fn = json_array_get(funcs, i);
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (strcmp(name, "leak_tablet_schema") == 0)
+            leak = json_is_true(json_object_get(fn, "grows_while_idle"));
+        join |= strcmp(name, "hash_join_build") == 0;
+    }
+    assert_true(leak);
+    assert_false(join);
+    json_decref(root);
+}
+
+static void test_stored_discrepancy_uses_stored_figures(void **state)
+{
+    struct fx *f = *state;
+    /* The fixture's paths are small: no 1 MiB floor for "consistent". */
+    char *rules = qt_path(f->dir, "small.rules");
+    FILE *fp = fopen(rules, "w");
+    assert_non_null(fp);
+    fputs("[settings]\nfloor_bytes = 0\n", fp);
+    fclose(fp);
+    const char *args[] = { "discrepancy", "be-1", "--rules", rules, NULL };
+    json_t *root = run_json(f, args);
+    unlink(rules);
+    free(rules);
+    json_t *cats = json_object_get(root, "categories");
+    bool under = false;
+    for (size_t i = 0; i < json_array_size(cats); i++) {
+        json_t *c = json_array_get(cats, i);
+        if (strcmp(json_string_value(json_object_get(c, "category")), "metadata") == 0)
+            under = strcmp(json_string_value(json_object_get(c, "verdict")),
+                           "tracker under-counts") == 0 &&
+                    strcmp(json_string_value(json_object_get(
+                               json_array_get(json_object_get(c, "held_in"), 0), "frame")),
+                           "leak_tablet_schema") == 0;
+    }
+    assert_true(under);
+    json_t *lad = json_object_get(root, "ladder");
+    bool allocated = false;
+    for (size_t i = 0; i < json_array_size(lad); i++) {
+        json_t *s = json_array_get(lad, i);
+        if (strcmp(json_string_value(json_object_get(s, "step")), "jemalloc_allocated") == 0)
+            allocated = json_is_real(json_object_get(s, "value"));
+    }
+    assert_true(allocated);
+    json_decref(root);
+}
+
+static void test_stored_fleet_and_trend(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = { "fleet", "--label", "rack=a", "--min-bytes", "65536", NULL };
+    json_t *root = run_json(f, args);
+    /* rack=a: be-1, be-2, be-17; be-3 is rack=b. */
+    assert_int_equal(json_integer_value(json_object_get(root, "nodes")), 3);
+    json_t *funcs = json_object_get(root, "functions");
+    assert_true(json_array_size(funcs) > 0);
+    for (size_t i = 0; i < json_array_size(funcs); i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(funcs, i), "node")),
+                            "be-17");
+    json_decref(root);
+
+    const char *trend[] = { "trend", "--fleet", "--function", "^leak_tablet_schema$", NULL };
+    root = run_json(f, trend);
+    json_t *cols = json_object_get(root, "columns");
+    bool fn = false, fig = false;
+    for (size_t i = 0; i < json_array_size(cols); i++) {
+        const char *c = json_string_value(json_array_get(cols, i));
+        fn |= strcmp(c, "fn:leak_tablet_schema") == 0;
+        fig |= strcmp(c, "doris_be_memory_jemalloc_allocated_bytes") == 0;
+    }
+    assert_true(fn && fig);
+    assert_int_equal(json_array_size(json_object_get(root, "rows")), 4 + 3);
+    json_decref(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stored_leaks_name_paths_and_idle),
+        cmocka_unit_test(test_stored_discrepancy_uses_stored_figures),
+        cmocka_unit_test(test_stored_fleet_and_trend),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
