@@ -371,6 +371,66 @@ static int row_cmp(const void *a, const void *b)
     return 0;
 }
 
+struct dw_seq {
+    uint64_t lo, hi;
+    size_t first, n;
+};
+
+static int seq_cmp(const void *a, const void *b)
+{
+    const struct dw_seq *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Order the rows by address. Within a sequence addresses never decrease
+ * (DWARF 5, 6.2.5.1), and GCC emits one sequence per code section
+ * (.text, .text.startup, .text.unlikely, ...), so sorting the sequences and
+ * concatenating them is enough unless sequences overlap; only then are the
+ * rows themselves sorted. */
+static void rows_sort(struct dw_cu *cu)
+{
+    size_t n = cu->nrows;
+    struct dw_seq *seq = NULL;
+    size_t nseq = 0, cap = 0, start = 0;
+    bool sorted = true;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && row_cmp(&cu->rows[i - 1], &cu->rows[i]) > 0)
+            sorted = false;
+        if (cu->rows[i].file == UINT32_MAX || i + 1 == n) {
+            seq = hp_xgrow(seq, &cap, nseq + 1, sizeof(*seq));
+            seq[nseq++] = (struct dw_seq){ cu->rows[start].addr, cu->rows[i].addr, start,
+                                           i + 1 - start };
+            start = i + 1;
+        }
+    }
+    if (sorted) {
+        free(seq);
+        return;
+    }
+    qsort(seq, nseq, sizeof(*seq), seq_cmp);
+    bool disjoint = true;
+    for (size_t i = 1; i < nseq && disjoint; i++)
+        if (seq[i].lo < seq[i - 1].hi)
+            disjoint = false;
+    for (size_t i = 0; i < nseq && disjoint; i++)
+        for (size_t k = seq[i].first + 1; k < seq[i].first + seq[i].n; k++)
+            if (cu->rows[k].addr < cu->rows[k - 1].addr)
+                disjoint = false;
+    if (disjoint) {
+        struct dw_row *out = hp_xmalloc(n * sizeof(*out));
+        size_t w = 0;
+        for (size_t i = 0; i < nseq; i++) {
+            memcpy(out + w, cu->rows + seq[i].first, seq[i].n * sizeof(*out));
+            w += seq[i].n;
+        }
+        free(cu->rows);
+        cu->rows = out;
+    } else {
+        qsort(cu->rows, n, sizeof(*cu->rows), row_cmp);
+    }
+    free(seq);
+}
+
 static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
 {
     Dwarf_Error e = NULL;
@@ -440,14 +500,7 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
             r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
         }
         cu->nrows = n;
-        /* qsort is not stable; rows in one sequence are already ordered and
-         * sequences rarely interleave, so sort only when needed. */
-        bool sorted = true;
-        for (size_t i = 1; i < n && sorted; i++)
-            if (row_cmp(&cu->rows[i - 1], &cu->rows[i]) > 0)
-                sorted = false;
-        if (!sorted)
-            qsort(cu->rows, n, sizeof(*cu->rows), row_cmp);
+        rows_sort(cu);
     } else {
         dw_err_free(dbg, &e);
     }

@@ -775,7 +775,7 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
         if (!rt->obj) {
             os->status = rt->status;
             st.no_binary += gr->njobs;
-            hp_err_printf(err, "%s%s: %s\n", err && err->len ? "" : "", gr->path, os->message);
+            hp_err_printf(err, "%s: %s\n", gr->path, os->message);
             for (size_t j = 0; j < gr->njobs; j++) {
                 profile_location_set_frames(p, gr->jobs[j].loc, NULL, 0);
                 p->locs[gr->jobs[j].loc].flags |= PROFILE_LOC_SYMBOLIZED;
