@@ -473,6 +473,41 @@ static void test_render_pprof_go_tool_matches_top_symbolized(void **state)
     free(orig);
 }
 
+/* Name-only locations (collapsed input: no addresses, no mappings) still make
+ * a profile go tool pprof reads with the same total. pprof shortens C++-like
+ * names ("f<...>" becomes "f"), so rows are compared by value only. */
+static void test_render_pprof_go_tool_reads_collapsed_export(void **state)
+{
+    (void)state;
+    if (!have_go) {
+        fprintf(stderr, "skipped: go is not installed\n");
+        skip();
+    }
+    char *src = data_path("jefixture.collapsed");
+    struct profile *p = parse_ok(src);
+    struct query_opts o;
+    query_opts_init(&o);
+    char *path = tmp_path("collapsed.pb.gz");
+    export_pprof(p, &o, path);
+    struct query_folded *f = NULL;
+    struct query_top *t = NULL;
+    assert_int_equal(query_fold(p, &o, &f, NULL), 0);
+    assert_int_equal(query_top_build(f, PV_INUSE_SPACE, &t), 0);
+    struct go_top g;
+    go_top(path, "", PV_INUSE_SPACE, &g);
+    assert_int_equal(g.total, 281216);
+    assert_int_equal(g.total, (int64_t)t->total[PV_INUSE_SPACE]);
+    assert_true(g.n > 0);
+    assert_int_equal(g.rows[0].flat, (int64_t)t->funcs[0].flat[PV_INUSE_SPACE]);
+    assert_true(strncmp(t->funcs[0].name, g.rows[0].name, strlen(g.rows[0].name)) == 0);
+    free(g.rows);
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+    free(path);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -481,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_render_pprof_inline_frames),
         cmocka_unit_test(test_render_pprof_go_tool_matches_top_jemalloc),
         cmocka_unit_test(test_render_pprof_go_tool_matches_top_symbolized),
+        cmocka_unit_test(test_render_pprof_go_tool_reads_collapsed_export),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
