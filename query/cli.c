@@ -24,7 +24,8 @@ const char query_cli_common_help[] =
     "  --focus RE          only stacks with a frame matching RE (POSIX ERE)\n"
     "  --ignore RE         drop stacks with a frame matching RE\n"
     "  --top N             rows in tables (default 30 for text, all otherwise; 0 = all)\n"
-    "  --nodefraction F    dot/svg: hide nodes under this share (default 0.005)\n"
+    "  --nodefraction F    dot: hide functions under this share (default 0.005)\n"
+    "  --edgefraction F    dot: hide calls under this share (default 0.001)\n"
     "  --db PATH           database (default $HEAPFLEET_DB or heapfleet.db)\n";
 
 void query_cli_init(struct query_cli *c, const char *prog)
@@ -85,7 +86,8 @@ int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int 
         return 1;
     }
     static const char *valued[] = { "--format", "--sample", "--binary", "--symbols", "--focus",
-                                    "--ignore", "--top", "--nodefraction", "--db" };
+                                    "--ignore", "--top", "--nodefraction", "--db",
+                                    "--edgefraction" };
     size_t k;
     for (k = 0; k < HP_ARRAY_SIZE(valued); k++)
         if (strcmp(a, valued[k]) == 0)
@@ -147,6 +149,16 @@ int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int 
     case 8:
         c->db = v;
         return 1;
+    case 9: {
+        double d;
+        if (hp_parse_double(v, &d) < 0 || d < 0 || d > 1) {
+            fprintf(stderr, "%s: --edgefraction expects a number from 0 to 1, got \"%s\"\n",
+                    c->prog, v);
+            return HP_EUSAGE;
+        }
+        c->qo.edgefraction = d;
+        return 1;
+    }
     default:
         break;
     }

@@ -231,7 +231,7 @@ int query_render_pprof(const struct profile *p, const struct query_opts *o, stru
 
     /* string_table[0] must be ""; str_idx maps empty strings to it. */
     w.table = hp_xgrow(w.table, &w.table_cap, 1, sizeof(*w.table));
-    w.table[w.ntable++] = (ProtobufCBinaryData){ .len = 0, .data = NULL };
+    w.table[w.ntable++] = (ProtobufCBinaryData){ .len = 0, .data = (uint8_t *)"" };
     if (o->focus && *o->focus) {
         if ((r = compile(&w.focus, o->focus, "focus", err)) < 0)
             goto out;

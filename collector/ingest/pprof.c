@@ -312,7 +312,8 @@ static int str_at(struct reader *rd, int64_t idx, const char **ret, const char *
     }
     if (!rd->strs[idx]) {
         const ProtobufCBinaryData *b = &rd->pb->string_table[idx];
-        rd->strs[idx] = profile_intern(rd->p, (const char *)b->data, b->len);
+        /* protobuf-c leaves data NULL for an empty string. */
+        rd->strs[idx] = b->len ? profile_intern(rd->p, (const char *)b->data, b->len) : "";
     }
     *ret = rd->strs[idx];
     return 0;

@@ -22,7 +22,7 @@
 #include "query/query.h"
 
 static char tmpdir[256];
-static char *je_dump;
+static char *je_dump, *je_sampled;
 static bool have_go;
 
 static char *tmp_path(const char *name)
@@ -88,6 +88,15 @@ static int group_setup(void **state)
     free(cmd);
     if (rc != 0)
         return -1;
+    /* A sampled dump, as nodes write them: un-sampled values are fractional. */
+    je_sampled = tmp_path("sampled.heap");
+    cmd = hp_xasprintf("MALLOC_CONF=prof:true,lg_prof_sample:10,prof_accum:true %s "
+                       "--threads 4 --rounds 2 %s",
+                       jf, je_sampled);
+    rc = system(cmd);
+    free(cmd);
+    if (rc != 0)
+        return -1;
     /* go wants writable cache and module folders; keep them in the temp dir
      * (`go tool pprof` itself needs no network). */
     char *gocache = tmp_path("gocache"), *gopath = tmp_path("gopath");
@@ -111,6 +120,7 @@ static int group_teardown(void **state)
     (void)system(cmd);
     free(cmd);
     free(je_dump);
+    free(je_sampled);
     return 0;
 }
 
@@ -473,6 +483,85 @@ static void test_render_pprof_go_tool_matches_top_symbolized(void **state)
     free(orig);
 }
 
+/* Name-only locations (collapsed input: no addresses, no mappings) still make
+ * a profile go tool pprof reads with the same total. pprof shortens C++-like
+ * names ("f<...>" becomes "f"), so rows are compared by value only. */
+static void test_render_pprof_go_tool_reads_collapsed_export(void **state)
+{
+    (void)state;
+    if (!have_go) {
+        fprintf(stderr, "skipped: go is not installed\n");
+        skip();
+    }
+    char *src = data_path("jefixture.collapsed");
+    struct profile *p = parse_ok(src);
+    struct query_opts o;
+    query_opts_init(&o);
+    char *path = tmp_path("collapsed.pb.gz");
+    export_pprof(p, &o, path);
+    struct query_folded *f = NULL;
+    struct query_top *t = NULL;
+    assert_int_equal(query_fold(p, &o, &f, NULL), 0);
+    assert_int_equal(query_top_build(f, PV_INUSE_SPACE, &t), 0);
+    struct go_top g;
+    go_top(path, "", PV_INUSE_SPACE, &g);
+    assert_int_equal(g.total, 281216);
+    assert_int_equal(g.total, (int64_t)t->total[PV_INUSE_SPACE]);
+    assert_true(g.n > 0);
+    assert_int_equal(g.rows[0].flat, (int64_t)t->funcs[0].flat[PV_INUSE_SPACE]);
+    assert_true(strncmp(t->funcs[0].name, g.rows[0].name, strlen(g.rows[0].name)) == 0);
+    free(g.rows);
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+    free(path);
+    free(src);
+}
+
+/* A sampled dump: each column's integers sum to the truncated total, so go
+ * tool pprof's total equals query's exactly; a function's flat value may
+ * differ from query's unrounded one by under one unit per stack. */
+static void test_render_pprof_go_tool_matches_sampled_totals(void **state)
+{
+    (void)state;
+    if (!have_go) {
+        fprintf(stderr, "skipped: go is not installed\n");
+        skip();
+    }
+    struct profile *p = parse_ok(je_sampled);
+    assert_int_equal(p->scaling, PROFILE_SCALING_V2);
+    assert_true(p->period > 1);
+    struct query_opts o;
+    query_opts_init(&o);
+    char *path = tmp_path("sampled.pb.gz");
+    export_pprof(p, &o, path);
+    for (int v = 0; v < PV_COUNT; v++) {
+        struct query_opts ov = o;
+        ov.sample = (enum profile_value)v;
+        struct query_folded *f = NULL;
+        struct query_top *t = NULL;
+        assert_int_equal(query_fold(p, &ov, &f, NULL), 0);
+        assert_int_equal(query_top_build(f, ov.sample, &t), 0);
+        struct go_top g;
+        go_top(path, "-addresses", ov.sample, &g);
+        assert_int_equal(g.total, (int64_t)t->total[v]);
+        assert_true(g.total > 0);
+        for (size_t i = 0; i < t->n && i < 10; i++) {
+            char label[600];
+            pprof_label(t->funcs[i].name, label, sizeof(label));
+            const struct go_row *r = go_find(&g, label);
+            assert_non_null(r);
+            double diff = (double)r->flat - t->funcs[i].flat[v];
+            assert_true(diff > -(double)p->nsamples && diff < (double)p->nsamples);
+        }
+        free(g.rows);
+        query_top_free(t);
+        query_folded_free(f);
+    }
+    profile_free(p);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,7 +569,9 @@ int main(void)
         cmocka_unit_test(test_render_pprof_applies_focus_and_ignore),
         cmocka_unit_test(test_render_pprof_inline_frames),
         cmocka_unit_test(test_render_pprof_go_tool_matches_top_jemalloc),
+        cmocka_unit_test(test_render_pprof_go_tool_matches_sampled_totals),
         cmocka_unit_test(test_render_pprof_go_tool_matches_top_symbolized),
+        cmocka_unit_test(test_render_pprof_go_tool_reads_collapsed_export),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
