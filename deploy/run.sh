@@ -44,6 +44,26 @@ deps() {
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
+# The browser tests drive Debian's Chromium with playwright-core from npm (its
+# lock file is web/package-lock.json); no browser is ever downloaded.
+web_test_deps() {
+    need=""
+    command -v node >/dev/null 2>&1 || need="$need nodejs"
+    command -v npm >/dev/null 2>&1 || need="$need npm"
+    [ -x /usr/bin/chromium ] || need="$need chromium"
+    if [ -n "$need" ]; then
+        say "installing for the browser tests:$need"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $need >/dev/null
+    fi
+    if [ -f web/package-lock.json ] && [ ! -d web/node_modules/playwright-core ]; then
+        say "npm ci in web/ (playwright-core, no browser download)"
+        PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix web --no-audit --no-fund --silent
+    fi
+}
+
 build() { # builddir [meson options...]
     dir=$1
     shift
@@ -65,6 +85,7 @@ build)
     ;;
 test)
     deps
+    web_test_deps
     say "build with -Dwerror=true and run the suite"
     build build-ci -Dwerror=true -Dtests=enabled
     meson test -C build-ci --num-processes "$jobs" --print-errorlogs
