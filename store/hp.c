@@ -255,7 +255,8 @@ void *hp_arena_alloc(struct hp_arena *a, size_t n)
 char *hp_arena_strndup(struct hp_arena *a, const char *s, size_t n)
 {
     char *p = hp_arena_alloc(a, n + 1);
-    memcpy(p, s, n);
+    if (n) /* s may be NULL for an empty string (protobuf-c leaves it so) */
+        memcpy(p, s, n);
     p[n] = '\0';
     return p;
 }
