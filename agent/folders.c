@@ -139,7 +139,7 @@ int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, siz
         closedir(d);
     }
     if (n > 1)
-        qsort(v, n, sizeof(*v), dump_newer_first);
+        hp_qsort(v, n, sizeof(*v), dump_newer_first);
     *ret = v;
     *ret_n = n;
     v = NULL;

@@ -120,7 +120,7 @@ static int list_dir(struct ainput *in, struct hp_buf *err)
         free(p);
     }
     closedir(d);
-    qsort(in->files + first, in->nfiles - first, sizeof(*in->files), str_cmp);
+    hp_qsort(in->files + first, in->nfiles - first, sizeof(*in->files), str_cmp);
     return 0;
 }
 

@@ -131,7 +131,7 @@ static int collect_files(const struct store_cli *c, int argc, char **argv,
             }
         }
         closedir(d);
-        qsort(v + first, n - first, sizeof(*v), cmp_path);
+        hp_qsort(v + first, n - first, sizeof(*v), cmp_path);
     }
     *ret = v;
     *ret_n = n;

@@ -210,8 +210,8 @@ int query_diff_build(const struct query_folded *a, const struct query_folded *b,
     d->sigma = tot.sigma;
     d->noise = tot.noise;
 
-    qsort(d->funcs, d->nfuncs, sizeof(*d->funcs), row_cmp);
-    qsort(d->stacks, d->nstacks, sizeof(*d->stacks), row_cmp);
+    hp_qsort(d->funcs, d->nfuncs, sizeof(*d->funcs), row_cmp);
+    hp_qsort(d->stacks, d->nstacks, sizeof(*d->stacks), row_cmp);
     free(sa);
     free(sb);
     *ret = d;

@@ -157,9 +157,9 @@ int query_fleet_build(const struct query_snapshot *snaps, size_t n,
     }
     F->stacks = sink.v;
     F->nstacks = sink.n;
-    qsort(F->totals, F->ntotals, sizeof(*F->totals), excess_cmp);
-    qsort(F->funcs, F->nfuncs, sizeof(*F->funcs), excess_cmp);
-    qsort(F->stacks, F->nstacks, sizeof(*F->stacks), excess_cmp);
+    hp_qsort(F->totals, F->ntotals, sizeof(*F->totals), excess_cmp);
+    hp_qsort(F->funcs, F->nfuncs, sizeof(*F->funcs), excess_cmp);
+    hp_qsort(F->stacks, F->nstacks, sizeof(*F->stacks), excess_cmp);
     free(scratch);
     free(totals);
     free(trips);

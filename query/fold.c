@@ -401,7 +401,7 @@ void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret)
      * 2^53 are not exact in a double anyway; then no adjustment is made. */
     double extra = trunc(sum) - floors;
     if (extra >= 1 && extra <= (double)n && fabs(sum) < 9007199254740992.0) {
-        qsort(rem, n, sizeof(*rem), remainder_cmp);
+        hp_qsort(rem, n, sizeof(*rem), remainder_cmp);
         for (size_t k = 0; k < (size_t)extra; k++)
             ret[rem[k].idx]++;
     }

@@ -85,7 +85,7 @@ static void ranks(const double *v, size_t n, double *ret, struct rank_item *tmp)
 {
     for (size_t i = 0; i < n; i++)
         tmp[i] = (struct rank_item){ v[i], i };
-    qsort(tmp, n, sizeof(*tmp), rank_cmp);
+    hp_qsort(tmp, n, sizeof(*tmp), rank_cmp);
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j + 1 < n && tmp[j + 1].v == tmp[i].v)
@@ -303,7 +303,7 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         free(ord);
         return HP_EUSAGE;
     }
-    qsort(ord, T, sizeof(*ord), order_cmp);
+    hp_qsort(ord, T, sizeof(*ord), order_cmp);
 
     struct query_leaks *L = hp_xcalloc(1, sizeof(*L));
     struct leaks_priv *pv = hp_xcalloc(1, sizeof(*pv));
@@ -582,8 +582,8 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
         hp_map64_release(&pair);
     }
 
-    qsort(L->stacks, L->nstacks, sizeof(*L->stacks), leak_cmp);
-    qsort(L->funcs, L->nfuncs, sizeof(*L->funcs), leak_cmp);
+    hp_qsort(L->stacks, L->nstacks, sizeof(*L->stacks), leak_cmp);
+    hp_qsort(L->funcs, L->nfuncs, sizeof(*L->funcs), leak_cmp);
     free(rs.rx);
     free(rs.ry);
     free(rs.tmp);

@@ -79,7 +79,7 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
     struct snap_order *ord = hp_xmalloc((n + 1) * sizeof(*ord));
     for (size_t i = 0; i < n; i++)
         ord[i].s = &snaps[i];
-    qsort(ord, n, sizeof(*ord), snap_cmp);
+    hp_qsort(ord, n, sizeof(*ord), snap_cmp);
 
     /* Figure columns in first-seen order. */
     const char **figcols = NULL;
@@ -150,7 +150,7 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
             continue;
         sel[nsel++] = (struct fsel){ (uint32_t)f, key[f] };
     }
-    qsort(sel, nsel, sizeof(*sel), fsel_cmp);
+    hp_qsort(sel, nsel, sizeof(*sel), fsel_cmp);
     if (nsel > maxf)
         nsel = maxf;
 

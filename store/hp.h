@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define HP_MUST_CHECK __attribute__((warn_unused_result))
 #define HP_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -181,6 +182,15 @@ static inline int64_t hp_double_to_i64(double x)
     if (x <= -9223372036854775808.0)
         return INT64_MIN;
     return (int64_t)x;
+}
+
+/* qsort that accepts an empty array with a NULL base (qsort's base is
+ * declared nonnull, even for n == 0). */
+static inline void hp_qsort(void *base, size_t n, size_t size,
+                            int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
 }
 
 /* ---- human units ---------------------------------------------------------- */

@@ -221,7 +221,7 @@ static void mappings_sort(struct profile *p)
     struct mapping_order *ord = hp_xmalloc(n * sizeof(*ord));
     for (size_t i = 0; i < n; i++)
         ord[i] = (struct mapping_order){ .start = p->mappings[i].start, .idx = (uint32_t)i };
-    qsort(ord, n, sizeof(*ord), mapping_cmp);
+    hp_qsort(ord, n, sizeof(*ord), mapping_cmp);
     struct profile_mapping *sorted = hp_xmalloc(n * sizeof(*sorted));
     uint32_t *renum = hp_xmalloc(n * sizeof(*renum)); /* old index -> new index + 1 */
     for (size_t i = 0; i < n; i++) {

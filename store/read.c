@@ -145,7 +145,7 @@ static int range_fetch(struct store *s, enum store_stmt_id range, const struct i
     int64_t *ids = hp_xmalloc((n + 1) * sizeof(*ids));
     if (n)
         memcpy(ids, set->ids, n * sizeof(*ids));
-    qsort(ids, n, sizeof(*ids), cmp_i64);
+    hp_qsort(ids, n, sizeof(*ids), cmp_i64);
     int r = 0;
     size_t i = 0;
     while (i < n) {
@@ -526,7 +526,7 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
             maps[nmaps++] = (struct ld_map){ mobj[i], m->offset,
                                              m->offset + (m->limit - m->start), i };
     }
-    qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
+    hp_qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
     struct profile_frame *pf = NULL;
     size_t pf_cap = 0;
     for (size_t i = 0; i < ld.locset.n; i++) {

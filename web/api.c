@@ -196,7 +196,7 @@ void web_h_nodes(struct web_request *r)
         }
         failing += nodes[i].status && strcmp(nodes[i].status, "failing") == 0;
     }
-    qsort(totals, ntot, sizeof(*totals), cmp_double);
+    hp_qsort(totals, ntot, sizeof(*totals), cmp_double);
     double median = ntot ? (ntot % 2 ? totals[ntot / 2]
                                      : (totals[ntot / 2 - 1] + totals[ntot / 2]) / 2)
                          : NAN;
@@ -653,7 +653,7 @@ void web_h_diff(struct web_request *r)
         if (!query_top_find(tb, fna->name))
             rows[n++] = (struct drow){ fna->name, fna->flat[v], 0, fna->cum[v], 0 };
     }
-    qsort(rows, n, sizeof(*rows), cmp_drow);
+    hp_qsort(rows, n, sizeof(*rows), cmp_drow);
     size_t shown = r->p.qo.top ? HP_MIN(r->p.qo.top, n) : HP_MIN((size_t)200, n);
     json_t *head = json_object();
     json_t *ja = json_object(), *jb = json_object();

@@ -169,7 +169,7 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
         names[nnames++] = hp_xstrdup(de->d_name);
     }
     closedir(top);
-    qsort(names, nnames, sizeof(*names), cmp_str);
+    hp_qsort(names, nnames, sizeof(*names), cmp_str);
     struct dnode *nodes = hp_xcalloc(nnames + 1, sizeof(*nodes));
     for (size_t i = 0; i < nnames; i++) {
         struct dnode *nd = &nodes[i];
@@ -205,7 +205,7 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
             nfiles++;
         }
         if (nfiles)
-            qsort(files, nfiles, sizeof(*files), cmp_file);
+            hp_qsort(files, nfiles, sizeof(*files), cmp_file);
         for (size_t k = 0; k < nfiles; k++) {
             uint32_t idx = entry_for(d, nd->name, files[k].name);
             struct dentry *e = &d->e[idx];

@@ -146,7 +146,7 @@ static int aentry_cmp(const void *a, const void *b)
 static void aranges_sort(struct sym_dw *d)
 {
     if (d->naranges > 1)
-        qsort(d->aranges, d->naranges, sizeof(*d->aranges), aentry_cmp);
+        hp_qsort(d->aranges, d->naranges, sizeof(*d->aranges), aentry_cmp);
 }
 
 static void read_aranges(struct sym_dw *d)
@@ -407,7 +407,7 @@ static void rows_sort(struct dw_cu *cu)
         free(seq);
         return;
     }
-    qsort(seq, nseq, sizeof(*seq), seq_cmp);
+    hp_qsort(seq, nseq, sizeof(*seq), seq_cmp);
     bool disjoint = true;
     for (size_t i = 1; i < nseq && disjoint; i++)
         if (seq[i].lo < seq[i - 1].hi)
@@ -426,7 +426,7 @@ static void rows_sort(struct dw_cu *cu)
         free(cu->rows);
         cu->rows = out;
     } else {
-        qsort(cu->rows, n, sizeof(*cu->rows), row_cmp);
+        hp_qsort(cu->rows, n, sizeof(*cu->rows), row_cmp);
     }
     free(seq);
 }
@@ -655,7 +655,7 @@ static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
                 cu->tops[cu->ntops++] = (struct dw_top){ rg->lo, rg->hi, (uint32_t)i };
             }
         }
-        qsort(cu->tops, cu->ntops, sizeof(*cu->tops), top_cmp);
+        hp_qsort(cu->tops, cu->ntops, sizeof(*cu->tops), top_cmp);
     }
     cu->state = CU_LOADED;
 }

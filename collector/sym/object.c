@@ -178,7 +178,7 @@ int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
     if (dynsym && !symtab)
         read_symbols(e, dynsym, &dynsh, o, &cap);
     if (o->nsyms > 1) {
-        qsort(o->syms, o->nsyms, sizeof(*o->syms), sym_cmp);
+        hp_qsort(o->syms, o->nsyms, sizeof(*o->syms), sym_cmp);
         size_t w = 0;
         for (size_t i = 0; i < o->nsyms; i++) {
             if (w > 0 && o->syms[w - 1].addr == o->syms[i].addr) {

@@ -798,7 +798,7 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
             if (gr->jobs[j].vaddr != UINT64_MAX)
                 va[nva++] = gr->jobs[j].vaddr;
         }
-        qsort(gr->jobs, gr->njobs, sizeof(*gr->jobs), job_cmp);
+        hp_qsort(gr->jobs, gr->njobs, sizeof(*gr->jobs), job_cmp);
         size_t hits = 0;
         obj_fill(s, o, va, nva, &hits);
         st.cache_hits += hits;

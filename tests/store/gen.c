@@ -175,7 +175,7 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
         } *fa = hp_xcalloc(nf, sizeof(*fa));
         for (uint32_t f = 0; f < nf; f++)
             fa[f] = (struct fa){ fbase[f], f };
-        qsort(fa, nf, sizeof(*fa), cmp_fa);
+        hp_qsort(fa, nf, sizeof(*fa), cmp_fa);
         for (size_t i = 0; i < p->nlocs; i++) {
             struct profile_location *l = &p->locs[i];
             size_t lo = 0, hi = nf;
@@ -280,7 +280,7 @@ char *gen_canon(const struct profile *p)
         lines[i] = canon_sample(p, &p->samples[i]);
     for (size_t i = 0; i < p->nthread_samples; i++)
         lines[p->nsamples + i] = canon_sample(p, &p->thread_samples[i]);
-    qsort(lines, n, sizeof(*lines), cmp_str);
+    hp_qsort(lines, n, sizeof(*lines), cmp_str);
     for (size_t i = 0; i < n; i++) {
         (void)hp_buf_puts(&b, lines[i]);
         (void)hp_buf_puts(&b, "\n");
