@@ -368,8 +368,10 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
         free(side);
         struct query_figure *all = hp_arena_alloc(&in->arena,
                                                   (nown + ncommon + 1) * sizeof(*all));
-        memcpy(all, own, nown * sizeof(*all));
-        memcpy(all + nown, common, ncommon * sizeof(*all));
+        if (nown)
+            memcpy(all, own, nown * sizeof(*all));
+        if (ncommon)
+            memcpy(all + nown, common, ncommon * sizeof(*all));
         s->figures = all;
         s->nfigures = nown + ncommon;
     }
