@@ -107,7 +107,12 @@ static void test_cli_diff_formats(void **state)
     assert_int_equal(run_query(c, one, &out), 2);
     free(out);
     const char *svg[] = { "diff", a, b, "--format", "svg", NULL };
-    assert_int_equal(run_query(c, svg, &out), 1);
+    assert_int_equal(run_query(c, svg, &out), 0);
+    assert_non_null(strstr(out, "<svg"));
+    assert_non_null(strstr(out, "</svg>"));
+    free(out);
+    const char *dot[] = { "diff", a, b, "--format", "dot", NULL };
+    assert_int_equal(run_query(c, dot, &out), 1);
     free(out);
     free(a);
     free(b);
