@@ -6,7 +6,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "query diff A B [--normalize] [--noise-sigmas K] [--format text|collapsed|json] [options]";
+    "query diff A B [--normalize] [--noise-sigmas K] [--format text|collapsed|json|svg] "
+    "[options]";
 
 static int render(struct query_cli *c, const struct query_diff_opts *dopts, struct profile *pa,
                   struct profile *pb, const char *la, const char *lb, struct hp_buf *out,
@@ -41,11 +42,11 @@ static int render(struct query_cli *c, const struct query_diff_opts *dopts, stru
         r = query_render_diff_json(d, la, lb, &c->qo, out);
         break;
     case QUERY_FORMAT_SVG:
-        /* Hook: the differential flame graph is drawn from both folded
-         * sides, query_render_svg_diff(fa, fb, &c->qo, out), once the
-         * renderer lands. */
+        /* The differential flame graph is drawn from both folded sides. */
+        r = query_render_svg_diff(fa, fb, &c->qo, out);
+        break;
     default:
-        hp_err_printf(err, "--format %s is not available for diff yet (text, collapsed, json)",
+        hp_err_printf(err, "--format %s is not available for diff (text, collapsed, json, svg)",
                       query_format_name(c->format));
         r = HP_EUSAGE;
         break;

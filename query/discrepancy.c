@@ -10,7 +10,11 @@
  * tracked total in a row and names what lies in each gap.
  *
  * Rules are text (the built-in set is written in the same format and parsed
- * at start), documented in query/INTERNALS.md §6. */
+ * at start), documented in query/INTERNALS.md §6. Figure names are those the
+ * collector stores (collector/poll/figures.c): Prometheus series as the node
+ * wrote them, bvar names, Doris memory-tracker rows as
+ * mem_tracker_current_bytes{type="...",label="..."}, agent figures as
+ * proc_*. */
 #include "query/analysis-internal.h"
 
 #include <ctype.h>
@@ -69,7 +73,10 @@ static const char builtin_rules[] =
     "[ladder]\n"
     "rss = process_rss_bytes\n"
     "rss = doris_be_memory_allocated_bytes\n"
-    "rss = tracker:process resident memory\n"
+    "rss = mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}\n"
+    "rss = databend_process_resident_memory_bytes\n"
+    "rss = process_resident_memory_bytes\n"
+    "rss = proc_rss_bytes\n"
     "jemalloc_resident = doris_be_memory_jemalloc_resident_bytes\n"
     "jemalloc_resident = starrocks_be_jemalloc_resident_bytes\n"
     "jemalloc_resident = jemalloc_resident_bytes\n"
@@ -79,13 +86,14 @@ static const char builtin_rules[] =
     "jemalloc_allocated = doris_be_memory_jemalloc_allocated_bytes\n"
     "jemalloc_allocated = starrocks_be_jemalloc_allocated_bytes\n"
     "jemalloc_allocated = jemalloc_allocated_bytes\n"
+    "jemalloc_allocated = proc_jemalloc_allocated\n"
     "jemalloc_metadata = doris_be_memory_jemalloc_metadata_bytes\n"
     "jemalloc_metadata = starrocks_be_jemalloc_metadata_bytes\n"
     "jemalloc_metadata = jemalloc_metadata_bytes\n"
     "tracked = memory_all_tracked_sum_bytes\n"
     "tracked = doris_be_memory_all_tracked_sum_bytes\n"
     "tracked = starrocks_be_process_mem_bytes\n"
-    "tracked = tracker:sum of all trackers\n"
+    "tracked = mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}\n"
     "[cache]\n"
     "description = caches (page, segment, schema, LRU caches)\n"
     "match = cache|lru_?cache|LRUCache|PageCache|page_?cache|StoragePageCache\n"
@@ -93,7 +101,6 @@ static const char builtin_rules[] =
     "tracker = doris_be_memory_cache_trackers_sum_bytes\n"
     "tracker = starrocks_be_storage_page_cache_mem_bytes + starrocks_be_column_pool_mem_bytes\n"
     "tracker = starrocks_be_storage_page_cache_mem_bytes\n"
-    "tracker = tracker:page_cache\n"
     "[metadata]\n"
     "description = tablet and segment metadata (TabletSchema, Segment, ColumnReader, indexes)\n"
     "match = tablet_?schema|tablet_?meta|rowset_?meta|segment_v2::Segment::|Segment::open"
@@ -102,7 +109,6 @@ static const char builtin_rules[] =
     "tracker = memory_metadata_trackers_sum_bytes\n"
     "tracker = doris_be_memory_metadata_trackers_sum_bytes\n"
     "tracker = starrocks_be_metadata_mem_bytes\n"
-    "tracker = tracker:metadata\n"
     "[load]\n"
     "description = loads (memtables, delta writers, stream load)\n"
     "match = memtable|mem_?table|delta_?writer|load_?channel|tablets_?channel|stream_?load"
@@ -110,7 +116,7 @@ static const char builtin_rules[] =
     "tracker = memory_load_trackers_sum_bytes\n"
     "tracker = doris_be_memory_load_trackers_sum_bytes\n"
     "tracker = starrocks_be_load_mem_bytes\n"
-    "tracker = tracker:load\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"load\"}\n"
     "idle = yes\n"
     "[compaction]\n"
     "description = compaction\n"
@@ -118,14 +124,14 @@ static const char builtin_rules[] =
     "tracker = memory_compaction_trackers_sum_bytes\n"
     "tracker = doris_be_memory_compaction_trackers_sum_bytes\n"
     "tracker = starrocks_be_compaction_mem_bytes\n"
-    "tracker = tracker:compaction\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"compaction\"}\n"
     "[schema_change]\n"
     "description = schema change\n"
     "match = schema_?change\n"
     "tracker = memory_schema_change_trackers_sum_bytes\n"
     "tracker = doris_be_memory_schema_change_trackers_sum_bytes\n"
     "tracker = starrocks_be_schema_change_mem_bytes\n"
-    "tracker = tracker:schema_change\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"schema_change\"}\n"
     "[query]\n"
     "description = query execution (Agg, Join, Filter, Sort, Scan operators)\n"
     "match = agg|join|filter|sort|scan|exchange|hash_?table|pipeline|fragment_?executor"
@@ -133,8 +139,7 @@ static const char builtin_rules[] =
     "tracker = memory_query_trackers_sum_bytes\n"
     "tracker = doris_be_memory_query_trackers_sum_bytes\n"
     "tracker = starrocks_be_query_mem_bytes\n"
-    "tracker = tracker:query\n"
-    "tracker = tracker:query_pool\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"query\"}\n"
     "idle = yes\n";
 
 static void alts_release(struct rule_alts *a)
@@ -484,6 +489,11 @@ int query_figures_parse(const char *text, size_t len, const char *origin, struct
 {
     struct query_figure *v = NULL;
     size_t n = 0, cap = 0, line = 0;
+    struct hp_strtab names;
+    struct hp_map64 index; /* interned name -> index in v */
+    hp_strtab_init(&names, arena);
+    hp_map64_init(&index);
+    int rc = 0;
     const char *p = text, *end = text + len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -501,14 +511,26 @@ int query_figures_parse(const char *text, size_t len, const char *origin, struct
             k++;
         size_t name_len = k;
         if (k < sn && s[k] == '{') {
-            const char *close = memchr(s + k, '}', sn - k);
-            if (!close) {
-                hp_err_printf(err, "%s:%zu: unterminated label set (expected '}')", origin, line);
-                free(v);
-                return HP_EPARSE;
+            /* Label values are quoted and may hold '}' and escaped quotes. */
+            bool quoted = false;
+            for (k++; k < sn; k++) {
+                if (quoted && s[k] == '\\') {
+                    k++;
+                    continue;
+                }
+                if (s[k] == '"')
+                    quoted = !quoted;
+                else if (!quoted && s[k] == '}')
+                    break;
             }
-            k = (size_t)(close - s) + 1;
+            if (k >= sn) {
+                hp_err_printf(err, "%s:%zu: unterminated label set (expected '}')", origin, line);
+                rc = HP_EPARSE;
+                goto out;
+            }
+            k++;
         }
+        size_t series_len = k;
         while (k < sn && (isspace((unsigned char)s[k]) || s[k] == ':'))
             k++;
         const char *val = s + k;
@@ -522,42 +544,42 @@ int query_figures_parse(const char *text, size_t len, const char *origin, struct
         if (!name_len || !vk || vk >= sizeof(num)) {
             hp_err_printf(err, "%s:%zu: expected NAME VALUE, NAME{labels} VALUE or NAME : VALUE",
                           origin, line);
-            free(v);
-            return HP_EPARSE;
+            rc = HP_EPARSE;
+            goto out;
         }
         memcpy(num, val, vk);
         num[vk] = '\0';
-        if (hp_parse_double(num, &d) < 0) {
-            /* bvar pages hold non-numeric vars too; Prometheus holds NaN/Inf. */
+        /* bvar pages hold non-numeric vars too; Prometheus holds NaN/Inf. */
+        if (hp_parse_double(num, &d) < 0 || !isfinite(d))
             continue;
-        }
-        if (!isfinite(d))
-            continue;
-        if (n >= FIGURES_MAX) {
+        if (n + 2 > FIGURES_MAX) {
             hp_err_printf(err, "%s:%zu: more than %d figures", origin, line, FIGURES_MAX);
-            free(v);
-            return HP_ETOOBIG;
+            rc = HP_ETOOBIG;
+            goto out;
         }
-        char *name = hp_arena_alloc(arena, name_len + 1);
-        memcpy(name, s, name_len);
-        name[name_len] = '\0';
-        size_t i;
-        for (i = 0; i < n; i++)
-            if (strcmp(v[i].name, name) == 0)
-                break;
-        if (i == n) {
-            v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
-            n++;
+        /* The series as written (as the collector stores it, labels and
+         * all) and, when it has labels, the bare metric name too. */
+        size_t lens[2] = { series_len, name_len };
+        for (int w = 0; w < (series_len > name_len ? 2 : 1); w++) {
+            const char *name = hp_strtab_intern(&names, s, lens[w]);
+            uint32_t i;
+            if (!hp_map64_put(&index, (uint64_t)(uintptr_t)name, (uint32_t)n, &i)) {
+                v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
+                n++;
+            }
+            v[i] = (struct query_figure){ name, d }; /* later duplicates win */
         }
-        v[i] = (struct query_figure){ name, d };
     }
-    struct query_figure *out = hp_arena_alloc(arena, (n ? n : 1) * sizeof(*out));
+    struct query_figure *res = hp_arena_alloc(arena, (n ? n : 1) * sizeof(*res));
     if (n)
-        memcpy(out, v, n * sizeof(*out));
-    free(v);
-    *ret = out;
+        memcpy(res, v, n * sizeof(*res));
+    *ret = res;
     *ret_n = n;
-    return 0;
+out:
+    free(v);
+    hp_map64_release(&index);
+    hp_strtab_release(&names);
+    return rc;
 }
 
 /* ---- the report ---- */

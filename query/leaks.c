@@ -24,7 +24,8 @@
 #include <string.h>
 
 /* Query and load tracker figures as Doris (bvar, Prometheus) and StarRocks
- * (Prometheus) publish them, and memory-tracker page rows. */
+ * (Prometheus) publish them, and Doris memory-tracker page rows as the
+ * collector stores them. */
 static const char *const default_busy[] = {
     "memory_query_trackers_sum_bytes",
     "memory_load_trackers_sum_bytes",
@@ -32,9 +33,8 @@ static const char *const default_busy[] = {
     "doris_be_memory_load_trackers_sum_bytes",
     "starrocks_be_query_mem_bytes",
     "starrocks_be_load_mem_bytes",
-    "tracker:query",
-    "tracker:load",
-    "tracker:query_pool",
+    "mem_tracker_current_bytes{type=\"overview\",label=\"query\"}",
+    "mem_tracker_current_bytes{type=\"overview\",label=\"load\"}",
     NULL,
 };
 

@@ -179,7 +179,8 @@ double query_absent_variance(enum profile_scaling scaling, uint64_t period, doub
 /* A figure the node reports about itself next to a heap dump: a tracker
  * total, RSS, a jemalloc statistic. Names are those the node publishes
  * (Prometheus names such as doris_be_memory_jemalloc_allocated_bytes, bvar
- * names, "tracker:<label>" for memory-tracker rows). */
+ * names, memory-tracker rows as the collector stores them:
+ * mem_tracker_current_bytes{type="overview",label="query"}). */
 struct query_figure {
     const char *name;
     double value;

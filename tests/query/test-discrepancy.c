@@ -169,6 +169,28 @@ static void test_discrepancy_idle_tracker_is_a_possible_leak(void **state)
     query_discrepancy_free(d);
 }
 
+/* Doris memory-tracker rows under the names the collector stores them by. */
+static void test_discrepancy_reads_collector_tracker_rows(void **state)
+{
+    struct fx *s = *state;
+    struct query_figure figs[] = {
+        { "mem_tracker_current_bytes{type=\"overview\",label=\"query\"}", s->query },
+        { "mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}",
+          4 * s->query },
+        { "mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}",
+          8 * s->query },
+        { "proc_jemalloc_allocated", 6 * s->query },
+    };
+    struct query_discrepancy *d = report(s, figs, HP_ARRAY_SIZE(figs), NULL);
+    const struct query_discrepancy_row *q = query_discrepancy_find(d, "query");
+    assert_int_equal(q->verdict, QUERY_VERDICT_CONSISTENT);
+    assert_true(fabs(q->tracker_share - 0.25) < 1e-9);
+    assert_true(fabs(d->tracked_total - 4 * s->query) < 1);
+    assert_true(fabs(d->ladder[0].value - 8 * s->query) < 1); /* rss */
+    assert_true(fabs(d->ladder[3].value - 6 * s->query) < 1); /* jemalloc_allocated */
+    query_discrepancy_free(d);
+}
+
 static void test_discrepancy_ladder_names_gaps(void **state)
 {
     struct fx *s = *state;
@@ -303,8 +325,12 @@ static void test_discrepancy_figures_parse(void **state)
     size_t n = 0;
     struct hp_buf err = HP_BUF_INIT(0);
     assert_int_equal(query_figures_parse(text, strlen(text), "m.txt", &a, &figs, &n, &err), 0);
-    assert_int_equal(n, 3);
+    /* The labelled series is kept as written (as the collector stores it)
+     * and under its bare name. */
+    assert_int_equal(n, 4);
     double v;
+    assert_int_equal(
+        query_figure_find(figs, n, "starrocks_be_query_mem_bytes{instance=\"be-1\"}", &v), 1);
     assert_int_equal(query_figure_find(figs, n, "doris_be_memory_jemalloc_allocated_bytes", &v), 1);
     assert_true(v == 5); /* later duplicates win */
     assert_int_equal(query_figure_find(figs, n, "starrocks_be_query_mem_bytes", &v), 1);
@@ -324,6 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discrepancy_names_the_missed_path),
         cmocka_unit_test(test_discrepancy_idle_tracker_is_a_possible_leak),
+        cmocka_unit_test(test_discrepancy_reads_collector_tracker_rows),
         cmocka_unit_test(test_discrepancy_ladder_names_gaps),
         cmocka_unit_test(test_discrepancy_rules_file_extends_and_overrides),
         cmocka_unit_test(test_discrepancy_rules_errors_say_where),
