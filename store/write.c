@@ -440,6 +440,8 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
 {
     struct store_writer *w = writer(s);
     struct store_pack sp = { 0 };
+    int64_t *hash_buf = NULL;
+    size_t hash_cap = 0;
     int r = 0;
     d->sid = hp_xcalloc(p->nstacks + 1, sizeof(*d->sid));
     for (size_t i = 0; i < p->nstacks; i++) {
@@ -451,12 +453,13 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
             r = HP_EUSAGE;
             goto out;
         }
-        sp.len = 0;
-        store_pack_u64(&sp, n);
+        /* The hash covers the location ids as 64-bit words (packing waits
+         * until a stack is new); 63 bits so it is a non-negative SQLite
+         * integer. */
+        hash_buf = hp_xgrow(hash_buf, &hash_cap, n, sizeof(*hash_buf));
         for (uint32_t j = 0; j < n; j++)
-            store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
-        /* 63 bits so the hash is a non-negative SQLite integer. */
-        uint64_t h = hp_hash_bytes(sp.data, sp.len, UINT64_C(0x5354414b)) >> 1;
+            hash_buf[j] = d->lid[locs[j]];
+        uint64_t h = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
         uint32_t cached;
         int64_t id = 0;
         if (hp_map64_get(&w->stacks, h, &cached)) {
@@ -472,6 +475,10 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
                 id = sqlite3_column_int64(st, 0);
                 sqlite3_reset(st);
             } else {
+                sp.len = 0;
+                store_pack_u64(&sp, n);
+                for (uint32_t j = 0; j < n; j++)
+                    store_pack_u64(&sp, (uint64_t)hash_buf[j]);
                 if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
                     goto out;
                 sqlite3_bind_int64(st, 1, (int64_t)h);
@@ -492,6 +499,7 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         d->sid[i] = id;
     }
 out:
+    free(hash_buf);
     store_pack_release(&sp);
     return r;
 }
