@@ -170,6 +170,19 @@ int hp_parse_double(const char *s, double *ret) HP_MUST_CHECK;
 /* Durations like 90s, 15m, 1h, 7d, 2w (bare numbers are seconds). */
 int hp_parse_duration(const char *s, int64_t *ret_seconds) HP_MUST_CHECK;
 
+/* A double as int64, truncated toward zero and saturated at the range ends
+ * (NaN gives 0): sums of hostile counts may exceed what int64 holds. */
+static inline int64_t hp_double_to_i64(double x)
+{
+    if (!(x == x))
+        return 0;
+    if (x >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (x <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)x;
+}
+
 /* ---- human units ---------------------------------------------------------- */
 /* Format bytes as "1.5 GiB"/"312 B" into out (at least 32 bytes). */
 const char *hp_fmt_bytes(double bytes, char *out, size_t outsz);
