@@ -740,6 +740,12 @@ static int raw_store(struct store *s, struct node_base *nb, const void *raw, siz
     return blob_insert(s, STMT_RAW_INSERT, hash, raw, len, &nb->raw, ret_id, err);
 }
 
+/* Rounded and saturated: sums of hostile counts may exceed int64. */
+static int64_t total_i64(double x)
+{
+    return hp_double_to_i64(round(x));
+}
+
 /* Per-function flat and cumulative totals of the all-threads samples.
  * Allocator frames (trimmed from leaves) and unsymbolized addresses do not
  * count; flat goes to the innermost frame of the first remaining location. */
@@ -801,7 +807,7 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
     }
     for (size_t i = 0; i < n; i++) {
         const struct acc *a = &acc[i];
-        int64_t cs = llround(a->cum_space), co = llround(a->cum_objects);
+        int64_t cs = total_i64(a->cum_space), co = total_i64(a->cum_objects);
         if (cs == 0 && co == 0)
             continue;
         sqlite3_stmt *st;
@@ -809,9 +815,9 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
             goto out;
         sqlite3_bind_int64(st, 1, snap_id);
         sqlite3_bind_int64(st, 2, a->fid);
-        sqlite3_bind_int64(st, 3, llround(a->flat_space));
+        sqlite3_bind_int64(st, 3, total_i64(a->flat_space));
         sqlite3_bind_int64(st, 4, cs);
-        sqlite3_bind_int64(st, 5, llround(a->flat_objects));
+        sqlite3_bind_int64(st, 5, total_i64(a->flat_objects));
         sqlite3_bind_int64(st, 6, co);
         if ((r = store_step_done(s, st, "storing function totals", err)) < 0)
             goto out;
