@@ -121,9 +121,10 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
         abort();
     ZSTD_CCtx *c = s->cctx;
     ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
-    /* Level 3 with long-distance matching: a dump mostly repeats its base
-     * hundreds of kilobytes back. */
-    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3);
+    /* Against a base: level 1 with long-distance matching (a dump mostly
+     * repeats its base megabytes back; measured on 4.4 MB dumps, level 3
+     * gives the same size 25% slower). Standalone keyframes: level 3. */
+    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, base && base_len ? 1 : 3);
     if (base && base_len) {
         if (!ZSTD_isError(zr))
             zr = ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog,
