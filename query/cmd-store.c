@@ -151,6 +151,7 @@ int query_cmd_import(int argc, char **argv)
     struct store_cli c;
     store_cli_init(&c, "query import");
     const char *node = NULL, *time_text = NULL, *kind = NULL;
+    const char *binary = NULL, *symbols = NULL;
     int nfiles = 0;
     char **files = hp_xcalloc((size_t)argc + 1, sizeof(*files));
     int rc = 2;
@@ -164,10 +165,19 @@ int query_cmd_import(int argc, char **argv)
                    "  --time T      when they were taken (ISO 8601 or -6h); default: the\n"
                    "                dump's own time, else the file's modification time\n"
                    "  --kind KIND   doris, starrocks, databend, agent or url (new nodes)\n"
+                   "  --binary FILE, --symbols DIR  where to find the profiled binaries\n"
                    "  --db PATH     database (default $HEAPFLEET_DB or heapfleet.db)\n",
                    import_usage);
             rc = 0;
             goto out;
+        }
+        if (strcmp(a, "--binary") == 0 || strcmp(a, "--symbols") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s: %s needs a value\n", c.prog, a);
+                goto out;
+            }
+            *(a[2] == 'b' ? &binary : &symbols) = argv[++i];
+            continue;
         }
         if ((strcmp(a, "--node") == 0 || strcmp(a, "--time") == 0 ||
              strcmp(a, "--kind") == 0 || strcmp(a, "--db") == 0)) {
@@ -244,6 +254,13 @@ int query_cmd_import(int argc, char **argv)
         uint64_t t0 = hp_now_ns();
         r = ingest_parse(data, len, NULL, &p, &err);
         fi.parse_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
+        if (r == 0) {
+            /* Stored call trees are symbolized once, here, so every later
+             * query on them reads names without touching a binary. */
+            t0 = hp_now_ns();
+            (void)query_cli_symbolize(c.prog, binary, symbols, p, NULL);
+            fi.symbolize_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
+        }
         int64_t at = fixed_time ? fixed_time
                      : (r == 0 && p->time_ns > 0) ? p->time_ns / 1000000
                                                   : mtime_ms;
@@ -345,7 +362,14 @@ int query_cmd_reindex(int argc, char **argv)
     struct store *s = NULL;
     int rc = 2, nsel = 0;
     char **sel = hp_xcalloc((size_t)argc + 1, sizeof(*sel));
+    const char *binary = NULL, *symbols = NULL;
     for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "--binary") == 0 || strcmp(argv[i], "--symbols") == 0) &&
+            i + 1 < argc) {
+            *(argv[i][2] == 'b' ? &binary : &symbols) = argv[i + 1];
+            i++;
+            continue;
+        }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: %s\n\nRe-parses the stored raw dumps of the snapshots named (NODE,\n"
                    "NODE@TIME, #ID; all snapshots with raw bytes when none is named) and\n"
@@ -410,6 +434,8 @@ int query_cmd_reindex(int argc, char **argv)
         r = store_snapshot_raw(s, ids.v[i], &raw, &len, &err);
         if (r == 0)
             r = ingest_parse(raw, len, NULL, &p, &err);
+        if (r == 0)
+            (void)query_cli_symbolize(c.prog, binary, symbols, p, NULL);
         if (r == 0)
             r = store_snapshot_reindex(s, ids.v[i], p, &err);
         if (r < 0) {

@@ -217,6 +217,8 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
     hp_strtab_init(&f->strings, &f->arena);
     hp_map64_init(&f->index);
     f->source = p;
+    f->scaling = p->scaling;
+    f->period = p->period;
     c.f = f;
     c.loc_first = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_first));
     c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
@@ -258,8 +260,11 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
         if (!focus_hit || ignore_hit || n == 0)
             continue;
         struct query_fold_entry *e = entry_for(f, c.seq, n);
+        double var[PV_COUNT];
+        query_sample_variance(p, s, var);
         for (int v = 0; v < PV_COUNT; v++) {
             e->value[v] += s->value[v];
+            e->var[v] += var[v];
             f->total[v] += s->value[v];
         }
         e->count++;

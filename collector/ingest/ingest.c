@@ -46,6 +46,46 @@ static bool looks_collapsed(const char *s, size_t n)
     return true;
 }
 
+/* An uncompressed profile.proto: the first fields (up to four, within the
+ * bytes we have) carry profile.proto field numbers 1..14 with their wire types.
+ * Writers differ in which field comes first (Go starts with period_type, tag
+ * 0x5a; others with sample_type, 0x0a), so one byte is not enough; text
+ * formats were ruled out before this is asked. */
+static bool looks_profile_proto(const unsigned char *s, size_t len)
+{
+    size_t off = 0;
+    int fields = 0;
+    while (off < len && fields < 4) {
+        unsigned key = s[off++];
+        if (key & 0x80)
+            return false; /* field numbers 1..14 fit one tag byte */
+        unsigned f = key >> 3, wt = key & 7;
+        bool len_delim = f <= 6 || f == 11 || (f == 13 && wt == 2);
+        if (f < 1 || f > 14 || wt != (len_delim ? 2u : 0u))
+            return false;
+        uint64_t v = 0;
+        unsigned shift = 0;
+        for (;;) {
+            if (off >= len)
+                return true; /* ran out of what we hold: plausible so far */
+            unsigned char b = s[off++];
+            if (shift >= 63)
+                return false;
+            v |= (uint64_t)(b & 0x7f) << shift;
+            shift += 7;
+            if (!(b & 0x80))
+                break;
+        }
+        if (len_delim) {
+            if (v >= len - off)
+                return true;
+            off += (size_t)v;
+        }
+        fields++;
+    }
+    return fields > 0;
+}
+
 enum profile_format ingest_detect(const void *data, size_t len)
 {
     const char *s = data;
@@ -65,9 +105,7 @@ enum profile_format ingest_detect(const void *data, size_t len)
     size_t first = nl ? (size_t)(nl - (s + i)) : len - i;
     if (first > 0 && looks_collapsed(s + i, first))
         return PROFILE_FORMAT_COLLAPSED;
-    /* An uncompressed profile.proto starts with field 1 (sample_type, a
-     * length-delimited message: tag 0x0a) in every writer we know. */
-    if (len >= 1 && (unsigned char)s[0] == 0x0a)
+    if (looks_profile_proto((const unsigned char *)s, len))
         return PROFILE_FORMAT_PPROF;
     return PROFILE_FORMAT_UNKNOWN;
 }
