@@ -225,7 +225,7 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);
 
-/* 16-byte content hash of a raw dump (two independent 64-bit hashes). */
+/* 16-byte content key of a raw dump: a 64-bit hash and the length. */
 void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
 
 /* ---- write.c ---- */
