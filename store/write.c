@@ -628,19 +628,22 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
             return r;
         int64_t raw_id = r ? sqlite3_column_int64(st, 0) : 0;
         int64_t ss_id = r ? sqlite3_column_int64(st, 1) : 0;
+        /* Their compressed sizes decide when a delta stops paying. */
+        int64_t raw_csize = r ? sqlite3_column_int64(st, 2) : 0;
+        int64_t ss_csize = r ? sqlite3_column_int64(st, 3) : 0;
         sqlite3_reset(st);
         if (raw_id > 0) {
             if ((r = store_blob_load(s, STMT_RAW_GET, raw_id, &nb->raw.data, &nb->raw.len,
                                      err)) < 0)
                 return r;
             nb->raw.id = raw_id;
-            nb->raw.csize = nb->raw.len; /* unknown: assume a delta always pays */
+            nb->raw.csize = (size_t)HP_MAX(raw_csize, 0);
         }
         if (ss_id > 0) {
             if ((r = store_blob_load(s, STMT_SS_GET, ss_id, &nb->ss.data, &nb->ss.len, err)) < 0)
                 return r;
             nb->ss.id = ss_id;
-            nb->ss.csize = nb->ss.len;
+            nb->ss.csize = (size_t)HP_MAX(ss_csize, 0);
         }
         nb->loaded = true;
     }
