@@ -853,10 +853,10 @@ static void after_work_cb(uv_work_t *w, int status)
         struct hp_buf v = HP_BUF_INIT(0);
         (void)hp_logfmt_value(&v, j->error ? j->error : "?");
         hp_log_warn("collector",
-                    "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu err=%s "
-                    "msg=\"poll failed\"",
+                    "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu "
+                    "failed_in_a_row=%u err=%s msg=\"poll failed\"",
                     j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
-                    (unsigned long long)ms, j->nattempts, v.data);
+                    (unsigned long long)ms, j->nattempts, dn->consecutive_failures, v.data);
         hp_buf_release(&v);
     }
     if (j->sink_error) {

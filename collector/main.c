@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collector/collector-internal.h"
 #include "collector/daemon.h"
 #include "collector/ingest/ingest.h"
 #include "store/store.h"
@@ -54,10 +55,22 @@ static void usage(FILE *f)
             "  --out DIR             instead of a database: dumps and a JSON line per attempt\n"
             "  --binary FILE         the nodes' main executable, for symbolization\n"
             "  --symbols DIR         binaries and debug files (also .build-id/xx/rest.debug)\n"
-            "  --listen ADDR         HTTP API/UI address (when the web module is built in)\n"
+            "  --listen ADDR         HTTP API and UI (default 127.0.0.1:7070; off disables)\n"
+            "  --token-file FILE     require \"Authorization: Bearer <token>\" (not for /metrics)\n"
+            "  --static DIR          the UI's files (default: the installed ones; none: API only)\n"
             "  --log-level LEVEL     error, warn, info (default), debug\n"
             "  --no-progress         no progress lines during a round\n"
             "  -h, --help\n"
+            "\n"
+            "Node list: one node per line, '#' comments:\n"
+            "  starrocks HOST:PORT          GET /pprof/heap, /metrics\n"
+            "  doris HOST:PORT agent=H:P    /jeheap/dump (file fetched through the agent),\n"
+            "                               /metrics, /mem_tracker, brpc=H:P /vars/memory_*\n"
+            "  databend HOST:PORT           GET /debug/mem/pprof/profile, /metrics\n"
+            "  agent HOST:PORT              the agent's newest dump [process=NAME], /proc\n"
+            "  url URL                      a raw profile\n"
+            "  options: name= user= password_file= tls=yes|no|insecure activate=yes\n"
+            "           metrics=H:P; any other key=value is a label\n"
             "\n"
             "Signals: SIGHUP reloads the node list, SIGTERM/SIGINT stop cleanly.\n");
 }
@@ -135,6 +148,10 @@ int main(int argc, char **argv)
     collector_config_default(&cfg);
     const char *db = NULL, *listen = NULL, *out = NULL;
     struct collector_sym_config symcfg = { 0 };
+    /* The installed UI files, or the source tree's when running uninstalled. */
+    const char *static_dir = access(WEB_STATIC_DIR, R_OK) == 0 ? WEB_STATIC_DIR
+                                                                : WEB_STATIC_DIR_SOURCE;
+    const char *token_file = NULL;
     bool check_only = false;
     uint64_t u;
     for (int i = 1; i < argc; i++) {
@@ -208,6 +225,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--db")) {
             NEED_VALUE();
             db = v;
+        } else if (!strcmp(a, "--static")) {
+            NEED_VALUE();
+            static_dir = strcmp(v, "none") ? v : NULL;
+        } else if (!strcmp(a, "--token-file")) {
+            NEED_VALUE();
+            token_file = v;
         } else if (!strcmp(a, "--binary")) {
             NEED_VALUE();
             symcfg.binary = v;
@@ -236,11 +259,6 @@ int main(int argc, char **argv)
     }
     if (check_only)
         return check_nodes(cfg.nodes_path);
-    if (listen)
-        hp_log_warn("collector",
-                    "listen=%s msg=\"the web module is not built into this collector yet; --listen "
-                    "ignored\"",
-                    listen);
     /* --out DIR keeps plain files (no database); otherwise everything goes
      * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */
     struct collector_sink *sink = NULL;
@@ -252,7 +270,26 @@ int main(int argc, char **argv)
         hp_buf_release(&err);
         return 2;
     }
+    /* The API and UI serve what the store holds: on by default, on loopback. */
+    struct collector_service *web = NULL;
+    if (!listen)
+        listen = "127.0.0.1:7070";
+    if (strcmp(listen, "off") != 0 && out) {
+        hp_log_warn("collector", "msg=\"--out keeps files, not a database: the web UI is off\"");
+    } else if (strcmp(listen, "off") != 0) {
+        if (collector_web_service_new(listen, store_path_default(db), static_dir, token_file, &web,
+                                      &err) < 0) {
+            fprintf(stderr, "collector: %s\n", err.data ? err.data : "bad web settings");
+            hp_buf_release(&err);
+            if (sink->close)
+                sink->close(sink);
+            return 2;
+        }
+        cfg.service = web;
+    }
     hp_buf_release(&err);
     parse_max_bytes = cfg.max_body;
-    return collector_daemon_run(&cfg, sink, parse_dump);
+    int rc = collector_daemon_run(&cfg, sink, parse_dump);
+    collector_web_service_free(web);
+    return rc;
 }

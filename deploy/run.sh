@@ -1,8 +1,10 @@
 #!/bin/sh
 # heapfleet's one entry point for a fresh Debian 12 machine (run as root from
 # the repository):
-#   sh deploy/run.sh demo   install what is missing, build, start demo nodes on
-#                           loopback and the collector on heapfleet.db
+#   sh deploy/run.sh demo [SECONDS]
+#                           install what is missing, build, start demo nodes on
+#                           loopback and the collector (SQLite + web UI on
+#                           127.0.0.1:7070) until Ctrl-C or SECONDS
 #   sh deploy/run.sh test   install what is missing, build with -Dwerror=true,
 #                           run the whole suite, then again under ASan+UBSan
 #   sh deploy/run.sh deps   only install the Debian packages
@@ -16,7 +18,8 @@ PACKAGES="gcc g++ meson ninja-build pkg-config
   libcmocka-dev libzstd-dev zlib1g-dev libiberty-dev libjansson-dev
   libprotobuf-c-dev protobuf-c-compiler libh2o-dev
   libjemalloc-dev libgoogle-perftools-dev
-  binutils elfutils llvm graphviz golang-go sqlite3 curl ca-certificates perl"
+  binutils elfutils llvm graphviz golang-go sqlite3 curl ca-certificates perl
+  jq openssl iproute2 systemd"
 
 say() { printf '%s\n' "heapfleet: $*" >&2; }
 
@@ -75,10 +78,30 @@ demo)
     deps
     build build
     demo=$(mktemp -d /tmp/heapfleet-demo.XXXXXX)
-    say "making a real jemalloc heap profile in $demo"
-    MALLOC_CONF=prof:true,lg_prof_sample:12 ./build/tests/fixtures/jefixture \
-        --threads 6 --rounds 3 "$demo/demo.heap"
-    ./build/query/query top "$demo/demo.heap"
+    listen=${HEAPFLEET_LISTEN:-127.0.0.1:7070}
+    say "starting demo nodes on loopback (every kind, real jemalloc dumps) in $demo"
+    ./build/tests/collector/fakenode demo --nodes 6 --list "$demo/be.list" --dir "$demo/nodes" \
+        >"$demo/nodes.txt" 2>"$demo/nodes.log" &
+    nodes=$!
+    trap 'kill $nodes 2>/dev/null' EXIT INT TERM
+    i=0
+    while ! grep -q '^ready' "$demo/nodes.txt" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || { say "demo nodes did not start: $(cat "$demo/nodes.log")"; exit 1; }
+        sleep 0.1
+    done
+    say "collector: polling every minute into $demo/heapfleet.db; UI at http://$listen/"
+    say "try: ./build/query/query nodes --db $demo/heapfleet.db"
+    say "     ./build/query/query top starrocks-1 --db $demo/heapfleet.db"
+    # ${2:-} seconds bounds the run (for scripts); without it, Ctrl-C stops.
+    if [ -n "${2:-}" ]; then
+        timeout --signal=TERM "$2" ./build/collector/bin/collector --nodes "$demo/be.list" \
+            --interval 1m --spread 2s --db "$demo/heapfleet.db" --listen "$listen" || true
+    else
+        ./build/collector/bin/collector --nodes "$demo/be.list" --interval 1m --spread 2s \
+            --db "$demo/heapfleet.db" --listen "$listen"
+    fi
+    ./build/query/query nodes --db "$demo/heapfleet.db"
     ;;
 *)
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

@@ -40,6 +40,7 @@ struct fetch {
     void *arg;
     struct hp_buf body;
     bool too_big;
+    bool had_auth;
     uint64_t max_bytes;
     uint32_t total_timeout_ms;
     uint64_t t0_ns;
@@ -92,9 +93,15 @@ static void describe_failure(struct fetch *fe, CURLcode code, struct poll_fetch_
                  (double)res->elapsed_ms / 1000.0, fe->body.len, detail);
         res->retryable = true;
         break;
+    case CURLE_GOT_NOTHING:
+        snprintf(res->error, sizeof(res->error),
+                 "no HTTP reply: the connection closed before a response (a TLS port needs "
+                 "tls=yes) (%s)",
+                 detail);
+        res->retryable = true;
+        break;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
         snprintf(res->error, sizeof(res->error),
                  "connection closed mid-transfer after %zu body bytes (%s)", fe->body.len, detail);
@@ -147,6 +154,8 @@ static void body_excerpt(const char *body, size_t len, char *out, size_t outsz)
             ch = ' ';
         out[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
     }
+    while (o > 0 && out[o - 1] == ' ')
+        o--;
     if (len > 160 && o + 4 < outsz) {
         memcpy(out + o, "...", 3);
         o += 3;
@@ -183,7 +192,15 @@ static void fetch_finish(struct fetch *fe, CURLcode code)
     } else if (res->http_code < 200 || res->http_code > 299) {
         char ex[200];
         body_excerpt(fe->body.data ? fe->body.data : "", fe->body.len, ex, sizeof(ex));
-        snprintf(res->error, sizeof(res->error), "HTTP %ld%s%s", res->http_code,
+        const char *hint = "";
+        if (res->http_code == 401)
+            hint = fe->had_auth ? " (the node refused user=/password_file=)"
+                                : " (the node wants HTTP auth: add user= and password_file=)";
+        else if (res->http_code == 403)
+            hint = " (the user lacks the privilege; StarRocks needs OPERATE for /pprof)";
+        else if (res->http_code == 404)
+            hint = " (no such endpoint: is the node kind right, or the feature built in?)";
+        snprintf(res->error, sizeof(res->error), "HTTP %ld%s%s%s", res->http_code, hint,
                  fe->body.len ? ": " : " with an empty body", fe->body.len ? ex : "");
         res->status = HP_EHTTP;
         res->retryable = res->http_code >= 500 || res->http_code == 429;
@@ -414,6 +431,7 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
     SETOPT(CURLOPT_USERAGENT, "heapfleet-collector/0.1");
     SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
     if (o->user) {
+        fe->had_auth = true;
         SETOPT(CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
         SETOPT(CURLOPT_USERNAME, o->user);
         SETOPT(CURLOPT_PASSWORD, o->password ? o->password : "");

@@ -9,12 +9,12 @@
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
 # (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
 # reload, SIGTERM with a transfer in flight), unchanged (a repeated dump is
-# recognised and not stored twice). Needs jq. Waits use deadlines, never bare sleeps.
+# recognised and not stored twice), tls (https via openssl s_server). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon unchanged}
+CASES=${*:-mixed nodelist limits daemon unchanged tls}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -62,6 +62,10 @@ case_mixed() {
         doris:inactive doris:noagent starrocks:refuse starrocks:hang starrocks:trickle \
         starrocks:close starrocks:500 starrocks:empty starrocks:garbage starrocks:huge \
         starrocks:flood starrocks:html starrocks:redirect databend:500 doris:old doris:notactive || return
+    # Two more lines for the same nodes: wrong credentials, and none at all.
+    echo nope >"$d/wrong-password"
+    sed -n "s|name=starrocks-auth user=heapfleet password_file=[^ ]*|name=starrocks-badauth user=heapfleet password_file=$d/wrong-password|p" "$d/be.list" >>"$d/be.list"
+    sed -n "s|name=starrocks-auth user=heapfleet password_file=[^ ]*|name=starrocks-noauth|p" "$d/be.list" >>"$d/be.list"
     local t0=$SECONDS
     "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --timeout 2s --retries 1 \
         --retry-base 50ms --max-body 8M >"$d/stdout" 2>"$d/stderr"
@@ -96,8 +100,8 @@ case_mixed() {
     v() { echo "${V["$1|$2"]:-}"; }
     check "mixed: --once exits 1 when a node failed (rc=$rc)" test "$rc" -eq 1
     check "mixed: round took $((SECONDS - t0)) s (< 20 s with hanging nodes)" test $((SECONDS - t0)) -lt 20
-    check "mixed: summary line on stdout" grep -q "23 nodes, 9 ok, 14 failed" "$d/stdout"
-    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 23 -a "$(wc -l <"$J")" -eq 23
+    check "mixed: summary line on stdout" grep -q "25 nodes, 9 ok, 16 failed" "$d/stdout"
+    check "mixed: one record per node" test "$(cut -d'|' -f1 <<<"$(printf '%s\n' "${!V[@]}")" | sort -u | wc -l)" -eq 25 -a "$(wc -l <"$J")" -eq 25
     check "mixed: loop closed cleanly" bash -c "! grep -q 'loop closed with handles' '$d/stderr'"
 
     for n in starrocks-ok doris-ok databend-ok agent-ok url-ok starrocks-gzip starrocks-auth doris-inactive doris-old; do
@@ -141,6 +145,8 @@ case_mixed() {
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
     expect_err starrocks-redirect '^redirect loop'
     expect_err doris-notactive '^HTTP 500: Jemalloc heap profiler is not enabled.*add activate=yes'
+    expect_err starrocks-badauth '^HTTP 401 \(the node refused user=/password_file=\)'
+    expect_err starrocks-noauth '^HTTP 401 \(the node wants HTTP auth: add user= and password_file=\)'
     expect_err doris-noagent '^needs agent: the node wrote its dump to /.*add agent=HOST:PORT'
     check "500: retried once (2 dump attempts)" test "$(v starrocks-500 dump_attempts)" = 2
     check "html: not retried (1 dump attempt)" test "$(v starrocks-html dump_attempts)" = 1
@@ -252,6 +258,35 @@ case_unchanged() {
     check "unchanged: the repeat is marked unchanged and names the first file" \
         test "$(jq -s '.[0].dump.unchanged == false and .[1].dump.unchanged == true and .[0].dump.file == .[1].dump.file' "$J")" = true
     check "unchanged: the dump was written once" test "$(ls "$d/out/agent-ok/"*.heap | wc -l)" -eq 1
+}
+
+# https through a real TLS server: openssl s_server -WWW serves files, so a
+# jefixture dump saved as www/pprof/heap looks like a StarRocks node.
+case_tls() {
+    local d=$WORK/tls
+    command -v openssl >/dev/null && command -v ss >/dev/null || { ok "tls: skipped (no openssl or ss)"; return; }
+    local jefixture
+    jefixture=$(dirname "$FAKENODE")/../fixtures/jefixture
+    mkdir -p "$d/www/pprof"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/key.pem" -out "$d/cert.pem" -days 1 \
+        -subj /CN=localhost 2>/dev/null
+    MALLOC_CONF=prof:true,lg_prof_sample:0 "$jefixture" "$d/www/pprof/heap" || { not_ok "tls: jefixture"; return; }
+    echo "starrocks_be_process_mem_bytes 123" >"$d/www/metrics"
+    (cd "$d/www" && exec openssl s_server -accept 127.0.0.1:0 -WWW -cert ../cert.pem -key ../key.pem -quiet) \
+        >/dev/null 2>&1 &
+    local S=$!
+    PIDS+=($S)
+    local port=
+    port_of_s() { port=$(ss -ltnpH 2>/dev/null | grep "pid=$S," | awk '{ sub(".*:", "", $4); print $4 }'); [ -n "$port" ]; }
+    wait_for 10 port_of_s || { not_ok "tls: openssl s_server listening"; return; }
+    printf 'starrocks 127.0.0.1:%s name=tls-insecure tls=insecure\nstarrocks 127.0.0.1:%s name=tls-verify tls=yes\nstarrocks 127.0.0.1:%s name=plain-to-tls\n' \
+        "$port" "$port" "$port" >"$d/be.list"
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --retries 0 --timeout 3s --max-inflight 1 \
+        >"$d/stdout" 2>"$d/stderr"
+    local J=$d/out/snapshots.jsonl
+    check "tls: tls=insecure fetched and parsed the dump over https" test "$(rec "$J" tls-insecure '.status + " " + .profile.format + " " + (.figures.starrocks_be_process_mem_bytes | tostring)')" = "ok jemalloc 123"
+    check "tls: tls=yes refuses a self-signed certificate" bash -c "grep -q '^TLS failure (SSL certificate problem' <<<\"\$0\"" "$(rec "$J" tls-verify .error)"
+    check "tls: plain http to a TLS port is explained" bash -c "grep -q 'a TLS port needs tls=yes' <<<\"\$0\"" "$(rec "$J" plain-to-tls .error)"
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }

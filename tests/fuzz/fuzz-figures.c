@@ -47,6 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < f.n; i++)
         if (!f.v[i].name || !f.v[i].name[0])
             abort();
+    struct poll_memory m;
+    poll_memory_pick(&f, &m);
     poll_figures_release(&f);
     hp_buf_release(&err);
     return 0;
