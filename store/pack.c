@@ -121,9 +121,10 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
         abort();
     ZSTD_CCtx *c = s->cctx;
     ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
-    /* Level 3 with long-distance matching: a dump mostly repeats its base
-     * hundreds of kilobytes back. */
-    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3);
+    /* Against a base: level 1 with long-distance matching (a dump mostly
+     * repeats its base megabytes back; measured on 4.4 MB dumps, level 3
+     * gives the same size 25% slower). Standalone keyframes: level 3. */
+    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, base && base_len ? 1 : 3);
     if (base && base_len) {
         if (!ZSTD_isError(zr))
             zr = ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog,
@@ -180,8 +181,11 @@ int store_zstd_decompress(struct store *s, const void *src, size_t len, const vo
 
 void store_content_hash(const void *data, size_t len, unsigned char ret[16])
 {
+    /* One 64-bit hash and the length: a match is confirmed byte by byte
+     * before a row is shared (write.c), so a collision costs a comparison,
+     * never a wrong dump, and one pass over megabytes is what we pay. */
     uint64_t a = hp_hash_bytes(data, len, UINT64_C(0x9e3779b97f4a7c15));
-    uint64_t b = hp_hash_bytes(data, len, UINT64_C(0x6a09e667f3bcc909)) ^ hp_hash_u64(len);
+    uint64_t b = (uint64_t)len;
     memcpy(ret, &a, 8);
     memcpy(ret + 8, &b, 8);
 }

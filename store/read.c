@@ -193,6 +193,7 @@ struct ld_loc {
 
 struct ld_frame {
     int64_t fid, file;
+    int64_t fn_ix, file_ix; /* dense indexes into fn_names/file_names, -1 none */
     uint32_t line;
 };
 
@@ -496,10 +497,9 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
 
     /* Function and file names. */
     for (size_t i = 0; i < ld.nframes; i++) {
-        if (ld.frames[i].fid > 0)
-            (void)idset_add(&ld.fnset, ld.frames[i].fid);
-        if (ld.frames[i].file > 0)
-            (void)idset_add(&ld.fileset, ld.frames[i].file);
+        struct ld_frame *f = &ld.frames[i];
+        f->fn_ix = f->fid > 0 ? (int64_t)idset_add(&ld.fnset, f->fid) : -1;
+        f->file_ix = f->file > 0 ? (int64_t)idset_add(&ld.fileset, f->file) : -1;
     }
     for (size_t i = 0; i < ld.locset.n; i++) {
         if (!ld.locs[i].found) {
@@ -561,12 +561,29 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
             idx = profile_location_for_address(p, addr);
         }
         l->pidx = idx;
-        if (l->nframes) {
+        if (l->nframes && p->locs[idx].nframes == 0) {
+            /* The names are already interned in p (fn_row_cb), so the frames
+             * go straight into p->frames, as profile_location_set_frames
+             * would put them, without hashing every name again. */
+            p->frames = hp_xgrow(p->frames, &p->frames_cap, p->nframes + l->nframes,
+                                 sizeof(*p->frames));
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                const struct ld_frame *f = &ld.frames[l->frame_off + k];
+                p->frames[p->nframes + k] = (struct profile_frame){
+                    .function = f->fn_ix >= 0 ? ld.fn_names[f->fn_ix].s : NULL,
+                    .file = f->file_ix >= 0 ? ld.file_names[f->file_ix].s : NULL,
+                    .line = f->line,
+                };
+            }
+            p->locs[idx].frame_off = (uint32_t)p->nframes;
+            p->locs[idx].nframes = l->nframes;
+            p->nframes += l->nframes;
+        } else if (l->nframes) {
             pf = hp_xgrow(pf, &pf_cap, l->nframes, sizeof(*pf));
             for (uint32_t k = 0; k < l->nframes; k++) {
                 const struct ld_frame *f = &ld.frames[l->frame_off + k];
-                pf[k].function = name_of(&ld.fnset, ld.fn_names, f->fid);
-                pf[k].file = name_of(&ld.fileset, ld.file_names, f->file);
+                pf[k].function = f->fn_ix >= 0 ? ld.fn_names[f->fn_ix].s : NULL;
+                pf[k].file = f->file_ix >= 0 ? ld.file_names[f->file_ix].s : NULL;
                 pf[k].line = f->line;
             }
             profile_location_set_frames(p, idx, pf, l->nframes);

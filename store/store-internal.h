@@ -43,10 +43,12 @@ extern const int store_nmigrations;
     X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
     X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
     X(NODE_LAST_BASES,                                                                         \
-      "SELECT coalesce(r.base_id, r.id), coalesce(ss.base_id, ss.id) FROM snapshots s"         \
-      " LEFT JOIN raw_dumps r ON r.id = s.raw_id"                                              \
-      " LEFT JOIN sample_sets ss ON ss.id = s.samples_id"                                      \
-      " WHERE s.node_id = ?1 AND s.status = 'ok' ORDER BY s.taken_at DESC, s.id DESC LIMIT 1") \
+      "SELECT k.raw, k.ss, (SELECT length(data) FROM raw_dumps WHERE id = k.raw),"            \
+      " (SELECT length(data) FROM sample_sets WHERE id = k.ss) FROM"                           \
+      " (SELECT coalesce(r.base_id, r.id) AS raw, coalesce(ss.base_id, ss.id) AS ss"           \
+      "  FROM snapshots s LEFT JOIN raw_dumps r ON r.id = s.raw_id"                            \
+      "  LEFT JOIN sample_sets ss ON ss.id = s.samples_id WHERE s.node_id = ?1"                \
+      "  AND s.status = 'ok' ORDER BY s.taken_at DESC, s.id DESC LIMIT 1) AS k")              \
     X(OBJECT_FIND, "SELECT id FROM objects WHERE key = ?1")                                    \
     X(OBJECT_INSERT, "INSERT INTO objects(key, build_id, path) VALUES (?1, ?2, ?3)")           \
     X(FUNCTION_FIND, "SELECT id FROM functions WHERE name = ?1")                               \
@@ -225,7 +227,7 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);
 
-/* 16-byte content hash of a raw dump (two independent 64-bit hashes). */
+/* 16-byte content key of a raw dump: a 64-bit hash and the length. */
 void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
 
 /* ---- write.c ---- */

@@ -440,6 +440,8 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
 {
     struct store_writer *w = writer(s);
     struct store_pack sp = { 0 };
+    int64_t *hash_buf = NULL;
+    size_t hash_cap = 0;
     int r = 0;
     d->sid = hp_xcalloc(p->nstacks + 1, sizeof(*d->sid));
     for (size_t i = 0; i < p->nstacks; i++) {
@@ -451,12 +453,13 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
             r = HP_EUSAGE;
             goto out;
         }
-        sp.len = 0;
-        store_pack_u64(&sp, n);
+        /* The hash covers the location ids as 64-bit words (packing waits
+         * until a stack is new); 63 bits so it is a non-negative SQLite
+         * integer. */
+        hash_buf = hp_xgrow(hash_buf, &hash_cap, n, sizeof(*hash_buf));
         for (uint32_t j = 0; j < n; j++)
-            store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
-        /* 63 bits so the hash is a non-negative SQLite integer. */
-        uint64_t h = hp_hash_bytes(sp.data, sp.len, UINT64_C(0x5354414b)) >> 1;
+            hash_buf[j] = d->lid[locs[j]];
+        uint64_t h = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
         uint32_t cached;
         int64_t id = 0;
         if (hp_map64_get(&w->stacks, h, &cached)) {
@@ -472,6 +475,10 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
                 id = sqlite3_column_int64(st, 0);
                 sqlite3_reset(st);
             } else {
+                sp.len = 0;
+                store_pack_u64(&sp, n);
+                for (uint32_t j = 0; j < n; j++)
+                    store_pack_u64(&sp, (uint64_t)hash_buf[j]);
                 if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
                     goto out;
                 sqlite3_bind_int64(st, 1, (int64_t)h);
@@ -492,6 +499,7 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         d->sid[i] = id;
     }
 out:
+    free(hash_buf);
     store_pack_release(&sp);
     return r;
 }
@@ -620,19 +628,22 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
             return r;
         int64_t raw_id = r ? sqlite3_column_int64(st, 0) : 0;
         int64_t ss_id = r ? sqlite3_column_int64(st, 1) : 0;
+        /* Their compressed sizes decide when a delta stops paying. */
+        int64_t raw_csize = r ? sqlite3_column_int64(st, 2) : 0;
+        int64_t ss_csize = r ? sqlite3_column_int64(st, 3) : 0;
         sqlite3_reset(st);
         if (raw_id > 0) {
             if ((r = store_blob_load(s, STMT_RAW_GET, raw_id, &nb->raw.data, &nb->raw.len,
                                      err)) < 0)
                 return r;
             nb->raw.id = raw_id;
-            nb->raw.csize = nb->raw.len; /* unknown: assume a delta always pays */
+            nb->raw.csize = (size_t)HP_MAX(raw_csize, 0);
         }
         if (ss_id > 0) {
             if ((r = store_blob_load(s, STMT_SS_GET, ss_id, &nb->ss.data, &nb->ss.len, err)) < 0)
                 return r;
             nb->ss.id = ss_id;
-            nb->ss.csize = nb->ss.len;
+            nb->ss.csize = (size_t)HP_MAX(ss_csize, 0);
         }
         nb->loaded = true;
     }
@@ -732,6 +743,12 @@ static int raw_store(struct store *s, struct node_base *nb, const void *raw, siz
     return blob_insert(s, STMT_RAW_INSERT, hash, raw, len, &nb->raw, ret_id, err);
 }
 
+/* Rounded and saturated: sums of hostile counts may exceed int64. */
+static int64_t total_i64(double x)
+{
+    return hp_double_to_i64(round(x));
+}
+
 /* Per-function flat and cumulative totals of the all-threads samples.
  * Allocator frames (trimmed from leaves) and unsymbolized addresses do not
  * count; flat goes to the innermost frame of the first remaining location. */
@@ -793,7 +810,7 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
     }
     for (size_t i = 0; i < n; i++) {
         const struct acc *a = &acc[i];
-        int64_t cs = llround(a->cum_space), co = llround(a->cum_objects);
+        int64_t cs = total_i64(a->cum_space), co = total_i64(a->cum_objects);
         if (cs == 0 && co == 0)
             continue;
         sqlite3_stmt *st;
@@ -801,9 +818,9 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
             goto out;
         sqlite3_bind_int64(st, 1, snap_id);
         sqlite3_bind_int64(st, 2, a->fid);
-        sqlite3_bind_int64(st, 3, llround(a->flat_space));
+        sqlite3_bind_int64(st, 3, total_i64(a->flat_space));
         sqlite3_bind_int64(st, 4, cs);
-        sqlite3_bind_int64(st, 5, llround(a->flat_objects));
+        sqlite3_bind_int64(st, 5, total_i64(a->flat_objects));
         sqlite3_bind_int64(st, 6, co);
         if ((r = store_step_done(s, st, "storing function totals", err)) < 0)
             goto out;

@@ -23,9 +23,9 @@ CREATE TABLE nodes (
     updated_at INTEGER NOT NULL
 );
 
--- Dumps exactly as fetched, content-addressed by a 128-bit hash of the
--- uncompressed bytes (a hash match is confirmed byte by byte before a dump
--- is shared). base_id: the keyframe this row was
+-- Dumps exactly as fetched, content-addressed by a 64-bit hash and the
+-- length of the uncompressed bytes (16 bytes; a match is confirmed byte by
+-- byte before a dump is shared). base_id: the keyframe this row was
 -- compressed against (NULL: standalone). A keyframe is kept while any row
 -- refers to it.
 CREATE TABLE raw_dumps (

@@ -58,7 +58,7 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
     struct profile_mapping maps[3] = {
         { MAIN_START + bias, MAIN_START + bias + 0x4000000, 0, 1001, mod_name[0],
           bid0, "r-xp", PROFILE_MAP_EXEC },
-        { LIB1_START + bias, LIB1_START + bias + 0x200000, 0x1000, 1002, mod_name[1], NULL,
+        { LIB1_START + bias, LIB1_START + bias + 0x200000, 0x1000, 1002 + gp->seed * 10, mod_name[1], NULL,
           "r-xp", PROFILE_MAP_EXEC },
         { LIB2_START + bias, LIB2_START + bias + 0x100000, 0x2000, 1003, mod_name[2],
           bid2, "r-xp", PROFILE_MAP_EXEC },

@@ -267,6 +267,34 @@ static void test_store_dedup_steady_node(void **state)
     assert_true(u3.stacks - u2.stacks < 100);
     profile_free(p);
     free(raw);
+
+    /* A new build on the node (another binary, other stacks): a delta would
+     * not pay, so its dump starts a new keyframe, after a reopen too. */
+    store_close(f->s);
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &f->s, NULL), 0);
+    gp.seed = 3;
+    p = gen_profile(&gp, &raw, &raw_len);
+    int64_t id = put(f->s, n, T0 + 3 * HOUR_MS, p, raw, raw_len);
+    struct profile *out = load(f->s, id);
+    assert_same_profile(p, out);
+    profile_free(out);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT r.base_id IS NULL, ss.base_id IS NULL FROM "
+                                        "snapshots s JOIN raw_dumps r ON r.id = s.raw_id JOIN "
+                                        "sample_sets ss ON ss.id = s.samples_id WHERE s.id = ?1",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(st, 1, id);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    assert_int_equal(sqlite3_column_int(st, 1), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    profile_free(p);
+    free(raw);
 }
 
 static void test_store_open_refuses_bad_files(void **state)
