@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <uv.h>
 #include <zlib.h>
 
@@ -87,10 +88,25 @@ struct web_server {
 const double web_latency_bounds[10] = { 0.001, 0.005, 0.01, 0.025, 0.05,
                                         0.1,   0.25,  0.5,  1,     5 };
 
+/* The UI's files: the installed copy when there is one, else the source
+ * tree's (a build run from its build folder). Both paths come from meson. */
+const char *web_static_dir_default(void)
+{
+#if defined(WEB_STATIC_INSTALLED) && defined(WEB_STATIC_SRC)
+    struct stat st;
+    if (stat(WEB_STATIC_INSTALLED "/index.html", &st) == 0)
+        return WEB_STATIC_INSTALLED;
+    return WEB_STATIC_SRC;
+#else
+    return NULL;
+#endif
+}
+
 void web_config_init(struct web_config *c)
 {
     memset(c, 0, sizeof(*c));
     c->listen = "127.0.0.1:7070";
+    c->static_dir = web_static_dir_default();
     c->max_jobs = 16;
     c->max_body = (size_t)256 << 20;
 }

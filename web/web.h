@@ -113,13 +113,18 @@ extern const struct web_source_ops web_source_dir_ops;
 
 struct web_config {
     const char *listen;     /* "HOST:PORT"; port 0 picks a free one. Default 127.0.0.1:7070 */
-    const char *static_dir; /* folder of the UI files; NULL serves no UI */
+    const char *static_dir; /* folder of the UI files; NULL serves no UI (404) */
     const char *token;      /* bearer token required for all but /metrics; NULL: none */
     unsigned max_jobs;      /* data requests in flight before 503 (default 16) */
     size_t max_body;        /* cap on one response body (default 256 MiB) */
 };
 
+/* Defaults: 127.0.0.1:7070, the UI from web_static_dir_default(), no token,
+ * 16 jobs, 256 MiB bodies. */
 void web_config_init(struct web_config *c);
+/* The installed UI folder (DATADIR/heapfleet/web) if present, else the
+ * source tree's web/static. */
+const char *web_static_dir_default(void);
 
 /* Read a token file: the first line, trailing whitespace dropped; refuses
  * empty tokens and files over 4 KiB. *ret is malloc'd. */

@@ -209,7 +209,7 @@ async function snapshotPage(sel, q) {
   const [info, tree, top, capab] = await Promise.all([
     api(`/api/v1/snapshots/${selPath(sel)}`),
     api(`/api/v1/snapshots/${selPath(sel)}/tree?${sq}`),
-    api(`/api/v1/snapshots/${selPath(sel)}/top?top=0&${sq}`),
+    api(`/api/v1/snapshots/${selPath(sel)}/top?top=2000&${sq}`), // the table shows at most 2000 rows
     caps(),
   ]);
   const unit = tree.unit;
@@ -231,7 +231,7 @@ async function snapshotPage(sel, q) {
       <div class="panelhead"><h2>Flame graph</h2>
         <input type="search" id="search" placeholder="Search functions (regex)…" aria-label="search the flame graph" style="width:280px">
         <button id="reset">Reset zoom</button>
-        <select id="sample" aria-label="sample type">${["inuse_space", "inuse_objects", "alloc_space", "alloc_objects"].map((s) => `<option ${s === sample ? "selected" : ""}>${s}</option>`).join("")}</select>
+        <select id="sample" aria-label="sample type">${["inuse_space", "inuse_objects", "alloc_space", "alloc_objects"].map((s) => `<option ${s === sample ? "selected" : ""} ${info.totals[s] || s === sample ? "" : "disabled title=\"this profile has no data for it\""}>${s}</option>`).join("")}</select>
         <span style="flex:1"></span>${downloadButtons(capab.formats)}
       </div>
       <div id="flame"></div>
@@ -244,6 +244,7 @@ async function snapshotPage(sel, q) {
   const search = document.getElementById("search");
   let timer = 0;
   search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => fg.setSearch(search.value.trim()), 120); });
+  search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; fg.setSearch(""); } });
   document.getElementById("reset").addEventListener("click", () => fg.reset());
   document.getElementById("sample").addEventListener("change", (e) => {
     location.hash = `#/snapshot/${selPath(sel)}?sample=${enc(e.target.value)}`;
