@@ -21,7 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "web/web.h"
@@ -663,6 +667,42 @@ static void test_api_stop_with_idle_connections(void **state)
     free(r.body);
 }
 
+/* Clients that hang up while their job runs on a worker: the answer is
+ * dropped (ASan would see a write into a freed request), the server goes on. */
+static void test_api_client_gone_midway(void **state)
+{
+    (void)state;
+    static const char req[] = "GET /api/v1/snapshots/be-1/tree HTTP/1.1\r\nHost: t\r\n\r\n"
+                              "GET /api/v1/nodes?spark=4 HTTP/1.1\r\nHost: t\r\n\r\n";
+    for (int i = 0; i < 30; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)main_srv.port) };
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+        if (i % 2) /* half of them leave with a reset instead of a FIN */
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 }, sizeof(struct linger));
+        close(fd);
+    }
+    /* The abandoned jobs still run (503 "too many in flight" meanwhile);
+     * wait for them with a deadline. */
+    uint64_t deadline = hp_now_ns() + UINT64_C(30000000000);
+    struct resp r;
+    for (;;) {
+        r = get("/api/v1/nodes");
+        if (r.status != 503 || hp_now_ns() > deadline)
+            break;
+        free(r.body);
+        usleep(50000);
+    }
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "nodes")), 4);
+    json_decref(j);
+    free(r.body);
+}
+
 /* A response over the configured cap is refused whole, never cut short. */
 static void test_api_body_cap_500(void **state)
 {
@@ -721,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_api_metrics_format),
         cmocka_unit_test(test_api_gzip_same_body),
         cmocka_unit_test(test_api_stop_with_idle_connections),
+        cmocka_unit_test(test_api_client_gone_midway),
         cmocka_unit_test(test_api_body_cap_500),
         cmocka_unit_test(test_api_start_refuses_bad_listen),
     };
