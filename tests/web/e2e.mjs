@@ -27,6 +27,17 @@ page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
 page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
 
+// page.waitForFunction evaluates strings inside the page, which the UI's
+// Content-Security-Policy (no 'unsafe-eval') rightly refuses; poll from here.
+async function waitFor(fn, arg, timeout = 15000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    if (await page.evaluate(fn, arg)) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${fn}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 let step = 0;
 async function shot(name) {
   await page.screenshot({ path: path.join(outDir, `${String(++step).padStart(2, "0")}-${name}.png`), fullPage: true });
@@ -59,7 +70,7 @@ try {
     assert.ok(await page.locator("[data-test=fleet-table] .badge.growing").count() >= 2, "growing nodes flagged");
     assert.equal(await page.locator("svg.spark").count(), 5);
     await page.fill("#filter", "starrocks");
-    await page.waitForFunction(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 3);
+    await waitFor(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 3);
     await page.fill("#filter", "");
     await shot("fleet");
   });
@@ -127,13 +138,13 @@ try {
 
   await check("click zooms into a frame", async () => {
     await page.fill("#search", "");
-    await page.waitForFunction(() => !document.querySelector("[data-test=match]"));
+    await waitFor(() => !document.querySelector("[data-test=match]"));
     const box = await page.locator(".flamewrap canvas").boundingBox();
     await page.mouse.click(box.x + box.width / 2, box.y + 18 * 4 + 9);
-    await page.waitForFunction(() => /Zoomed:/.test(document.querySelector(".flameinfo").innerText));
+    await waitFor(() => /Zoomed:/.test(document.querySelector(".flameinfo").innerText));
     await shot("snapshot-zoomed");
     await page.click("#reset");
-    await page.waitForFunction(() => !/Zoomed:/.test(document.querySelector(".flameinfo").innerText));
+    await waitFor(() => !/Zoomed:/.test(document.querySelector(".flameinfo").innerText));
   });
 
   await check("top table sorts by column", async () => {
@@ -161,10 +172,10 @@ try {
 
   await check("compare two nodes through the pickers", async () => {
     await page.goto(base + "#/compare");
-    await page.waitForFunction(() => document.querySelector("#anode")?.options.length >= 4);
+    await waitFor(() => document.querySelector("#anode")?.options.length >= 4);
     await page.selectOption("#anode", "be-1");
     await page.selectOption("#bnode", "be-2");
-    await page.waitForFunction(() => document.querySelector("#bsnap").options.length > 1);
+    await waitFor(() => document.querySelector("#bsnap").options.length > 1);
     await page.click("#go");
     await page.waitForSelector("[data-test=diff-delta]");
     assert.equal(await text("[data-test=sel-a]"), "be-1");
@@ -219,7 +230,7 @@ try {
     const t1 = performance.now();
     await page.click("[data-test=fleet-table] th[data-sort=heap]");
     await page.fill("#filter", "node-09");
-    await page.waitForFunction(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 100);
+    await waitFor(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 100);
     const interactMs = ms(t1);
     console.log(`1,000-node fleet: page ready in ${loadMs} ms, sort+filter ${interactMs} ms`);
     assert.ok(loadMs < 30000 && interactMs < 10000);
