@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import assert from "node:assert/strict";
 
-const [port, fleetPort, outDir, chrome, nm] = process.argv.slice(2);
+const [port, fleetPort, outDir, chrome, nm, tokenPort, token] = process.argv.slice(2);
 const { chromium } = await import(path.join(nm, "playwright-core", "index.mjs"));
 const base = `http://127.0.0.1:${port}/`;
 const profileDir = fs.mkdtempSync(path.join(outDir, "chromium-profile-"));
@@ -236,6 +236,21 @@ try {
     assert.ok(loadMs < 30000 && interactMs < 10000);
     await page.fill("#filter", "");
     await page.screenshot({ path: path.join(outDir, `${String(++step).padStart(2, "0")}-fleet-1000.png`) });
+  });
+
+  await check("token: the UI asks once, then loads", async () => {
+    // The first API call gets the expected 401; the UI prompts for the token.
+    const before = problems.length;
+    let asked = 0;
+    page.once("dialog", (d) => { asked++; d.accept(token); });
+    await page.goto(`http://127.0.0.1:${tokenPort}/#/`);
+    await page.waitForSelector("[data-test=fleet-table] tbody tr");
+    assert.equal(asked, 1);
+    assert.equal(await text("[data-test=node-count]"), "5");
+    const expected = problems.splice(before).filter((p) => !/\b401\b|Unauthorized/.test(p));
+    assert.deepEqual(expected, [], "only the one expected 401");
+    await page.click("[data-test=node-link] >> text=be-2");
+    await page.waitForSelector("[data-test=node-title]");
   });
 
   assert.deepEqual(problems, [], "no console errors, failed requests or HTTP errors");
