@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "collector/ingest/ingest.h"
+#include "collector/sym/sym.h"
 #include "web/web.h"
 
 #define DIR_MAX_NODES 100000
@@ -438,6 +439,12 @@ static int dir_load(void *ctx, const struct web_selector *sel, struct hp_arena *
         return r == HP_ENOTFOUND ? HP_ECORRUPT : r;
     }
     hp_buf_release(&perr);
+    /* Files are raw dumps: symbolize with the binaries their maps name on
+     * this host, as `query top FILE` does, so both front ends agree. One
+     * symbolizer per request keeps worker threads independent. */
+    struct symbolizer *sym = sym_new(NULL);
+    (void)sym_profile(sym, p, NULL, NULL);
+    sym_free(sym);
     free(path);
     pthread_mutex_lock(&d->mu);
     store_totals(d, (uint32_t)idx, p, mt, sz);

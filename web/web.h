@@ -109,6 +109,14 @@ int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_b
 void web_source_dir_free(struct web_source_dir *d);
 extern const struct web_source_ops web_source_dir_ops;
 
+/* A source backed by the SQLite store (what the collector serves): a small
+ * pool of read-only connections, so worker threads never share one. The
+ * database must exist. Thread-safe. */
+struct web_source_store;
+int web_source_store_new(const char *db, struct web_source_store **ret, struct hp_buf *err);
+void web_source_store_free(struct web_source_store *w);
+extern const struct web_source_ops web_source_store_ops;
+
 /* ---- the server ------------------------------------------------------------ */
 
 struct web_config {

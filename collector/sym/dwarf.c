@@ -1,0 +1,1046 @@
+/* DWARF reader for the symbolizer: the only file that includes libdwarf.
+ *
+ * Cost follows the addresses asked for, not the size of the binary: opening
+ * reads the section headers and .debug_aranges (GCC emits it for every CU;
+ * when it is missing or does not cover an address, the CU headers are walked
+ * once to read each CU's own ranges). A compilation unit is parsed on the
+ * first request that falls into it: its line table is copied into a sorted
+ * array, and the DIE tree is walked once, descending only into DIEs that can
+ * hold code (namespaces, subprograms, inlined subroutines, lexical blocks,
+ * types that may nest member functions) and recording every subprogram and
+ * inlined subroutine that has addresses, in preorder with the index one past
+ * its last descendant, so a lookup finds the outermost function by binary
+ * search and descends into the inline chain child by child. Names are
+ * resolved only for the scopes an address lands in (through abstract_origin
+ * and specification) and cached by DIE offset.
+ *
+ * Frames follow addr2line -i: the innermost scope gets the line table's
+ * file:line for the address, each enclosing scope gets the DW_AT_call_file
+ * and DW_AT_call_line of the inlined subroutine it contains.
+ *
+ * libdwarf handles are not thread-safe; sym_dw_prepare() parses CUs on extra
+ * threads each with its own Dwarf_Debug on the same file, and hands the
+ * results (plain arrays and strings in per-CU arenas) back to the owner.
+ *
+ * Every libdwarf error is translated here into "no information" for the
+ * address or CU concerned (hostile files are expected); nothing is fatal. */
+#include "collector/sym/sym-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libdwarf/dwarf.h>
+#include <libdwarf/libdwarf.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct dw_range {
+    uint64_t lo, hi;
+};
+
+struct dw_scope {
+    uint32_t range_off, nranges; /* into cu->ranges */
+    uint32_t end;                /* one past the last descendant */
+    int32_t parent;              /* -1 for a top-level subprogram */
+    uint64_t die_off;            /* for the name, resolved lazily */
+    uint32_t call_file, call_line;
+    bool inlined;
+};
+
+struct dw_top {
+    uint64_t lo, hi;
+    uint32_t scope;
+};
+
+struct dw_row {
+    uint64_t addr;
+    uint32_t line;
+    uint32_t file; /* index into cu->files, UINT32_MAX at end of sequence */
+};
+
+enum { CU_UNLOADED = 0, CU_LOADED, CU_FAILED };
+
+struct dw_cu {
+    uint64_t die_off;
+    int state;
+    uint16_t version;
+    struct hp_arena arena;
+    const char **files;
+    uint32_t nfiles;
+    int32_t file_base; /* file number of files[0] (1 before DWARF 5, 0 after) */
+    struct dw_row *rows;
+    size_t nrows;
+    struct dw_scope *scopes;
+    size_t nscopes, scopes_cap;
+    struct dw_range *ranges;
+    size_t nranges, ranges_cap;
+    struct dw_top *tops;
+    size_t ntops;
+};
+
+struct dw_aentry {
+    uint64_t lo, hi;
+    uint32_t cu;
+};
+
+struct sym_dw {
+    char *path;
+    int fd;
+    Dwarf_Debug dbg;
+    struct dw_cu *cus;
+    size_t ncus, cus_cap;
+    struct hp_map64 cu_by_off; /* CU DIE offset -> index */
+    struct dw_aentry *aranges;
+    size_t naranges, aranges_cap;
+    bool scanned; /* every CU header walked */
+    struct hp_map64 names;      /* DIE offset -> index+1 into name_ptrs */
+    const char **name_ptrs;
+    size_t nnames, names_cap;
+    struct hp_arena arena;
+};
+
+static void dw_err_free(Dwarf_Debug dbg, Dwarf_Error *e)
+{
+    if (*e) {
+        dwarf_dealloc_error(dbg, *e);
+        *e = NULL;
+    }
+}
+
+/* ---- CU table ------------------------------------------------------------ */
+
+static uint32_t cu_for_offset(struct sym_dw *d, uint64_t die_off)
+{
+    uint32_t idx;
+    if (hp_map64_get(&d->cu_by_off, die_off, &idx))
+        return idx;
+    d->cus = hp_xgrow(d->cus, &d->cus_cap, d->ncus + 1, sizeof(*d->cus));
+    idx = (uint32_t)d->ncus++;
+    struct dw_cu *cu = &d->cus[idx];
+    memset(cu, 0, sizeof(*cu));
+    cu->die_off = die_off;
+    hp_arena_init(&cu->arena);
+    (void)hp_map64_put(&d->cu_by_off, die_off, idx, &idx);
+    return idx;
+}
+
+static void arange_add(struct sym_dw *d, uint64_t lo, uint64_t hi, uint32_t cu)
+{
+    if (hi <= lo)
+        return;
+    d->aranges = hp_xgrow(d->aranges, &d->aranges_cap, d->naranges + 1, sizeof(*d->aranges));
+    d->aranges[d->naranges++] = (struct dw_aentry){ lo, hi, cu };
+}
+
+static int aentry_cmp(const void *a, const void *b)
+{
+    const struct dw_aentry *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+static void aranges_sort(struct sym_dw *d)
+{
+    if (d->naranges > 1)
+        qsort(d->aranges, d->naranges, sizeof(*d->aranges), aentry_cmp);
+}
+
+static void read_aranges(struct sym_dw *d)
+{
+    Dwarf_Arange *list = NULL;
+    Dwarf_Signed count = 0;
+    Dwarf_Error e = NULL;
+    int r = dwarf_get_aranges(d->dbg, &list, &count, &e);
+    if (r != DW_DLV_OK) {
+        dw_err_free(d->dbg, &e);
+        return;
+    }
+    for (Dwarf_Signed i = 0; i < count; i++) {
+        Dwarf_Unsigned seg, segsz, len;
+        Dwarf_Addr start;
+        Dwarf_Off cuoff;
+        if (dwarf_get_arange_info_b(list[i], &seg, &segsz, &start, &len, &cuoff, &e) ==
+            DW_DLV_OK) {
+            if (start != 0 && len != 0)
+                arange_add(d, start, start + len, cu_for_offset(d, cuoff));
+        } else {
+            dw_err_free(d->dbg, &e);
+        }
+        dwarf_dealloc(d->dbg, list[i], DW_DLA_ARANGE);
+    }
+    dwarf_dealloc(d->dbg, list, DW_DLA_LIST);
+}
+
+/* Address ranges of a DIE: low/high pc, or DW_AT_ranges (DWARF 4
+ * .debug_ranges relative to the CU base, or DWARF 5 .debug_rnglists).
+ * Appends to (*out, *n, *cap). Returns the number appended. */
+static size_t die_ranges(Dwarf_Debug dbg, Dwarf_Die die, uint16_t version, uint64_t cu_base,
+                         struct dw_range **out, size_t *n, size_t *cap)
+{
+    Dwarf_Error e = NULL;
+    size_t before = *n;
+    Dwarf_Addr lo;
+    if (dwarf_lowpc(die, &lo, &e) == DW_DLV_OK) {
+        Dwarf_Addr hi;
+        Dwarf_Half form;
+        enum Dwarf_Form_Class cls;
+        if (dwarf_highpc_b(die, &hi, &form, &cls, &e) == DW_DLV_OK) {
+            if (cls == DW_FORM_CLASS_CONSTANT)
+                hi += lo;
+            if (hi > lo && lo != 0) {
+                *out = hp_xgrow(*out, cap, *n + 1, sizeof(**out));
+                (*out)[(*n)++] = (struct dw_range){ lo, hi };
+            }
+            return *n - before;
+        }
+        dw_err_free(dbg, &e);
+    } else {
+        dw_err_free(dbg, &e);
+    }
+
+    Dwarf_Attribute attr = NULL;
+    if (dwarf_attr(die, DW_AT_ranges, &attr, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return 0;
+    }
+    Dwarf_Half form = 0;
+    Dwarf_Unsigned val = 0;
+    if (dwarf_whatform(attr, &form, &e) != DW_DLV_OK)
+        goto out;
+    if (form == DW_FORM_rnglistx || form == DW_FORM_sec_offset || form == DW_FORM_data4 ||
+        form == DW_FORM_data8) {
+        if (dwarf_formudata(attr, &val, &e) != DW_DLV_OK) {
+            Dwarf_Off off;
+            dw_err_free(dbg, &e);
+            if (dwarf_global_formref(attr, &off, &e) != DW_DLV_OK)
+                goto out;
+            val = off;
+        }
+    } else {
+        goto out;
+    }
+    if (version >= 5) {
+        Dwarf_Rnglists_Head head = NULL;
+        Dwarf_Unsigned count = 0, goff = 0;
+        if (dwarf_rnglists_get_rle_head(attr, form, val, &head, &count, &goff, &e) !=
+            DW_DLV_OK)
+            goto out;
+        for (Dwarf_Unsigned i = 0; i < count && i < 1u << 20; i++) {
+            unsigned elen = 0, code = 0;
+            Dwarf_Unsigned raw1, raw2, c1 = 0, c2 = 0;
+            Dwarf_Bool unavail = 0;
+            if (dwarf_get_rnglists_entry_fields_a(head, i, &elen, &code, &raw1, &raw2,
+                                                  &unavail, &c1, &c2, &e) != DW_DLV_OK) {
+                dw_err_free(dbg, &e);
+                break;
+            }
+            if (unavail)
+                continue;
+            if (code == DW_RLE_startx_endx || code == DW_RLE_startx_length ||
+                code == DW_RLE_offset_pair || code == DW_RLE_start_end ||
+                code == DW_RLE_start_length) {
+                if (c2 > c1 && c1 != 0) {
+                    *out = hp_xgrow(*out, cap, *n + 1, sizeof(**out));
+                    (*out)[(*n)++] = (struct dw_range){ c1, c2 };
+                }
+            }
+        }
+        dwarf_dealloc_rnglists_head(head);
+    } else {
+        Dwarf_Ranges *rs = NULL;
+        Dwarf_Signed cnt = 0;
+        Dwarf_Unsigned bytes = 0;
+        Dwarf_Off real = 0;
+        if (dwarf_get_ranges_b(dbg, val, die, &real, &rs, &cnt, &bytes, &e) != DW_DLV_OK)
+            goto out;
+        uint64_t base = cu_base;
+        for (Dwarf_Signed i = 0; i < cnt; i++) {
+            if (rs[i].dwr_type == DW_RANGES_END)
+                break;
+            if (rs[i].dwr_type == DW_RANGES_ADDRESS_SELECTION) {
+                base = rs[i].dwr_addr2;
+                continue;
+            }
+            uint64_t a = rs[i].dwr_addr1 + base, b = rs[i].dwr_addr2 + base;
+            if (b > a && a != 0) {
+                *out = hp_xgrow(*out, cap, *n + 1, sizeof(**out));
+                (*out)[(*n)++] = (struct dw_range){ a, b };
+            }
+        }
+        dwarf_ranges_dealloc(dbg, rs, cnt);
+    }
+out:
+    dw_err_free(dbg, &e);
+    dwarf_dealloc_attribute(attr);
+    return *n - before;
+}
+
+/* Walk every CU header once, adding the ranges of CUs that .debug_aranges
+ * did not describe (clang emits no aranges by default). */
+static void scan_cus(struct sym_dw *d)
+{
+    d->scanned = true;
+    Dwarf_Error e = NULL;
+    /* CUs already described by aranges are skipped. */
+    struct hp_map64 have;
+    hp_map64_init(&have);
+    for (size_t i = 0; i < d->naranges; i++) {
+        uint32_t dummy;
+        (void)hp_map64_put(&have, d->aranges[i].cu, 1, &dummy);
+    }
+    for (unsigned guard = 0; guard < 1u << 24; guard++) {
+        Dwarf_Unsigned hlen, abbrev_off, typeoff, next;
+        Dwarf_Half ver, asz, lsz, esz, cutype;
+        Dwarf_Sig8 sig;
+        Dwarf_Off aoff;
+        int r = dwarf_next_cu_header_d(d->dbg, 1, &hlen, &ver, &aoff, &asz, &lsz, &esz, &sig,
+                                       &typeoff, &next, &cutype, &e);
+        (void)abbrev_off;
+        if (r != DW_DLV_OK) {
+            dw_err_free(d->dbg, &e);
+            break;
+        }
+        Dwarf_Die die = NULL;
+        if (dwarf_siblingof_b(d->dbg, NULL, 1, &die, &e) != DW_DLV_OK) {
+            dw_err_free(d->dbg, &e);
+            continue;
+        }
+        Dwarf_Off off = 0;
+        if (dwarf_dieoffset(die, &off, &e) == DW_DLV_OK) {
+            uint32_t idx = cu_for_offset(d, off), dummy;
+            if (!hp_map64_get(&have, idx, &dummy)) {
+                struct dw_range *rs = NULL;
+                size_t n = 0, cap = 0;
+                Dwarf_Addr base = 0;
+                if (dwarf_lowpc(die, &base, &e) != DW_DLV_OK) {
+                    dw_err_free(d->dbg, &e);
+                    base = 0;
+                }
+                die_ranges(d->dbg, die, ver, base, &rs, &n, &cap);
+                for (size_t i = 0; i < n; i++)
+                    arange_add(d, rs[i].lo, rs[i].hi, idx);
+                free(rs);
+            }
+        } else {
+            dw_err_free(d->dbg, &e);
+        }
+        dwarf_dealloc_die(die);
+    }
+    hp_map64_release(&have);
+    aranges_sort(d);
+}
+
+static int cu_find(struct sym_dw *d, uint64_t addr)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        size_t lo = 0, hi = d->naranges;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (d->aranges[mid].lo <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        /* Overlapping entries are rare; look back a little. */
+        for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++)
+            if (addr >= d->aranges[i - 1].lo && addr < d->aranges[i - 1].hi)
+                return (int)d->aranges[i - 1].cu;
+        if (d->scanned)
+            return -1;
+        scan_cus(d);
+    }
+    return -1;
+}
+
+/* ---- loading one CU ------------------------------------------------------ */
+
+static int row_cmp(const void *a, const void *b)
+{
+    const struct dw_row *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    /* At one address an end of sequence sorts before the rows that start
+     * the next sequence there. */
+    bool xe = x->file == UINT32_MAX, ye = y->file == UINT32_MAX;
+    if (xe != ye)
+        return xe ? -1 : 1;
+    return 0;
+}
+
+static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
+{
+    Dwarf_Error e = NULL;
+    char **files = NULL;
+    Dwarf_Signed nfiles = 0;
+    if (dwarf_srcfiles(cudie, &files, &nfiles, &e) == DW_DLV_OK) {
+        if (nfiles > 0 && nfiles < (1 << 20)) {
+            cu->files = hp_arena_alloc(&cu->arena, (size_t)nfiles * sizeof(*cu->files));
+            for (Dwarf_Signed i = 0; i < nfiles; i++)
+                cu->files[i] = hp_arena_strdup(&cu->arena, files[i] ? files[i] : "??");
+            cu->nfiles = (uint32_t)nfiles;
+        }
+        for (Dwarf_Signed i = 0; i < nfiles; i++)
+            dwarf_dealloc(dbg, files[i], DW_DLA_STRING);
+        dwarf_dealloc(dbg, files, DW_DLA_LIST);
+    } else {
+        dw_err_free(dbg, &e);
+    }
+    /* dwarf_srcfiles lists DWARF 5 files from entry 0, older ones from 1. */
+    cu->file_base = cu->version >= 5 ? 0 : 1;
+
+    Dwarf_Unsigned lver = 0;
+    Dwarf_Small tcount = 0;
+    Dwarf_Line_Context ctx = NULL;
+    if (dwarf_srclines_b(cudie, &lver, &tcount, &ctx, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return;
+    }
+    /* libdwarf 20210528 starts the file register of a DWARF 5 line program
+     * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
+     * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
+     * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
+     * means the default, 1. Clang does use file 0 explicitly; leave it. */
+    bool zero_is_one = false;
+    if (lver >= 5) {
+        char *prod = NULL;
+        if (dwarf_die_text(cudie, DW_AT_producer, &prod, &e) == DW_DLV_OK)
+            zero_is_one = strncmp(prod, "GNU ", 4) == 0;
+        dw_err_free(dbg, &e);
+    }
+    Dwarf_Line *lines = NULL;
+    Dwarf_Signed nlines = 0;
+    if (dwarf_srclines_from_linecontext(ctx, &lines, &nlines, &e) == DW_DLV_OK && nlines > 0) {
+        cu->rows = hp_xmalloc((size_t)nlines * sizeof(*cu->rows));
+        size_t n = 0;
+        for (Dwarf_Signed i = 0; i < nlines; i++) {
+            Dwarf_Addr a;
+            Dwarf_Unsigned ln = 0, fno = 0;
+            Dwarf_Bool end = 0;
+            if (dwarf_lineaddr(lines[i], &a, &e) != DW_DLV_OK) {
+                dw_err_free(dbg, &e);
+                continue;
+            }
+            if (dwarf_lineendsequence(lines[i], &end, &e) != DW_DLV_OK)
+                dw_err_free(dbg, &e);
+            if (!end) {
+                if (dwarf_lineno(lines[i], &ln, &e) != DW_DLV_OK)
+                    dw_err_free(dbg, &e);
+                if (dwarf_line_srcfileno(lines[i], &fno, &e) != DW_DLV_OK)
+                    dw_err_free(dbg, &e);
+            }
+            struct dw_row *r = &cu->rows[n++];
+            r->addr = a;
+            r->line = (uint32_t)ln;
+            if (fno == 0 && zero_is_one)
+                fno = 1;
+            r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
+        }
+        cu->nrows = n;
+        /* qsort is not stable; rows in one sequence are already ordered and
+         * sequences rarely interleave, so sort only when needed. */
+        bool sorted = true;
+        for (size_t i = 1; i < n && sorted; i++)
+            if (row_cmp(&cu->rows[i - 1], &cu->rows[i]) > 0)
+                sorted = false;
+        if (!sorted)
+            qsort(cu->rows, n, sizeof(*cu->rows), row_cmp);
+    } else {
+        dw_err_free(dbg, &e);
+    }
+    dwarf_srclines_dealloc_b(ctx);
+}
+
+struct walk {
+    Dwarf_Debug dbg;
+    struct dw_cu *cu;
+    uint64_t cu_base;
+    unsigned dies;
+};
+
+static bool tag_descends(Dwarf_Half tag)
+{
+    switch (tag) {
+    case DW_TAG_compile_unit:
+    case DW_TAG_partial_unit:
+    case DW_TAG_namespace:
+    case DW_TAG_module:
+    case DW_TAG_subprogram:
+    case DW_TAG_inlined_subroutine:
+    case DW_TAG_lexical_block:
+    case DW_TAG_try_block:
+    case DW_TAG_catch_block:
+        return true;
+    /* Types are not descended into: member functions with code appear at
+     * namespace or CU level (DW_AT_specification points into the class),
+     * in GCC, clang and rustc output alike, and types are most of the DIEs. */
+    default:
+        return false;
+    }
+}
+
+static uint32_t attr_udata(Dwarf_Debug dbg, Dwarf_Die die, Dwarf_Half at)
+{
+    Dwarf_Attribute a = NULL;
+    Dwarf_Error e = NULL;
+    Dwarf_Unsigned v = 0;
+    if (dwarf_attr(die, at, &a, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return 0;
+    }
+    if (dwarf_formudata(a, &v, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        v = 0;
+    }
+    dwarf_dealloc_attribute(a);
+    return v > UINT32_MAX ? 0 : (uint32_t)v;
+}
+
+static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
+{
+    Dwarf_Error e = NULL;
+    Dwarf_Half tag = 0;
+    if (depth > SYM_MAX_DIE_DEPTH || dwarf_tag(die, &tag, &e) != DW_DLV_OK) {
+        dw_err_free(w->dbg, &e);
+        return;
+    }
+    w->dies++;
+    struct dw_cu *cu = w->cu;
+    int32_t self = parent;
+    if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+        size_t before = cu->nranges;
+        if (die_ranges(w->dbg, die, cu->version, w->cu_base, &cu->ranges, &cu->nranges,
+                       &cu->ranges_cap) == 0) {
+            /* A declaration or an out-of-line-less abstract instance: no code
+             * here, and nothing under it can have any. */
+            return;
+        }
+        cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
+        self = (int32_t)cu->nscopes++;
+        struct dw_scope *s = &cu->scopes[self];
+        memset(s, 0, sizeof(*s));
+        s->range_off = (uint32_t)before;
+        s->nranges = (uint32_t)(cu->nranges - before);
+        /* A subprogram nested in another (GNU C nested functions) is a
+         * physical function of its own: it ends the inline chain. */
+        s->parent = tag == DW_TAG_subprogram ? -1 : parent;
+        Dwarf_Off off = 0;
+        if (dwarf_dieoffset(die, &off, &e) != DW_DLV_OK)
+            dw_err_free(w->dbg, &e);
+        s->die_off = off;
+        if (tag == DW_TAG_inlined_subroutine) {
+            s->inlined = true;
+            s->call_file = attr_udata(w->dbg, die, DW_AT_call_file);
+            s->call_line = attr_udata(w->dbg, die, DW_AT_call_line);
+        }
+    } else if (!tag_descends(tag)) {
+        return;
+    }
+
+    Dwarf_Die child = NULL;
+    int r = dwarf_child(die, &child, &e);
+    while (r == DW_DLV_OK) {
+        walk_die(w, child, self, depth + 1);
+        Dwarf_Die next = NULL;
+        r = dwarf_siblingof_b(w->dbg, child, 1, &next, &e);
+        dwarf_dealloc_die(child);
+        child = next;
+    }
+    dw_err_free(w->dbg, &e);
+    if (self != parent)
+        cu->scopes[self].end = (uint32_t)cu->nscopes;
+}
+
+static int top_cmp(const void *a, const void *b)
+{
+    const struct dw_top *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+/* Parse one CU with the given handle. Touches only *cu (and libdwarf's
+ * state of dbg), so CUs load in parallel on separate handles. */
+static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
+{
+    Dwarf_Error e = NULL;
+    Dwarf_Die cudie = NULL;
+    if (dwarf_offdie_b(dbg, cu->die_off, 1, &cudie, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        cu->state = CU_FAILED;
+        return;
+    }
+    Dwarf_Half ver = 0, offsz = 0;
+    if (dwarf_get_version_of_die(cudie, &ver, &offsz) != DW_DLV_OK)
+        ver = 4;
+    cu->version = ver;
+    Dwarf_Addr base = 0;
+    if (dwarf_lowpc(cudie, &base, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        base = 0;
+    }
+    cu_load_lines(dbg, cu, cudie);
+    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base };
+    walk_die(&w, cudie, -1, 0);
+    dwarf_dealloc_die(cudie);
+
+    size_t ntops = 0;
+    for (size_t i = 0; i < cu->nscopes; i++)
+        if (cu->scopes[i].parent < 0)
+            ntops += cu->scopes[i].nranges;
+    if (ntops) {
+        cu->tops = hp_xmalloc(ntops * sizeof(*cu->tops));
+        for (size_t i = 0; i < cu->nscopes; i++) {
+            const struct dw_scope *s = &cu->scopes[i];
+            if (s->parent >= 0)
+                continue;
+            for (uint32_t k = 0; k < s->nranges; k++) {
+                const struct dw_range *rg = &cu->ranges[s->range_off + k];
+                cu->tops[cu->ntops++] = (struct dw_top){ rg->lo, rg->hi, (uint32_t)i };
+            }
+        }
+        qsort(cu->tops, cu->ntops, sizeof(*cu->tops), top_cmp);
+    }
+    cu->state = CU_LOADED;
+}
+
+static void cu_release(struct dw_cu *cu)
+{
+    free(cu->rows);
+    free(cu->scopes);
+    free(cu->ranges);
+    free(cu->tops);
+    hp_arena_release(&cu->arena);
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+static const char *name_of(struct sym_dw *d, uint64_t off, int depth)
+{
+    uint32_t idx;
+    if (hp_map64_get(&d->names, off, &idx))
+        return d->name_ptrs[idx];
+    const char *res = NULL;
+    Dwarf_Error e = NULL;
+    Dwarf_Die die = NULL;
+    if (depth > 8 || dwarf_offdie_b(d->dbg, off, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(d->dbg, &e);
+        return NULL;
+    }
+    char *s = NULL;
+    const char *own = NULL;
+    if (dwarf_die_text(die, DW_AT_linkage_name, &s, &e) == DW_DLV_OK ||
+        (dw_err_free(d->dbg, &e), dwarf_die_text(die, DW_AT_MIPS_linkage_name, &s, &e)) ==
+            DW_DLV_OK) {
+        res = s;
+        goto done;
+    }
+    dw_err_free(d->dbg, &e);
+    if (dwarf_diename(die, &s, &e) == DW_DLV_OK)
+        own = s;
+    dw_err_free(d->dbg, &e);
+    static const Dwarf_Half refs[] = { DW_AT_abstract_origin, DW_AT_specification };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(refs) && !res; i++) {
+        Dwarf_Attribute a = NULL;
+        if (dwarf_attr(die, refs[i], &a, &e) != DW_DLV_OK) {
+            dw_err_free(d->dbg, &e);
+            continue;
+        }
+        Dwarf_Off target = 0;
+        if (dwarf_global_formref(a, &target, &e) == DW_DLV_OK && target != off)
+            res = name_of(d, target, depth + 1);
+        dw_err_free(d->dbg, &e);
+        dwarf_dealloc_attribute(a);
+    }
+    if (!res)
+        res = own;
+done:
+    dwarf_dealloc_die(die);
+    /* Strings from dwarf_die_text point into .debug_str or the DIE data,
+     * which live until dwarf_finish; copy anyway: small, and safe. */
+    if (res)
+        res = hp_arena_strdup(&d->arena, res);
+    d->name_ptrs = hp_xgrow(d->name_ptrs, &d->names_cap, d->nnames + 1, sizeof(*d->name_ptrs));
+    d->name_ptrs[d->nnames] = res;
+    (void)hp_map64_put(&d->names, off, (uint32_t)d->nnames, &idx);
+    d->nnames++;
+    return res;
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+static int open_handle(int fd, Dwarf_Debug *ret)
+{
+    /* libdwarf's allocation tracking (dwarf_set_de_alloc_flag) stays on:
+     * turning it off saves ~25% of CU parsing, but libdwarf 20210528 then
+     * leaks the errors it makes internally on malformed DWARF, and a
+     * hostile file must not grow memory. */
+    Dwarf_Error e = NULL;
+    Dwarf_Debug dbg = NULL;
+    int r = dwarf_init_b(fd, DW_DLC_READ, DW_GROUPNUMBER_ANY, NULL, NULL, &dbg, &e);
+    if (r == DW_DLV_ERROR) {
+        if (e)
+            dwarf_dealloc_error(NULL, e);
+        return HP_EDWARF;
+    }
+    if (r == DW_DLV_NO_ENTRY)
+        return HP_ENOTFOUND;
+    *ret = dbg;
+    return 0;
+}
+
+/* libdwarf 20210528 double-frees on some malformed .debug_rnglists and
+ * .debug_loclists headers (found by tests/fuzz/fuzz-elf), and it loads
+ * .debug_rnglists as soon as any CU is read. So the unit headers of both
+ * sections are checked here first (DWARF 5, 6.1.x: unit_length, version 5,
+ * address size 4 or 8, no segment selectors, offset array inside the unit)
+ * and a file that fails keeps its symbols but not its DWARF. */
+static int check_lists_section(Elf *e, Elf_Scn *scn, const char *name, struct hp_buf *err,
+                               const char *path)
+{
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+        return 0;
+    if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0) {
+        hp_err_printf(err, "%s: %s: cannot decompress: %s", path, name, elf_errmsg(-1));
+        return HP_EDWARF;
+    }
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d || !d->d_buf)
+        return 0;
+    const unsigned char *b = d->d_buf;
+    size_t n = d->d_size, off = 0;
+    bool le = elf_getident(e, NULL)[EI_DATA] == ELFDATA2LSB;
+    while (off < n) {
+        if (n - off < 12)
+            goto bad;
+        uint64_t len = 0;
+        size_t hdr = 4, osz = 4;
+        for (int i = 0; i < 4; i++)
+            len |= (uint64_t)b[off + (le ? i : 3 - i)] << (8 * i);
+        if (len == 0xffffffff) {
+            if (n - off < 20)
+                goto bad;
+            len = 0;
+            for (int i = 0; i < 8; i++)
+                len |= (uint64_t)b[off + 4 + (le ? i : 7 - i)] << (8 * i);
+            hdr = 12;
+            osz = 8;
+        } else if (len >= 0xfffffff0) {
+            goto bad;
+        }
+        if (len < 8 || len > n - off - hdr)
+            goto bad;
+        const unsigned char *u = b + off + hdr;
+        unsigned ver = le ? (unsigned)(u[0] | u[1] << 8) : (unsigned)(u[1] | u[0] << 8);
+        uint32_t count = 0;
+        for (int i = 0; i < 4; i++)
+            count |= (uint32_t)u[4 + (le ? i : 3 - i)] << (8 * i);
+        if (ver != 5 || (u[2] != 4 && u[2] != 8) || u[3] != 0 ||
+            (uint64_t)count * osz > len - 8)
+            goto bad;
+        off += hdr + (size_t)len;
+    }
+    return 0;
+bad:
+    hp_err_printf(err, "%s: %s: malformed unit header at offset 0x%zx", path, name, off);
+    return HP_EDWARF;
+}
+
+static int check_sections(int fd, const char *path, struct hp_buf *err)
+{
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    if (!e)
+        return 0; /* not ELF: libdwarf will say so */
+    int r = 0;
+    size_t shstrndx, shnum = 0;
+    GElf_Ehdr eh;
+    struct stat st;
+    /* libdwarf reads the section header table with its own ELF reader and
+     * trusts e_shnum and e_shentsize for a malloc: check that the table is
+     * the standard shape and lies inside the file first. */
+    if (elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && fstat(fd, &st) == 0 &&
+        elf_getshdrnum(e, &shnum) == 0) {
+        size_t entsz = gelf_getclass(e) == ELFCLASS64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
+        if (eh.e_shentsize != entsz || shnum > 65536 ||
+            eh.e_shoff + (uint64_t)shnum * entsz > (uint64_t)st.st_size) {
+            hp_err_printf(err, "%s: malformed section header table", path);
+            elf_end(e);
+            return HP_EDWARF;
+        }
+    }
+    if (elf_kind(e) == ELF_K_ELF && elf_getshdrstrndx(e, &shstrndx) == 0) {
+        for (Elf_Scn *scn = NULL; r == 0 && shnum && (scn = elf_nextscn(e, scn)) != NULL;) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh))
+                continue;
+            /* Same for every section's extent and links. */
+            if ((sh.sh_type != SHT_NOBITS &&
+                 (sh.sh_offset > (uint64_t)st.st_size ||
+                  sh.sh_size > (uint64_t)st.st_size - sh.sh_offset)) ||
+                sh.sh_link >= shnum) {
+                hp_err_printf(err, "%s: section %zu lies outside the file or links nowhere",
+                              path, elf_ndxscn(scn));
+                r = HP_EDWARF;
+                break;
+            }
+            const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+            /* .debug_loclists has the same header and the same libdwarf
+             * bug, but is only loaded for location lists, which the
+             * symbolizer never asks for. */
+            if (name && strcmp(name, ".debug_rnglists") == 0)
+                r = check_lists_section(e, scn, name, err, path);
+        }
+    }
+    elf_end(e);
+    return r;
+}
+
+int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int en = errno;
+        hp_err_printf(err, "%s: cannot open: %s", path, strerror(en));
+        return HP_ERR(en);
+    }
+    int r = check_sections(fd, path, err);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    Dwarf_Debug dbg = NULL;
+    r = open_handle(fd, &dbg);
+    if (r < 0) {
+        close(fd);
+        if (r == HP_EDWARF)
+            hp_err_printf(err, "%s: unreadable DWARF", path);
+        return r;
+    }
+    struct sym_dw *d = hp_xcalloc(1, sizeof(*d));
+    d->path = hp_xstrdup(path);
+    d->fd = fd;
+    d->dbg = dbg;
+    hp_map64_init(&d->cu_by_off);
+    hp_map64_init(&d->names);
+    hp_arena_init(&d->arena);
+    read_aranges(d);
+    aranges_sort(d);
+    *ret = d;
+    return 0;
+}
+
+void sym_dw_free(struct sym_dw *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->ncus; i++)
+        cu_release(&d->cus[i]);
+    free(d->cus);
+    free(d->aranges);
+    free(d->name_ptrs);
+    hp_map64_release(&d->cu_by_off);
+    hp_map64_release(&d->names);
+    hp_arena_release(&d->arena);
+    if (d->dbg) {
+        Dwarf_Error e = NULL;
+        if (dwarf_finish(d->dbg, &e) != DW_DLV_OK && e)
+            dwarf_dealloc_error(NULL, e);
+    }
+    if (d->fd >= 0)
+        close(d->fd);
+    free(d->path);
+    free(d);
+}
+
+size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->ncus; i++)
+        n += d->cus[i].state != CU_UNLOADED;
+    if (ret_total)
+        *ret_total = d->ncus;
+    return n;
+}
+
+struct prep_job {
+    struct sym_dw *d;
+    uint32_t *cus;
+    size_t ncus;
+    size_t next; /* shared cursor, under mu */
+    pthread_mutex_t mu;
+};
+
+static void *prep_worker(void *arg)
+{
+    struct prep_job *j = arg;
+    Dwarf_Debug dbg = NULL;
+    int fd = open(j->d->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (open_handle(fd, &dbg) < 0) {
+        close(fd);
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next < j->ncus ? j->next++ : SIZE_MAX;
+        pthread_mutex_unlock(&j->mu);
+        if (i == SIZE_MAX)
+            break;
+        cu_load(dbg, &j->d->cus[j->cus[i]]);
+    }
+    Dwarf_Error e = NULL;
+    if (dwarf_finish(dbg, &e) != DW_DLV_OK && e)
+        dwarf_dealloc_error(NULL, e);
+    close(fd);
+    return NULL;
+}
+
+void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threads)
+{
+    struct hp_map64 seen;
+    hp_map64_init(&seen);
+    uint32_t *todo = NULL;
+    size_t ntodo = 0, cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = cu_find(d, addrs[i]);
+        if (c < 0 || d->cus[c].state != CU_UNLOADED)
+            continue;
+        uint32_t dummy;
+        if (hp_map64_put(&seen, (uint64_t)c, 1, &dummy) == 0) {
+            todo = hp_xgrow(todo, &cap, ntodo + 1, sizeof(*todo));
+            todo[ntodo++] = (uint32_t)c;
+        }
+    }
+    hp_map64_release(&seen);
+    /* Extra handles cost a second copy of the sections libdwarf reads; only
+     * worth it with enough CUs to share. */
+    if (threads > 1 && ntodo >= 8) {
+        struct prep_job j = { .d = d, .cus = todo, .ncus = ntodo };
+        pthread_mutex_init(&j.mu, NULL);
+        int nt = HP_MIN(threads - 1, 15);
+        pthread_t tids[15];
+        int started = 0;
+        for (int t = 0; t < nt; t++)
+            if (pthread_create(&tids[t], NULL, prep_worker, &j) == 0)
+                started++;
+        /* The calling thread works too, with the main handle. */
+        for (;;) {
+            pthread_mutex_lock(&j.mu);
+            size_t i = j.next < j.ncus ? j.next++ : SIZE_MAX;
+            pthread_mutex_unlock(&j.mu);
+            if (i == SIZE_MAX)
+                break;
+            cu_load(d->dbg, &d->cus[todo[i]]);
+        }
+        for (int t = 0; t < started; t++)
+            pthread_join(tids[t], NULL);
+        pthread_mutex_destroy(&j.mu);
+    } else {
+        for (size_t i = 0; i < ntodo; i++)
+            cu_load(d->dbg, &d->cus[todo[i]]);
+    }
+    free(todo);
+}
+
+static bool scope_contains(const struct dw_cu *cu, const struct dw_scope *s, uint64_t addr)
+{
+    for (uint32_t k = 0; k < s->nranges; k++) {
+        const struct dw_range *r = &cu->ranges[s->range_off + k];
+        if (addr >= r->lo && addr < r->hi)
+            return true;
+    }
+    return false;
+}
+
+static const char *cu_file(const struct dw_cu *cu, uint32_t fno)
+{
+    int64_t i = (int64_t)fno - cu->file_base;
+    if (i < 0 || i >= (int64_t)cu->nfiles)
+        return NULL;
+    return cu->files[i];
+}
+
+int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int cap)
+{
+    int c = cu_find(d, addr);
+    if (c < 0 || cap <= 0)
+        return 0;
+    struct dw_cu *cu = &d->cus[c];
+    if (cu->state == CU_UNLOADED)
+        cu_load(d->dbg, cu);
+    if (cu->state != CU_LOADED)
+        return 0;
+
+    /* Line: the last row at or before addr, unless it ends a sequence. */
+    const char *file = NULL;
+    uint32_t line = 0;
+    size_t lo = 0, hi = cu->nrows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cu->rows[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && cu->rows[lo - 1].file != UINT32_MAX) {
+        file = cu_file(cu, cu->rows[lo - 1].file);
+        line = cu->rows[lo - 1].line;
+    }
+
+    /* Scope: the top-level subprogram, then down the inline chain. */
+    int32_t cur = -1;
+    lo = 0;
+    hi = cu->ntops;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cu->tops[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++) {
+        if (addr >= cu->tops[i - 1].lo && addr < cu->tops[i - 1].hi) {
+            cur = (int32_t)cu->tops[i - 1].scope;
+            break;
+        }
+    }
+    if (cur < 0) {
+        if (!file)
+            return 0;
+        out[0] = (struct sym_dw_frame){ NULL, file, line };
+        return 1;
+    }
+    for (int guard = 0; guard < SYM_MAX_INLINE_DEPTH; guard++) {
+        const struct dw_scope *s = &cu->scopes[cur];
+        int32_t next = -1;
+        for (uint32_t ch = (uint32_t)cur + 1; ch < s->end; ch = cu->scopes[ch].end) {
+            if (cu->scopes[ch].end <= ch)
+                break; /* malformed nesting; never loop */
+            if (scope_contains(cu, &cu->scopes[ch], addr)) {
+                next = (int32_t)ch;
+                break;
+            }
+        }
+        if (next < 0)
+            break;
+        cur = next;
+    }
+
+    int n = 0;
+    for (int guard = 0; cur >= 0 && n < cap && guard < SYM_MAX_INLINE_DEPTH; guard++) {
+        const struct dw_scope *s = &cu->scopes[cur];
+        out[n++] = (struct sym_dw_frame){ name_of(d, s->die_off, 0), file, line };
+        if (!s->inlined)
+            break;
+        file = cu_file(cu, s->call_file);
+        line = s->call_line;
+        cur = s->parent;
+    }
+    return n;
+}

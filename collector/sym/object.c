@@ -1,0 +1,300 @@
+/* ELF objects for the symbolizer (libelf): the PT_LOAD headers that turn a
+ * file offset from a maps line into an ELF virtual address, and the function
+ * symbols of .symtab and .dynsym, sorted by address.
+ *
+ * Everything needed is copied out (strings into the object's arena) and the
+ * file is closed again, so an open object costs its symbol table and nothing
+ * else. Counts read from the file are bounded by libelf against the file size
+ * and by SYM_MAX_SYMBOLS. */
+#include "collector/sym/sym-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int sym_cmp(const void *a, const void *b)
+{
+    const struct sym_symbol *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return 0;
+}
+
+static int leading_underscores(const char *s)
+{
+    int n = 0;
+    while (s[n] == '_')
+        n++;
+    return n;
+}
+
+/* Of two symbols at one address, which name to show: the sized one, then
+ * fewer leading underscores (malloc over __libc_malloc, so allocator entry
+ * points keep the names jeprof looks for), then the shorter. */
+static bool sym_better(const struct sym_symbol *a, const struct sym_symbol *b)
+{
+    if ((a->size != 0) != (b->size != 0))
+        return a->size != 0;
+    int ua = leading_underscores(a->name), ub = leading_underscores(b->name);
+    if (ua != ub)
+        return ua < ub;
+    return strlen(a->name) < strlen(b->name);
+}
+
+static bool section_is_code(Elf *e, size_t shndx)
+{
+    Elf_Scn *scn = elf_getscn(e, shndx);
+    GElf_Shdr sh;
+    return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
+static void read_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_elf *o,
+                         size_t *cap)
+{
+    Elf_Data *data = elf_getdata(scn, NULL);
+    if (!data || sh->sh_entsize == 0)
+        return;
+    size_t n = sh->sh_size / sh->sh_entsize;
+    if (n > SYM_MAX_SYMBOLS)
+        n = SYM_MAX_SYMBOLS;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Sym s;
+        if (!gelf_getsym(data, (int)i, &s))
+            break;
+        int type = GELF_ST_TYPE(s.st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+            continue;
+        if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE || s.st_value == 0)
+            continue;
+        const char *name = elf_strptr(e, sh->sh_link, s.st_name);
+        if (!name || !*name || name[0] == '$' || strncmp(name, ".L", 2) == 0)
+            continue;
+        /* Untyped labels in code (assembly entry points such as
+         * _dl_start_user) are what nm and addr2line name such code by. */
+        if (type == STT_NOTYPE && !section_is_code(e, s.st_shndx))
+            continue;
+        if (o->nsyms >= SYM_MAX_SYMBOLS)
+            return;
+        o->syms = hp_xgrow(o->syms, cap, o->nsyms + 1, sizeof(*o->syms));
+        /* Names from a version-annotated .dynsym come without "@@VER". */
+        o->syms[o->nsyms++] = (struct sym_symbol){ s.st_value, s.st_size,
+                                                   hp_arena_strdup(&o->arena, name) };
+    }
+}
+
+int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
+{
+    int r = 0;
+    Elf *e = NULL;
+    struct sym_elf *o = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int en = errno;
+        hp_err_printf(err, "%s: cannot open: %s", path, strerror(en));
+        return HP_ERR(en);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        hp_err_printf(err, "%s: not a regular file", path);
+        r = HP_EELF;
+        goto out;
+    }
+    elf_version(EV_CURRENT);
+    e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e || elf_kind(e) != ELF_K_ELF) {
+        hp_err_printf(err, "%s: not an ELF file", path);
+        r = HP_EELF;
+        goto out;
+    }
+    GElf_Ehdr eh;
+    if (!gelf_getehdr(e, &eh)) {
+        hp_err_printf(err, "%s: corrupt ELF header: %s", path, elf_errmsg(-1));
+        r = HP_EELF;
+        goto out;
+    }
+    /* A truncated copy (an interrupted download or scp) keeps a valid
+     * header; libelf would then just see fewer sections. Check that the
+     * section table and every section with file data fit in the file.
+     * (PT_LOADs are not checked: separate debug files keep the image's
+     * program headers without its bytes.) */
+    uint64_t need = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+    for (Elf_Scn *sc = NULL; (sc = elf_nextscn(e, sc)) != NULL;) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(sc, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > need)
+            need = sh.sh_offset + sh.sh_size;
+    }
+    if (eh.e_shoff == 0 || need > (uint64_t)st.st_size) {
+        hp_err_printf(err, "%s: truncated or damaged ELF: %lld bytes, its headers describe %llu",
+                      path, (long long)st.st_size, (unsigned long long)need);
+        r = HP_EELF;
+        goto out;
+    }
+    o = hp_xcalloc(1, sizeof(*o));
+    hp_arena_init(&o->arena);
+    o->path = hp_xstrdup(path);
+    o->type = eh.e_type;
+    r = sym_elf_identity_read(path, &o->id, err);
+    if (r < 0)
+        goto out;
+
+    size_t nph = 0;
+    if (elf_getphdrnum(e, &nph) == 0 && nph > 0 && nph < 65536) {
+        o->loads = hp_xcalloc(nph, sizeof(*o->loads));
+        for (size_t i = 0; i < nph; i++) {
+            GElf_Phdr ph;
+            if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+                continue;
+            o->loads[o->nloads++] = (struct sym_load){ ph.p_vaddr, ph.p_memsz, ph.p_offset,
+                                                       ph.p_filesz, ph.p_flags };
+        }
+    }
+
+    size_t cap = 0;
+    Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
+    GElf_Shdr symsh, dynsh;
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        if (sh.sh_type == SHT_SYMTAB && !symtab) {
+            symtab = scn;
+            symsh = sh;
+        } else if (sh.sh_type == SHT_DYNSYM && !dynsym) {
+            dynsym = scn;
+            dynsh = sh;
+        }
+    }
+    if (symtab) {
+        read_symbols(e, symtab, &symsh, o, &cap);
+        o->has_symtab = true;
+    }
+    /* .dynsym is a subset of .symtab when both exist; read it only when the
+     * full table is gone (stripped libraries). */
+    if (dynsym && !symtab)
+        read_symbols(e, dynsym, &dynsh, o, &cap);
+    if (o->nsyms > 1) {
+        qsort(o->syms, o->nsyms, sizeof(*o->syms), sym_cmp);
+        size_t w = 0;
+        for (size_t i = 0; i < o->nsyms; i++) {
+            if (w > 0 && o->syms[w - 1].addr == o->syms[i].addr) {
+                if (sym_better(&o->syms[i], &o->syms[w - 1]))
+                    o->syms[w - 1] = o->syms[i];
+                continue;
+            }
+            o->syms[w++] = o->syms[i];
+        }
+        o->nsyms = w;
+    }
+out:
+    if (e)
+        elf_end(e);
+    close(fd);
+    if (r < 0) {
+        sym_elf_free(o);
+        return r;
+    }
+    *ret = o;
+    return 0;
+}
+
+void sym_elf_free(struct sym_elf *o)
+{
+    if (!o)
+        return;
+    free(o->loads);
+    free(o->syms);
+    free(o->path);
+    hp_arena_release(&o->arena);
+    free(o);
+}
+
+int sym_elf_offset_to_vaddr(const struct sym_elf *o, uint64_t off, uint64_t *ret_vaddr)
+{
+    /* Segments may share a file page (lld and rustc layouts), so first look
+     * for the segment that holds the byte itself, then accept the page a
+     * maps line starts at (a segment may start mid-page). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < o->nloads; i++) {
+            const struct sym_load *l = &o->loads[i];
+            uint64_t start = pass == 0 ? l->offset : l->offset & ~(uint64_t)0xfff;
+            if (off >= start && off < l->offset + l->filesz) {
+                *ret_vaddr = off - l->offset + l->vaddr;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static const struct sym_load *load_for_vaddr(const struct sym_elf *o, uint64_t v)
+{
+    for (size_t i = 0; i < o->nloads; i++)
+        if (v >= o->loads[i].vaddr && v < o->loads[i].vaddr + o->loads[i].memsz)
+            return &o->loads[i];
+    return NULL;
+}
+
+const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *o, uint64_t vaddr,
+                                           bool *ret_exact)
+{
+    size_t lo = 0, hi = o->nsyms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->syms[mid].addr <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct sym_symbol *s = &o->syms[lo - 1];
+    bool exact = vaddr < s->addr + s->size;
+    if (!exact) {
+        /* nm-based tools (jeprof, pprof) give code between symbols to the
+         * symbol before it; do the same, but not across segments. */
+        const struct sym_load *a = load_for_vaddr(o, vaddr), *b = load_for_vaddr(o, s->addr);
+        if (!a || a != b)
+            return NULL;
+    }
+    if (ret_exact)
+        *ret_exact = exact;
+    return s;
+}
+
+int sym_elf_check_mapping(const struct sym_elf *o, uint64_t offset, uint64_t len,
+                          struct hp_buf *err)
+{
+    if (o->nloads == 0) {
+        hp_err_printf(err, "%s has no loadable segments", o->path);
+        return HP_EMISMATCH;
+    }
+    /* The kernel maps an executable segment page-rounded at both ends; a
+     * file of another build usually has its code elsewhere or sized
+     * differently. Segments may share pages, so any executable one fits. */
+    bool in_any = false;
+    for (size_t i = 0; i < o->nloads; i++) {
+        const struct sym_load *l = &o->loads[i];
+        uint64_t start = l->offset & ~(uint64_t)0xfff;
+        uint64_t end = (l->offset + l->filesz + 0xfff) & ~(uint64_t)0xfff;
+        if (offset < start || offset >= end)
+            continue;
+        in_any = true;
+        if ((l->flags & PF_X) && offset + len <= end + 0x1000)
+            return 0;
+    }
+    if (in_any)
+        hp_err_printf(err,
+                      "executable mapping at file offset 0x%llx (0x%llx bytes) does not match "
+                      "an executable segment of %s",
+                      (unsigned long long)offset, (unsigned long long)len, o->path);
+    else
+        hp_err_printf(err,
+                      "executable mapping at file offset 0x%llx is outside every segment of %s",
+                      (unsigned long long)offset, o->path);
+    return HP_EMISMATCH;
+}

@@ -1,0 +1,121 @@
+/* Internal interfaces of the symbolizer (collector/sym/ only).
+ *
+ *   dwarf.c    the only file that includes libdwarf: line tables and inlined
+ *              subroutines per compilation unit, loaded lazily;
+ *   object.c   libelf: PT_LOAD headers and the ELF symbol tables;
+ *   find.c     where files come from (--binary, --symbols, maps path,
+ *              debuglink, /usr/lib/debug/.build-id, debuginfod);
+ *   debuginfod.c  the only file that includes curl;
+ *   demangle.c libiberty and jeprof's naming rules;
+ *   sym.c      the public API: profile walking, caches, allocator trimming. */
+#ifndef HP_SYM_INTERNAL_H
+#define HP_SYM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/sym/elfid.h"
+#include "collector/sym/sym.h"
+#include "store/hp.h"
+
+/* Caps on what a (possibly hostile) file may make us hold. */
+#define SYM_MAX_INLINE_DEPTH 64   /* frames for one address */
+#define SYM_MAX_DIE_DEPTH 256     /* DIE tree nesting we follow */
+#define SYM_MAX_SYMBOLS (1u << 26) /* ELF symbols per object */
+
+/* ---- dwarf.c ------------------------------------------------------------ */
+struct sym_dw;
+
+/* A raw frame: name as the DWARF has it (a linkage name is still mangled),
+ * file as a full path. Strings live as long as the sym_dw. */
+struct sym_dw_frame {
+    const char *name;
+    const char *file;
+    uint32_t line;
+};
+
+/* Open the DWARF of an ELF file. 0; HP_ENOTFOUND when it carries no DWARF;
+ * HP_EDWARF (reason in err) when it is unreadable. Nothing but the section
+ * headers and aranges is read here. */
+int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err);
+void sym_dw_free(struct sym_dw *d);
+/* Prepare the compilation units holding these addresses (sorted or not),
+ * parsing them on up to `threads` threads. Optional: sym_dw_lookup loads
+ * what it needs on its own. */
+void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threads);
+/* Frames for one ELF virtual address, innermost first, at most cap. Returns
+ * the count (0: no DWARF covers the address). A frame may have a NULL name
+ * (line info without a subprogram). */
+int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int cap);
+/* Bytes of CUs parsed so far (tests check laziness with it). */
+size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total);
+
+/* ---- object.c ----------------------------------------------------------- */
+struct sym_load {
+    uint64_t vaddr, memsz, offset, filesz;
+    uint32_t flags; /* PF_X ... */
+};
+
+struct sym_symbol {
+    uint64_t addr, size;
+    const char *name; /* mangled, as in the table */
+};
+
+struct sym_elf {
+    char *path;
+    struct sym_elf_identity id;
+    uint16_t type; /* ET_EXEC, ET_DYN */
+    struct sym_load *loads;
+    size_t nloads;
+    struct sym_symbol *syms; /* sorted by addr */
+    size_t nsyms;
+    bool has_symtab;
+    struct hp_arena arena;
+};
+
+/* Read an ELF file's identity, PT_LOADs and symbols (.symtab, else .dynsym,
+ * merged when both). 0 or HP_EELF/-errno with a reason in err. */
+int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err);
+void sym_elf_free(struct sym_elf *e);
+/* The ELF virtual address of file offset `off`, via PT_LOAD. 1 found, 0 not. */
+int sym_elf_offset_to_vaddr(const struct sym_elf *e, uint64_t off, uint64_t *ret_vaddr);
+/* Symbol containing vaddr (or, when none does, the nearest one before it in
+ * the same PT_LOAD, as nm-based tools attribute stripped code). NULL if none. */
+const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *e, uint64_t vaddr,
+                                           bool *ret_exact);
+/* Check that a maps line [start, limit) at file offset `offset` lies in an
+ * executable PT_LOAD of this file. 0 or HP_EMISMATCH with a reason. */
+int sym_elf_check_mapping(const struct sym_elf *e, uint64_t offset, uint64_t len,
+                          struct hp_buf *err);
+
+/* ---- debuginfod.c ------------------------------------------------------- */
+/* Servers that failed at the transport level (down, stalled) are skipped
+ * for a while, so one dead server costs one timeout per symbolizer, not one
+ * per object. Owned by the symbolizer. */
+struct sym_dbgd_backoff {
+    uint64_t url_hash[16];
+    uint64_t until_ns[16];
+};
+
+struct sym_dbgd_options {
+    struct sym_dbgd_backoff *backoff; /* may be NULL */
+    const char *urls;      /* space-separated server list */
+    const char *cache_dir; /* on-disk cache root */
+    long timeout_ms;
+    uint64_t max_bytes;
+};
+
+/* Fetch /buildid/<hex>/<kind> ("debuginfo" or "executable") into the cache
+ * and return its path (malloc'ed). The download is verified to be ELF with
+ * the requested build-id before it is placed in the cache. 0, HP_ENOTFOUND
+ * (no server has it), HP_EHTTP / HP_EMISMATCH with reasons in err. */
+int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
+                         const char *kind, char **ret_path, struct hp_buf *err);
+
+/* ---- demangle.c --------------------------------------------------------- */
+/* Display name for a raw symbol/DWARF name, interned by the caller. Returns
+ * either `raw` itself or a malloc'ed string stored in *ret_owned. */
+const char *sym_display_name(const char *raw, char **ret_owned);
+
+#endif

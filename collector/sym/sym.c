@@ -1,0 +1,892 @@
+/* The symbolizer's public API (sym.h): finds the file for every object of a
+ * profile, verifies it, resolves each distinct address once per object
+ * identity (memory cache, then the optional persistent cache, then DWARF and
+ * the symbol table), writes the frames into the profile and flags the
+ * allocator's own frames at the leaf end of each stack as jeprof trims them.
+ *
+ * Objects (struct sym_obj) outlive a profile: they are keyed by the file's
+ * build-id (or path, size and mtime when it has none) and keep their open
+ * DWARF reader and every address resolved so far, so the next profile of the
+ * same binary costs one hash lookup per address. Where a path resolved to is
+ * remembered too, re-validated by stat() on every profile. */
+#include "collector/sym/sym-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct cached {
+    uint32_t off, n;
+};
+
+struct sym_obj {
+    char *key;
+    char build_id[2 * SYM_BUILD_ID_MAX + 1];
+    char *used, *debug;
+    const char *note; /* e.g. "no debug info: symbol table only" (static string) */
+    struct sym_elf *elf;    /* image: PT_LOADs and symbols */
+    struct sym_elf *dbgelf; /* separate debug file, for its .symtab */
+    struct sym_dw *dw;
+    bool dw_tried;
+    struct hp_map64 cache; /* vaddr -> index into entries */
+    struct cached *entries;
+    size_t nentries, entries_cap;
+    struct profile_frame *frames;
+    size_t nframes, frames_cap;
+    struct hp_arena arena;
+    struct hp_strtab strings;
+};
+
+/* Where a (profile path, expected build-id, main?) resolved to last time. */
+struct sym_route {
+    char *key;
+    struct sym_obj *obj; /* NULL: failed */
+    char *image;
+    struct stat st;
+    char *message;
+    int status;
+};
+
+struct symbolizer {
+    struct sym_options opt;
+    char *binary, *symbols_dir, *dbgd_urls, *cache_dir;
+    struct sym_obj **objs;
+    size_t nobjs, objs_cap;
+    struct sym_route *routes;
+    size_t nroutes, routes_cap;
+    /* per-call status */
+    struct sym_object_status *status;
+    size_t nstatus, status_cap;
+    struct hp_arena call_arena;
+    struct sym_dbgd_backoff backoff;
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? hp_xstrdup(s) : NULL;
+}
+
+struct symbolizer *sym_new(const struct sym_options *opt)
+{
+    struct symbolizer *s = hp_xcalloc(1, sizeof(*s));
+    if (opt)
+        s->opt = *opt;
+    s->binary = dup_or_null(s->opt.binary);
+    s->symbols_dir = dup_or_null(s->opt.symbols_dir);
+    const char *urls = s->opt.debuginfod_urls;
+    if (!urls)
+        urls = getenv("DEBUGINFOD_URLS");
+    s->dbgd_urls = dup_or_null(urls);
+    if (s->opt.cache_dir) {
+        s->cache_dir = hp_xstrdup(s->opt.cache_dir);
+    } else {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && *xdg)
+            s->cache_dir = hp_xasprintf("%s/heapfleet/debuginfod", xdg);
+        else if (home && *home)
+            s->cache_dir = hp_xasprintf("%s/.cache/heapfleet/debuginfod", home);
+    }
+    s->opt.binary = s->binary;
+    s->opt.symbols_dir = s->symbols_dir;
+    s->opt.debuginfod_urls = s->dbgd_urls;
+    s->opt.cache_dir = s->cache_dir;
+    if (s->opt.threads <= 0)
+        s->opt.threads = 2;
+    hp_arena_init(&s->call_arena);
+    return s;
+}
+
+static void obj_free(struct sym_obj *o)
+{
+    if (!o)
+        return;
+    sym_elf_free(o->elf);
+    sym_elf_free(o->dbgelf);
+    sym_dw_free(o->dw);
+    hp_map64_release(&o->cache);
+    free(o->entries);
+    free(o->frames);
+    hp_strtab_release(&o->strings);
+    hp_arena_release(&o->arena);
+    free(o->key);
+    free(o->used);
+    free(o->debug);
+    free(o);
+}
+
+void sym_free(struct symbolizer *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nobjs; i++)
+        obj_free(s->objs[i]);
+    free(s->objs);
+    for (size_t i = 0; i < s->nroutes; i++) {
+        free(s->routes[i].key);
+        free(s->routes[i].image);
+        free(s->routes[i].message);
+    }
+    free(s->routes);
+    free(s->status);
+    hp_arena_release(&s->call_arena);
+    free(s->binary);
+    free(s->symbols_dir);
+    free(s->dbgd_urls);
+    free(s->cache_dir);
+    free(s);
+}
+
+/* ---- finding files --------------------------------------------------------- */
+
+static bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+static char *dir_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    if (!b)
+        return hp_xstrdup(".");
+    if (b == p)
+        return hp_xstrdup("/");
+    return hp_xstrndup(p, (size_t)(b - p));
+}
+
+static char *build_id_path(const char *root, const char *bid)
+{
+    return hp_xasprintf("%s/.build-id/%.2s/%s.debug", root, bid, bid + 2);
+}
+
+static struct sym_dbgd_options dbgd_opts(struct symbolizer *s)
+{
+    return (struct sym_dbgd_options){
+        .backoff = &s->backoff,
+        .urls = s->opt.debuginfod_urls,
+        .cache_dir = s->opt.cache_dir,
+        .timeout_ms = s->opt.debuginfod_timeout_ms,
+        .max_bytes = s->opt.debuginfod_max_bytes,
+    };
+}
+
+static struct sym_obj *obj_lookup(struct symbolizer *s, const char *key)
+{
+    for (size_t i = 0; i < s->nobjs; i++)
+        if (strcmp(s->objs[i]->key, key) == 0)
+            return s->objs[i];
+    return NULL;
+}
+
+/* Try a debug file candidate for image `img`; on success set o->dw etc. */
+static bool try_debug(struct symbolizer *s, struct sym_obj *o, const char *cand,
+                      struct hp_buf *why)
+{
+    if (!file_exists(cand))
+        return false;
+    struct sym_elf *de = NULL;
+    struct hp_buf tmp = HP_BUF_INIT(0);
+    if (sym_elf_open(cand, &de, &tmp) < 0) {
+        hp_err_printf(why, "%s%s: unusable (%s)", why->len ? "; " : "", cand,
+                      tmp.len ? tmp.data : "?");
+        hp_buf_release(&tmp);
+        return false;
+    }
+    hp_buf_release(&tmp);
+    if (o->build_id[0] && strcmp(de->id.build_id, o->build_id) != 0) {
+        hp_err_printf(why, "%s%s: build-id mismatch (file %s, expected %s)", why->len ? "; " : "",
+                      cand, de->id.build_id[0] ? de->id.build_id : "none", o->build_id);
+        sym_elf_free(de);
+        return false;
+    }
+    if (!de->id.has_debug_info) {
+        sym_elf_free(de);
+        return false;
+    }
+    struct sym_dw *dw = NULL;
+    if (sym_dw_open(cand, &dw, why) < 0) {
+        sym_elf_free(de);
+        return false;
+    }
+    o->dbgelf = de;
+    o->dw = dw;
+    o->debug = hp_xstrdup(cand);
+    return true;
+}
+
+/* Find DWARF for an object whose image has none (or whose image is the
+ * debug file itself). */
+static void obj_find_debug(struct symbolizer *s, struct sym_obj *o, const char *maps_path,
+                           struct hp_buf *why)
+{
+    o->dw_tried = true;
+    if (o->elf->id.has_debug_info) {
+        if (sym_dw_open(o->used, &o->dw, why) == 0)
+            return;
+    }
+    char *cand = NULL;
+    const char *link = o->elf->id.debuglink;
+    const char *dirs_of[2] = { o->used, maps_path };
+    for (int k = 0; k < 2 && link[0]; k++) {
+        if (!dirs_of[k])
+            continue;
+        char *dir = dir_name(dirs_of[k]);
+        char *c[3] = {
+            hp_xasprintf("%s/%s", dir, link),
+            hp_xasprintf("%s/.debug/%s", dir, link),
+            s->opt.no_system_debug ? NULL : hp_xasprintf("/usr/lib/debug%s/%s", dir, link),
+        };
+        bool ok = false;
+        for (int i = 0; i < 3 && !ok; i++)
+            if (c[i] && strcmp(c[i], o->used) != 0)
+                ok = try_debug(s, o, c[i], why);
+        for (int i = 0; i < 3; i++)
+            free(c[i]);
+        free(dir);
+        if (ok)
+            return;
+    }
+    if (o->build_id[0]) {
+        if (s->opt.symbols_dir) {
+            cand = build_id_path(s->opt.symbols_dir, o->build_id);
+            bool ok = strcmp(cand, o->used) != 0 && try_debug(s, o, cand, why);
+            free(cand);
+            if (ok)
+                return;
+        }
+        if (!s->opt.no_system_debug) {
+            cand = build_id_path("/usr/lib/debug", o->build_id);
+            bool ok = try_debug(s, o, cand, why);
+            free(cand);
+            if (ok)
+                return;
+        }
+        struct sym_dbgd_options d = dbgd_opts(s);
+        char *got = NULL;
+        int r = sym_debuginfod_fetch(&d, o->build_id, "debuginfo", &got, why);
+        if (r == 0) {
+            bool ok = try_debug(s, o, got, why);
+            free(got);
+            if (ok)
+                return;
+        }
+    }
+    o->note = o->elf->nsyms ? "no debug info found: function names from the symbol table only"
+                            : "no debug info and no symbols";
+}
+
+static struct sym_obj *obj_for_image(struct symbolizer *s, struct sym_elf *e,
+                                     const char *maps_path, struct hp_buf *why)
+{
+    char *key;
+    struct stat st;
+    if (e->id.build_id[0]) {
+        key = hp_xasprintf("b:%s", e->id.build_id);
+    } else {
+        if (stat(e->path, &st) != 0)
+            memset(&st, 0, sizeof(st));
+        key = hp_xasprintf("p:%s:%llu:%lld", e->path, (unsigned long long)e->id.size,
+                           (long long)st.st_mtime);
+    }
+    struct sym_obj *o = obj_lookup(s, key);
+    if (o) {
+        free(key);
+        sym_elf_free(e);
+        return o;
+    }
+    o = hp_xcalloc(1, sizeof(*o));
+    o->key = key;
+    memcpy(o->build_id, e->id.build_id, sizeof(o->build_id));
+    o->elf = e;
+    o->used = hp_xstrdup(e->path);
+    hp_map64_init(&o->cache);
+    hp_arena_init(&o->arena);
+    hp_strtab_init(&o->strings, &o->arena);
+    obj_find_debug(s, o, maps_path, why);
+    s->objs = hp_xgrow(s->objs, &s->objs_cap, s->nobjs + 1, sizeof(*s->objs));
+    s->objs[s->nobjs++] = o;
+    return o;
+}
+
+struct want {
+    const char *path;     /* profile's path, " (deleted)" removed */
+    const char *build_id; /* expected, or NULL */
+    bool main;
+    bool exec;            /* check this mapping against PT_LOAD */
+    uint64_t offset, len;
+};
+
+/* Try one image candidate. 1 accepted (*ret set), 0 not present, -1 rejected
+ * (reason appended to why). */
+static int try_image(const struct want *w, const char *cand, const char *source,
+                     struct sym_elf **ret, struct hp_buf *why)
+{
+    if (!file_exists(cand))
+        return 0;
+    struct sym_elf *e = NULL;
+    struct hp_buf tmp = HP_BUF_INIT(0);
+    int r = sym_elf_open(cand, &e, &tmp);
+    if (r < 0) {
+        hp_err_printf(why, "%s%s (%s): %s", why->len ? "; " : "", cand, source,
+                      tmp.len ? tmp.data : hp_strerror(r));
+        hp_buf_release(&tmp);
+        return -1;
+    }
+    if (w->build_id && *w->build_id && strcmp(e->id.build_id, w->build_id) != 0) {
+        hp_err_printf(why, "%s%s (%s): build-id mismatch (file %s, expected %s)",
+                      why->len ? "; " : "", cand, source,
+                      e->id.build_id[0] ? e->id.build_id : "none", w->build_id);
+        sym_elf_free(e);
+        return -1;
+    }
+    if (w->exec && sym_elf_check_mapping(e, w->offset, w->len, &tmp) < 0) {
+        hp_err_printf(why, "%s%s (%s): does not match the profile's mapping: %s",
+                      why->len ? "; " : "", cand, source, tmp.data);
+        hp_buf_release(&tmp);
+        sym_elf_free(e);
+        return -1;
+    }
+    hp_buf_release(&tmp);
+    *ret = e;
+    return 1;
+}
+
+static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
+{
+    char *key = hp_xasprintf("%d|%s|%s|%llx", w->main, w->path, w->build_id ? w->build_id : "",
+                             (unsigned long long)w->offset);
+    for (size_t i = 0; i < s->nroutes; i++) {
+        struct sym_route *rt = &s->routes[i];
+        if (strcmp(rt->key, key) != 0)
+            continue;
+        free(key);
+        if (!rt->image)
+            return rt; /* failures are retried only by a new symbolizer */
+        struct stat st;
+        if (stat(rt->image, &st) == 0 && st.st_size == rt->st.st_size &&
+            st.st_mtime == rt->st.st_mtime && st.st_ino == rt->st.st_ino)
+            return rt;
+        /* The file changed under us: resolve again. */
+        free(rt->image);
+        rt->image = NULL;
+        free(rt->message);
+        rt->message = NULL;
+        rt->obj = NULL;
+        return NULL;
+    }
+    s->routes = hp_xgrow(s->routes, &s->routes_cap, s->nroutes + 1, sizeof(*s->routes));
+    struct sym_route *rt = &s->routes[s->nroutes++];
+    memset(rt, 0, sizeof(*rt));
+    rt->key = key;
+    return NULL;
+}
+
+static struct sym_route *route_find(struct symbolizer *s, const struct want *w)
+{
+    char *key = hp_xasprintf("%d|%s|%s|%llx", w->main, w->path, w->build_id ? w->build_id : "",
+                             (unsigned long long)w->offset);
+    struct sym_route *found = NULL;
+    for (size_t i = 0; i < s->nroutes && !found; i++)
+        if (strcmp(s->routes[i].key, key) == 0)
+            found = &s->routes[i];
+    free(key);
+    return found;
+}
+
+/* Resolve an object. Returns the route (obj NULL on failure, with message). */
+static struct sym_route *resolve_object(struct symbolizer *s, const struct want *w)
+{
+    struct sym_route *rt = route_get(s, w);
+    if (rt && (rt->obj || rt->message))
+        return rt;
+    rt = route_find(s, w);
+    struct hp_buf why = HP_BUF_INIT(0);
+    struct sym_elf *e = NULL;
+    int got = 0;
+    if (w->main && s->opt.binary)
+        got = try_image(w, s->opt.binary, "--binary", &e, &why);
+    if (got <= 0 && s->opt.symbols_dir) {
+        char *c = hp_xasprintf("%s/%s", s->opt.symbols_dir, base_name(w->path));
+        got = try_image(w, c, "--symbols", &e, &why);
+        free(c);
+        if (got <= 0 && w->build_id && *w->build_id) {
+            c = build_id_path(s->opt.symbols_dir, w->build_id);
+            got = try_image(w, c, "--symbols build-id", &e, &why);
+            free(c);
+        }
+    }
+    if (got <= 0 && !s->opt.no_local_paths)
+        got = try_image(w, w->path, "maps path", &e, &why);
+    if (got <= 0 && w->build_id && *w->build_id) {
+        struct sym_dbgd_options d = dbgd_opts(s);
+        char *p = NULL;
+        if (sym_debuginfod_fetch(&d, w->build_id, "executable", &p, &why) == 0) {
+            got = try_image(w, p, "debuginfod", &e, &why);
+            free(p);
+        }
+    }
+    if (got <= 0) {
+        rt->status = why.len ? HP_EMISMATCH : HP_ENOTFOUND;
+        rt->message = why.len ? hp_xasprintf("unusable: %s", why.data)
+                              : hp_xstrdup("no file found (try --binary or --symbols DIR)");
+        hp_buf_release(&why);
+        return rt;
+    }
+    rt->image = hp_xstrdup(e->path);
+    if (stat(rt->image, &rt->st) != 0)
+        memset(&rt->st, 0, sizeof(rt->st));
+    hp_buf_reset(&why);
+    rt->obj = obj_for_image(s, e, w->path, &why);
+    struct sym_obj *o = rt->obj;
+    if (o->note)
+        rt->message = hp_xasprintf("%s%s%s", o->note, why.len ? ": " : "", why.len ? why.data : "");
+    else if (!w->build_id && !o->build_id[0])
+        rt->message = hp_xstrdup("ok (unverified: neither the dump nor the file has a build-id)");
+    else if (!w->build_id)
+        rt->message = hp_xstrdup("ok (the dump records no build-id; checked segments only)");
+    else
+        rt->message = hp_xstrdup("ok (build-id verified)");
+    hp_buf_release(&why);
+    return rt;
+}
+
+/* ---- resolving addresses -------------------------------------------------- */
+
+/* jeprof's test for taking nm's name over addr2line's: the symbol's full
+ * demangled name starts with the short form of the DWARF name. It holds for
+ * C clones ("f.constprop.0") and plain C++ functions ("ns::f(int) [clone
+ * .isra.0]"), not for members of templates, exactly as jeprof shows them. */
+static bool starts_with_short(const char *sym, const char *dw)
+{
+    char b[512];
+    sym_function_short(dw, b, sizeof(b));
+    return b[0] && strncmp(sym, b, strlen(b)) == 0;
+}
+
+static const char *intern(struct sym_obj *o, const char *str)
+{
+    return str ? hp_strtab_intern(&o->strings, str, strlen(str)) : NULL;
+}
+
+static const char *display(struct sym_obj *o, const char *raw)
+{
+    char *owned = NULL;
+    const char *d = sym_display_name(raw, &owned);
+    const char *r = intern(o, d);
+    free(owned);
+    return r;
+}
+
+static void cache_put(struct sym_obj *o, uint64_t vaddr, const struct profile_frame *f, uint32_t n)
+{
+    o->frames = hp_xgrow(o->frames, &o->frames_cap, o->nframes + n, sizeof(*o->frames));
+    struct cached c = { (uint32_t)o->nframes, n };
+    for (uint32_t i = 0; i < n; i++) {
+        o->frames[o->nframes + i] = (struct profile_frame){ intern(o, f[i].function),
+                                                            intern(o, f[i].file), f[i].line };
+    }
+    o->nframes += n;
+    o->entries = hp_xgrow(o->entries, &o->entries_cap, o->nentries + 1, sizeof(*o->entries));
+    o->entries[o->nentries] = c;
+    uint32_t idx;
+    (void)hp_map64_put(&o->cache, vaddr, (uint32_t)o->nentries, &idx);
+    o->nentries++;
+}
+
+/* Resolve one vaddr without caches: DWARF frames, named by the symbol table
+ * where DWARF has no name, the outermost renamed to the symbol when the
+ * symbol extends the DWARF name (".constprop.0" clones, as jeprof shows). */
+static uint32_t resolve_vaddr(struct sym_obj *o, uint64_t vaddr, struct profile_frame *out)
+{
+    struct sym_dw_frame raw[SYM_MAX_INLINE_DEPTH];
+    int n = o->dw ? sym_dw_lookup(o->dw, vaddr, raw, SYM_MAX_INLINE_DEPTH) : 0;
+    const struct sym_symbol *sy = NULL;
+    if (o->dbgelf && o->dbgelf->nsyms)
+        sy = sym_elf_symbol_at(o->dbgelf, vaddr, NULL);
+    if (!sy)
+        sy = sym_elf_symbol_at(o->elf, vaddr, NULL);
+    const char *symname = sy ? display(o, sy->name) : NULL;
+    for (int i = 0; i < n; i++)
+        out[i] = (struct profile_frame){ display(o, raw[i].name), raw[i].file, raw[i].line };
+    if (n == 0) {
+        if (!symname)
+            return 0;
+        out[0] = (struct profile_frame){ symname, NULL, 0 };
+        return 1;
+    }
+    struct profile_frame *outer = &out[n - 1];
+    if (!outer->function)
+        outer->function = symname;
+    else if (symname && symname != outer->function && starts_with_short(symname, outer->function))
+        outer->function = symname;
+    return (uint32_t)n;
+}
+
+struct loc_job {
+    uint32_t loc;
+    uint64_t vaddr;
+};
+
+static int job_cmp(const void *a, const void *b)
+{
+    const struct loc_job *x = a, *y = b;
+    return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
+}
+
+/* Resolve vaddrs of one object into its cache (misses only). */
+static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *vaddrs, size_t n,
+                     size_t *ret_hits)
+{
+    uint64_t *miss = hp_xmalloc((n ? n : 1) * sizeof(*miss));
+    size_t nmiss = 0, hits = 0;
+    const struct sym_cache_ops *ops = s->opt.cache_ops;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx;
+        if (hp_map64_get(&o->cache, vaddrs[i], &idx)) {
+            hits++;
+            continue;
+        }
+        if (ops && ops->load_cb && o->build_id[0]) {
+            const struct profile_frame *f = NULL;
+            uint32_t fn = 0;
+            if (ops->load_cb(ops->ctx, o->build_id, vaddrs[i], &f, &fn) == 1) {
+                cache_put(o, vaddrs[i], f, fn);
+                hits++;
+                continue;
+            }
+        }
+        miss[nmiss++] = vaddrs[i];
+    }
+    if (nmiss && o->dw)
+        sym_dw_prepare(o->dw, miss, nmiss, s->opt.threads);
+    bool saved = false;
+    struct profile_frame fr[SYM_MAX_INLINE_DEPTH];
+    for (size_t i = 0; i < nmiss; i++) {
+        uint32_t idx;
+        if (hp_map64_get(&o->cache, miss[i], &idx))
+            continue; /* duplicate in the input */
+        uint32_t fn = resolve_vaddr(o, miss[i], fr);
+        cache_put(o, miss[i], fr, fn);
+        if (ops && ops->save_cb && o->build_id[0]) {
+            (void)ops->save_cb(ops->ctx, o->build_id, miss[i], fr, fn);
+            saved = true;
+        }
+    }
+    if (saved && ops->flush_cb)
+        ops->flush_cb(ops->ctx);
+    free(miss);
+    if (ret_hits)
+        *ret_hits = hits;
+}
+
+static const struct cached *obj_get(const struct sym_obj *o, uint64_t vaddr)
+{
+    uint32_t idx;
+    if (!hp_map64_get(&o->cache, vaddr, &idx))
+        return NULL;
+    return &o->entries[idx];
+}
+
+/* ---- profiles -------------------------------------------------------------- */
+
+static bool mapping_is_anon(const struct profile_mapping *m)
+{
+    return (m->flags & (PROFILE_MAP_ANON | PROFILE_MAP_SPECIAL)) || !m->path[0] ||
+           m->path[0] == '[';
+}
+
+static const char *strip_deleted(struct hp_arena *a, const char *path)
+{
+    static const char suffix[] = " (deleted)";
+    size_t n = strlen(path), k = sizeof(suffix) - 1;
+    if (n > k && strcmp(path + n - k, suffix) == 0)
+        return hp_arena_strndup(a, path, n - k);
+    return path;
+}
+
+/* The main executable: the mapping whose file has --binary's basename, else
+ * the lowest file-backed one (maps list the executable first). */
+static const char *main_path(const struct symbolizer *s, const struct profile *p)
+{
+    const char *first = NULL;
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if (mapping_is_anon(m))
+            continue;
+        if (!first)
+            first = m->path;
+        if (s->opt.binary && strcmp(base_name(m->path), base_name(s->opt.binary)) == 0)
+            return m->path;
+    }
+    return first;
+}
+
+/* The first executable mapping of the same file, for the PT_LOAD check. */
+static const struct profile_mapping *exec_mapping_of(const struct profile *p, const char *path)
+{
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if ((m->flags & PROFILE_MAP_EXEC) && strcmp(m->path, path) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+struct group {
+    const char *path; /* profile's path */
+    struct loc_job *jobs;
+    size_t njobs, cap;
+    const struct profile_mapping *m;
+};
+
+static struct sym_object_status *status_add(struct symbolizer *s)
+{
+    s->status = hp_xgrow(s->status, &s->status_cap, s->nstatus + 1, sizeof(*s->status));
+    struct sym_object_status *st = &s->status[s->nstatus++];
+    memset(st, 0, sizeof(*st));
+    return st;
+}
+
+/* Is this object the allocator itself (a shared jemalloc or tcmalloc)?
+ * Stripped allocator libraries name their internal code after the nearest
+ * exported symbol, so names alone do not find every frame. */
+static bool allocator_object(const struct profile *p, const struct profile_location *l)
+{
+    if (!l->mapping || l->mapping > p->nmappings)
+        return false;
+    const char *b = base_name(p->mappings[l->mapping - 1].path);
+    return strncmp(b, "libjemalloc", 11) == 0 || strncmp(b, "libtcmalloc", 11) == 0;
+}
+
+/* jeprof's RemoveUninterestingFrames: everything up to the last location
+ * that is an allocator entry point goes. A location counts when any of its
+ * frames is one (jeprof names an address by addr2line's outermost frame when
+ * it inlines, by the innermost when it does not), or when it lies in the
+ * leading run of frames inside the allocator library. */
+static void trim_allocator(struct profile *p, struct sym_stats *st)
+{
+    char buf[512];
+    for (size_t si = 0; si < p->nstacks; si++) {
+        const uint32_t *locs = profile_stack_locs(p, (uint32_t)si);
+        uint32_t n = p->stacks[si].n;
+        int64_t cut = -1;
+        bool leading = true;
+        for (uint32_t i = 0; i < n; i++) {
+            const struct profile_location *l = &p->locs[locs[i]];
+            if (leading && allocator_object(p, l)) {
+                cut = i;
+                continue;
+            }
+            leading = false;
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                const char *f = p->frames[l->frame_off + k].function;
+                if (f && sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)))) {
+                    cut = i;
+                    break;
+                }
+            }
+        }
+        for (int64_t i = 0; i <= cut; i++) {
+            struct profile_location *l = &p->locs[locs[i]];
+            if (!(l->flags & PROFILE_LOC_ALLOCATOR)) {
+                l->flags |= PROFILE_LOC_ALLOCATOR;
+                st->allocator++;
+            }
+        }
+    }
+}
+
+int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_stats,
+                struct hp_buf *err)
+{
+    struct sym_stats st = { 0 };
+    s->nstatus = 0;
+    hp_arena_release(&s->call_arena);
+    hp_arena_init(&s->call_arena);
+    const char *mainp = main_path(s, p);
+
+    /* Group address locations by object file. */
+    struct group *groups = NULL;
+    size_t ngroups = 0, gcap = 0;
+    struct hp_map64 gidx; /* mapping index -> group */
+    hp_map64_init(&gidx);
+    for (size_t i = 0; i < p->nlocs; i++) {
+        struct profile_location *l = &p->locs[i];
+        if (l->flags & PROFILE_LOC_NAMED)
+            continue;
+        st.locations++;
+        if (!l->mapping || l->mapping > p->nmappings || mapping_is_anon(&p->mappings[l->mapping - 1])) {
+            profile_location_set_frames(p, (uint32_t)i, NULL, 0);
+            l->flags |= PROFILE_LOC_SYMBOLIZED;
+            st.anonymous++;
+            continue;
+        }
+        const struct profile_mapping *m = &p->mappings[l->mapping - 1];
+        uint32_t g;
+        if (!hp_map64_get(&gidx, l->mapping, &g)) {
+            /* One group per file, even over several mappings. */
+            g = UINT32_MAX;
+            for (size_t k = 0; k < ngroups; k++)
+                if (strcmp(groups[k].path, m->path) == 0)
+                    g = (uint32_t)k;
+            if (g == UINT32_MAX) {
+                groups = hp_xgrow(groups, &gcap, ngroups + 1, sizeof(*groups));
+                g = (uint32_t)ngroups++;
+                memset(&groups[g], 0, sizeof(groups[g]));
+                groups[g].path = m->path;
+                groups[g].m = m;
+            }
+            uint32_t dummy;
+            (void)hp_map64_put(&gidx, l->mapping, g, &dummy);
+        }
+        struct group *gr = &groups[g];
+        gr->jobs = hp_xgrow(gr->jobs, &gr->cap, gr->njobs + 1, sizeof(*gr->jobs));
+        /* File offset now; the vaddr once the file's PT_LOADs are known. */
+        gr->jobs[gr->njobs++] = (struct loc_job){ (uint32_t)i, l->address - m->start + m->offset };
+    }
+    hp_map64_release(&gidx);
+
+    for (size_t g = 0; g < ngroups; g++) {
+        struct group *gr = &groups[g];
+        struct sym_object_status *os = status_add(s);
+        os->path = gr->path;
+        os->addresses = (uint32_t)gr->njobs;
+        struct want w = { .path = strip_deleted(&s->call_arena, gr->path),
+                          .build_id = gr->m->build_id,
+                          .main = gr->path == mainp || (mainp && strcmp(gr->path, mainp) == 0) };
+        const struct profile_mapping *xm = exec_mapping_of(p, gr->path);
+        if (xm) {
+            w.exec = true;
+            w.offset = xm->offset;
+            w.len = xm->limit - xm->start;
+        }
+        struct sym_route *rt = resolve_object(s, &w);
+        os->message = hp_arena_strdup(&s->call_arena, rt->message ? rt->message : "ok");
+        os->build_id = rt->obj ? hp_arena_strdup(&s->call_arena, rt->obj->build_id) : "";
+        if (!rt->obj) {
+            os->status = rt->status;
+            st.no_binary += gr->njobs;
+            hp_err_printf(err, "%s%s: %s\n", err && err->len ? "" : "", gr->path, os->message);
+            for (size_t j = 0; j < gr->njobs; j++) {
+                profile_location_set_frames(p, gr->jobs[j].loc, NULL, 0);
+                p->locs[gr->jobs[j].loc].flags |= PROFILE_LOC_SYMBOLIZED;
+            }
+            continue;
+        }
+        struct sym_obj *o = rt->obj;
+        os->used = hp_arena_strdup(&s->call_arena, o->used);
+        os->debug = o->debug ? hp_arena_strdup(&s->call_arena, o->debug) : NULL;
+        if (o->note)
+            hp_err_printf(err, "%s: %s\n", gr->path, os->message);
+        uint64_t *va = hp_xmalloc(gr->njobs * sizeof(*va));
+        size_t nva = 0;
+        for (size_t j = 0; j < gr->njobs; j++) {
+            uint64_t v;
+            if (sym_elf_offset_to_vaddr(o->elf, gr->jobs[j].vaddr, &v))
+                gr->jobs[j].vaddr = v;
+            else
+                gr->jobs[j].vaddr = UINT64_MAX; /* outside the file's segments */
+            if (gr->jobs[j].vaddr != UINT64_MAX)
+                va[nva++] = gr->jobs[j].vaddr;
+        }
+        qsort(gr->jobs, gr->njobs, sizeof(*gr->jobs), job_cmp);
+        size_t hits = 0;
+        obj_fill(s, o, va, nva, &hits);
+        st.cache_hits += hits;
+        free(va);
+        for (size_t j = 0; j < gr->njobs; j++) {
+            uint32_t loc = gr->jobs[j].loc;
+            const struct cached *c =
+                gr->jobs[j].vaddr == UINT64_MAX ? NULL : obj_get(o, gr->jobs[j].vaddr);
+            if (c && c->n) {
+                const struct profile_frame *f = &o->frames[c->off];
+                if (s->opt.no_inline)
+                    profile_location_set_frames(p, loc, &f[c->n - 1], 1);
+                else
+                    profile_location_set_frames(p, loc, f, c->n);
+                st.resolved++;
+                os->resolved++;
+            } else {
+                profile_location_set_frames(p, loc, NULL, 0);
+                st.unresolved++;
+            }
+            p->locs[loc].flags |= PROFILE_LOC_SYMBOLIZED;
+        }
+    }
+    for (size_t g = 0; g < ngroups; g++)
+        free(groups[g].jobs);
+    free(groups);
+
+    trim_allocator(p, &st);
+    st.nobjects = s->nstatus;
+    st.objects = s->status;
+    if (ret_stats)
+        *ret_stats = st;
+    return 0;
+}
+
+/* ---- batch API --------------------------------------------------------------- */
+
+int sym_batch_resolve(struct symbolizer *s, const char *path, const uint64_t *vaddrs, size_t n,
+                      struct sym_batch *ret, struct hp_buf *err)
+{
+    struct want w = { .path = path };
+    struct sym_route *rt = resolve_object(s, &w);
+    if (!rt->obj) {
+        hp_err_printf(err, "%s: %s", path, rt->message ? rt->message : "not found");
+        return rt->status ? rt->status : HP_ENOTFOUND;
+    }
+    struct sym_obj *o = rt->obj;
+    obj_fill(s, o, vaddrs, n, NULL);
+    struct sym_batch b;
+    memset(&b, 0, sizeof(b));
+    hp_arena_init(&b.arena);
+    b.build_id = hp_arena_strdup(&b.arena, o->build_id);
+    b.results = hp_xcalloc(n ? n : 1, sizeof(*b.results));
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct cached *c = obj_get(o, vaddrs[i]);
+        total += c ? c->n : 0;
+    }
+    b.frames = hp_xcalloc(total ? total : 1, sizeof(*b.frames));
+    for (size_t i = 0; i < n; i++) {
+        const struct cached *c = obj_get(o, vaddrs[i]);
+        uint32_t cn = c ? c->n : 0;
+        if (s->opt.no_inline && cn > 1) {
+            b.results[i] = (struct sym_batch_result){ (uint32_t)b.nframes, 1 };
+            b.frames[b.nframes++] = o->frames[c->off + cn - 1];
+            continue;
+        }
+        b.results[i] = (struct sym_batch_result){ (uint32_t)b.nframes, cn };
+        for (uint32_t k = 0; k < cn; k++)
+            b.frames[b.nframes++] = o->frames[c->off + k];
+    }
+    /* The object's strings may outlive nothing the caller holds: copy. */
+    for (size_t i = 0; i < b.nframes; i++) {
+        if (b.frames[i].function)
+            b.frames[i].function = hp_arena_strdup(&b.arena, b.frames[i].function);
+        if (b.frames[i].file)
+            b.frames[i].file = hp_arena_strdup(&b.arena, b.frames[i].file);
+    }
+    *ret = b;
+    return 0;
+}
+
+void sym_batch_release(struct sym_batch *b)
+{
+    if (!b)
+        return;
+    free(b->results);
+    free(b->frames);
+    hp_arena_release(&b->arena);
+    memset(b, 0, sizeof(*b));
+}

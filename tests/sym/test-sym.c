@@ -1,0 +1,529 @@
+/* Symbolizer unit and bad-input tests on real binaries: jefixture (built
+ * with -g -O2 by meson) and copies of it damaged in a temp directory.
+ * Profiles are built by hand from the binary's own PT_LOAD headers, as a
+ * PIE mapped at a fixed base, so every expectation is known.
+ *
+ * Environment (set by meson): JEFIXTURE = the fixture executable,
+ * SYMTOOL = another executable with DWARF (a "wrong binary"). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <elf.h>
+
+#include "collector/sym/sym-internal.h"
+#include "collector/sym/sym.h"
+
+#define BASE UINT64_C(0x555555554000)
+
+static char tmpdir[256];
+static const char *jefixture, *symtool;
+
+static char *tmp_path(const char *name)
+{
+    return hp_xasprintf("%s/%s", tmpdir, name);
+}
+
+static void copy_file(const char *from, const char *to, size_t max_len)
+{
+    char *data;
+    size_t len;
+    assert_int_equal(hp_file_read(from, (size_t)1 << 30, &data, &len, NULL), 0);
+    if (max_len && len > max_len)
+        len = max_len;
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+    chmod(to, 0755);
+    free(data);
+}
+
+/* ELF virtual address of a function symbol of jefixture (by prefix, since
+ * GCC may have cloned it: "leak_tablet_schema.constprop.0"). */
+static uint64_t symbol_vaddr(const char *path, const char *prefix)
+{
+    struct sym_elf *e = NULL;
+    assert_int_equal(sym_elf_open(path, &e, NULL), 0);
+    uint64_t v = 0;
+    for (size_t i = 0; i < e->nsyms && !v; i++)
+        if (strncmp(e->syms[i].name, prefix, strlen(prefix)) == 0 && e->syms[i].size > 8)
+            v = e->syms[i].addr;
+    sym_elf_free(e);
+    assert_true(v != 0);
+    return v;
+}
+
+/* Mappings for `path` (which need not exist) laid out from `image`'s
+ * PT_LOADs at BASE, like the kernel maps a PIE. */
+static void add_mappings(struct profile *p, const char *image, const char *path,
+                         const char *build_id)
+{
+    struct sym_elf *e = NULL;
+    assert_int_equal(sym_elf_open(image, &e, NULL), 0);
+    for (size_t i = 0; i < e->nloads; i++) {
+        const struct sym_load *l = &e->loads[i];
+        struct profile_mapping m = { 0 };
+        m.start = BASE + (l->vaddr & ~UINT64_C(0xfff));
+        m.limit = BASE + ((l->vaddr + l->memsz + 0xfff) & ~UINT64_C(0xfff));
+        m.offset = l->offset & ~UINT64_C(0xfff);
+        m.path = profile_intern(p, path, strlen(path));
+        m.build_id = build_id;
+        snprintf(m.perms, sizeof(m.perms), "r%c%cp", (l->flags & PF_W) ? 'w' : '-',
+                 (l->flags & PF_X) ? 'x' : '-');
+        if (l->flags & PF_X)
+            m.flags |= PROFILE_MAP_EXEC;
+        profile_mapping_add(p, &m);
+    }
+    sym_elf_free(e);
+}
+
+struct built {
+    struct profile *p;
+    uint32_t leaf, caller, anon, vdso;
+};
+
+/* One stack: tracked_alloc (leaf) <- main (caller, minus one as the
+ * parser stores callers), plus a JIT-like anonymous and a [vdso] address. */
+static struct built build_profile(const char *image, const char *path, const char *build_id)
+{
+    struct built b;
+    b.p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    struct profile *p = b.p;
+    add_mappings(p, image, path, build_id);
+    struct profile_mapping anon = { .start = 0x7f0000000000, .limit = 0x7f0000100000,
+                                    .path = "", .flags = PROFILE_MAP_ANON | PROFILE_MAP_EXEC };
+    memcpy(anon.perms, "rwxp", 5);
+    profile_mapping_add(p, &anon);
+    struct profile_mapping vdso = { .start = 0x7fff00000000, .limit = 0x7fff00002000,
+                                    .path = "[vdso]", .flags = PROFILE_MAP_SPECIAL };
+    memcpy(vdso.perms, "r-xp", 5);
+    profile_mapping_add(p, &vdso);
+    uint64_t leaf = BASE + symbol_vaddr(jefixture, "tracked_alloc") + 4;
+    uint64_t caller = BASE + symbol_vaddr(jefixture, "main") + 16;
+    uint32_t locs[4];
+    locs[0] = b.leaf = profile_location_for_address(p, leaf);
+    locs[1] = b.caller = profile_location_for_address(p, caller);
+    locs[2] = b.anon = profile_location_for_address(p, 0x7f0000000100);
+    locs[3] = b.vdso = profile_location_for_address(p, 0x7fff00000100);
+    uint32_t st = profile_stack_add(p, locs, 4);
+    int64_t raw[PV_COUNT] = { 1, 4096, 0, 0 };
+    profile_sample_add(p, st, 0, raw);
+    profile_finish(p);
+    return b;
+}
+
+static const struct profile_frame *frame(const struct profile *p, uint32_t loc, uint32_t i)
+{
+    assert_true(i < p->locs[loc].nframes);
+    return &p->frames[p->locs[loc].frame_off + i];
+}
+
+static const struct sym_object_status *status_for(const struct sym_stats *st, const char *path)
+{
+    for (size_t i = 0; i < st->nobjects; i++)
+        if (strcmp(st->objects[i].path, path) == 0)
+            return &st->objects[i];
+    fail_msg("no status for %s", path);
+    return NULL;
+}
+
+static void test_sym_function_short_jeprof_rules(void **state)
+{
+    char b[256];
+    assert_string_equal(sym_function_short("std::vector<int, std::allocator<int> >::push_back(int "
+                                           "const&)",
+                                           b, sizeof(b)),
+                        "std::vector::push_back");
+    assert_string_equal(sym_function_short("ns::Foo<int>::bar(int) const", b, sizeof(b)),
+                        "ns::Foo::bar");
+    assert_string_equal(sym_function_short("void* newImpl<false>(unsigned long)", b, sizeof(b)),
+                        "void* newImpl");
+    assert_string_equal(sym_function_short("void std::vector<int>::_M_realloc_insert<int "
+                                           "const&>(int)",
+                                           b, sizeof(b)),
+                        "std::vector::_M_realloc_insert");
+    assert_string_equal(sym_function_short("operator new(unsigned long)", b, sizeof(b)),
+                        "operator new");
+    assert_string_equal(sym_function_short("tracked_alloc", b, sizeof(b)), "tracked_alloc");
+    /* truncation never overruns */
+    char tiny[4];
+    assert_string_equal(sym_function_short("abcdefgh", tiny, sizeof(tiny)), "abc");
+}
+
+static void test_sym_demangle_cpp_and_rust(void **state)
+{
+    char *d = sym_demangle("_ZN7storage6tablet4PoolIdE4makeEi");
+    assert_non_null(d);
+    assert_string_equal(d, "storage::tablet::Pool<double>::make(int)");
+    free(d);
+    d = sym_demangle("_ZN7fx_rust7storage5cache14build_segments17hb37c64d172f352f3E");
+    assert_non_null(d);
+    assert_string_equal(d, "fx_rust::storage::cache::build_segments");
+    free(d);
+    d = sym_demangle("_RNvNtNtCsba6WBKu2lgp_7fx_rust7storage5cache14build_segments");
+    assert_non_null(d);
+    assert_string_equal(d, "fx_rust::storage::cache::build_segments");
+    free(d);
+    assert_null(sym_demangle("tracked_alloc"));
+    assert_null(sym_demangle("_Zgarbage"));
+    assert_null(sym_demangle(NULL));
+}
+
+static void test_sym_allocator_names(void **state)
+{
+    assert_true(sym_is_allocator_function("malloc"));
+    assert_true(sym_is_allocator_function("operator new"));
+    assert_true(sym_is_allocator_function("operator new[]"));
+    assert_true(sym_is_allocator_function("_calloc"));
+    assert_true(sym_is_allocator_function("tcmalloc::allocate_full"));
+    assert_false(sym_is_allocator_function("malloc_usable_size"));
+    assert_false(sym_is_allocator_function("tracked_alloc"));
+    assert_false(sym_is_allocator_function(NULL));
+}
+
+static void test_sym_batch_resolves_function_file_line(void **state)
+{
+    struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+    uint64_t va[3] = { symbol_vaddr(jefixture, "tracked_alloc") + 4,
+                       symbol_vaddr(jefixture, "main") + 16, 0x10 };
+    struct sym_batch b;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(sym_batch_resolve(s, jefixture, va, 3, &b, &err), 0);
+    assert_true(b.results[0].n >= 1);
+    const struct profile_frame *f = &b.frames[b.results[0].first + b.results[0].n - 1];
+    assert_string_equal(f->function, "tracked_alloc");
+    assert_non_null(f->file);
+    assert_non_null(strstr(f->file, "jefixture.c"));
+    assert_true(f->line > 0);
+    f = &b.frames[b.results[1].first + b.results[1].n - 1];
+    assert_string_equal(f->function, "main");
+    assert_int_equal(b.results[2].n, 0); /* ELF header bytes: no symbol */
+    assert_int_equal(strlen(b.build_id), 40);
+    sym_batch_release(&b);
+    /* A missing file is a clean error with the path in it. */
+    assert_int_equal(sym_batch_resolve(s, "/nonexistent/x", va, 1, &b, &err), HP_ENOTFOUND);
+    assert_non_null(strstr(err.data, "/nonexistent/x"));
+    hp_buf_release(&err);
+    sym_free(s);
+}
+
+static void test_sym_dwarf_is_lazy(void **state)
+{
+    /* symtool links the symbolizer, parsers and query library: many CUs. */
+    struct sym_dw *d = NULL;
+    assert_int_equal(sym_dw_open(symtool, &d, NULL), 0);
+    uint64_t main_va = symbol_vaddr(symtool, "main");
+    struct sym_dw_frame fr[8];
+    int n = sym_dw_lookup(d, main_va + 8, fr, 8);
+    assert_true(n >= 1);
+    assert_string_equal(fr[n - 1].name, "main");
+    size_t total = 0, loaded = sym_dw_cus_loaded(d, &total);
+    assert_int_equal(loaded, 1);
+    assert_true(total > 5);
+    sym_dw_free(d);
+}
+
+static void test_sym_profile_symbolizes_and_counts(void **state)
+{
+    struct built b = build_profile(jefixture, jefixture, NULL);
+    struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+    struct sym_stats st;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(sym_profile(s, b.p, &st, &err), 0);
+    assert_int_equal(st.locations, 4);
+    assert_int_equal(st.resolved, 2);
+    assert_int_equal(st.anonymous, 2);
+    assert_int_equal(st.no_binary, 0);
+    struct profile *p = b.p;
+    const struct profile_location *l = &p->locs[b.leaf];
+    assert_true(l->flags & PROFILE_LOC_SYMBOLIZED);
+    assert_false(l->flags & PROFILE_LOC_ALLOCATOR);
+    assert_string_equal(frame(p, b.leaf, l->nframes - 1)->function, "tracked_alloc");
+    assert_string_equal(frame(p, b.caller, p->locs[b.caller].nframes - 1)->function, "main");
+    assert_int_equal(p->locs[b.anon].nframes, 0);
+    assert_true(p->locs[b.anon].flags & PROFILE_LOC_SYMBOLIZED);
+    /* unresolved locations print as "0x… object" */
+    char buf[128];
+    const char *lab = profile_frame_label(p, b.anon, 0, buf, sizeof(buf), true);
+    assert_string_equal(lab, "0x00007f0000000100");
+    const struct sym_object_status *os = status_for(&st, jefixture);
+    assert_int_equal(os->status, 0);
+    assert_int_equal(os->resolved, 2);
+    assert_non_null(strstr(os->message, "ok"));
+
+    /* Second profile of the same binary: all from the memory cache. */
+    struct built b2 = build_profile(jefixture, jefixture, NULL);
+    assert_int_equal(sym_profile(s, b2.p, &st, &err), 0);
+    assert_int_equal(st.cache_hits, 2);
+    assert_string_equal(frame(b2.p, b2.leaf, b2.p->locs[b2.leaf].nframes - 1)->function,
+                        "tracked_alloc");
+    profile_free(b.p);
+    profile_free(b2.p);
+    sym_free(s);
+    hp_buf_release(&err);
+}
+
+static void test_sym_profile_mismatched_binary_reported(void **state)
+{
+    /* The dump says /nonexistent/jefixture; --binary points at symtool. */
+    struct built b = build_profile(jefixture, "/nonexistent/jefixture", NULL);
+    struct symbolizer *s =
+        sym_new(&(struct sym_options){ .binary = symtool, .debuginfod_urls = "" });
+    struct sym_stats st;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(sym_profile(s, b.p, &st, &err), 0);
+    const struct sym_object_status *os = status_for(&st, "/nonexistent/jefixture");
+    assert_int_equal(os->status, HP_EMISMATCH);
+    assert_non_null(strstr(os->message, "--binary"));
+    assert_int_equal(st.resolved, 0);
+    assert_int_equal(st.no_binary, 2);
+    assert_int_equal(b.p->locs[b.leaf].nframes, 0);
+    assert_true(b.p->locs[b.leaf].flags & PROFILE_LOC_SYMBOLIZED);
+    assert_non_null(strstr(err.data, "/nonexistent/jefixture"));
+    profile_free(b.p);
+    sym_free(s);
+
+    /* A build-id the dump records must match the file's. */
+    const char *want = "00112233445566778899aabbccddeeff00112233";
+    b = build_profile(jefixture, jefixture, want);
+    s = sym_new(&(struct sym_options){ .binary = jefixture, .debuginfod_urls = "" });
+    hp_buf_reset(&err);
+    assert_int_equal(sym_profile(s, b.p, &st, &err), 0);
+    os = status_for(&st, jefixture);
+    assert_int_equal(os->status, HP_EMISMATCH);
+    assert_non_null(strstr(os->message, "build-id mismatch"));
+    assert_non_null(strstr(os->message, want));
+    assert_int_equal(st.resolved, 0);
+    profile_free(b.p);
+    sym_free(s);
+    hp_buf_release(&err);
+}
+
+static void test_sym_profile_missing_binary_reported(void **state)
+{
+    struct built b = build_profile(jefixture, "/nonexistent/doris_be", NULL);
+    struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+    struct sym_stats st;
+    assert_int_equal(sym_profile(s, b.p, &st, NULL), 0);
+    const struct sym_object_status *os = status_for(&st, "/nonexistent/doris_be");
+    assert_int_equal(os->status, HP_ENOTFOUND);
+    assert_non_null(strstr(os->message, "no file found"));
+    assert_int_equal(st.no_binary, 2);
+    char buf[128];
+    assert_string_equal(profile_frame_label(b.p, b.leaf, 0, buf, sizeof(buf), true) + 19,
+                        "doris_be");
+    profile_free(b.p);
+    sym_free(s);
+}
+
+static void test_sym_profile_truncated_elf_is_clean_error(void **state)
+{
+    struct stat fst;
+    assert_int_equal(stat(jefixture, &fst), 0);
+    size_t size = (size_t)fst.st_size;
+    size_t cuts[] = { 0, 10, 64, 3000, size / 2, size - 100, size - 1 };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cuts); i++) {
+        char *path = tmp_path("truncated");
+        copy_file(jefixture, path, cuts[i] ? cuts[i] : 1);
+        if (cuts[i] == 0)
+            truncate(path, 0);
+        struct built b = build_profile(jefixture, path, NULL);
+        struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+        struct sym_stats st;
+        struct hp_buf err = HP_BUF_INIT(0);
+        assert_int_equal(sym_profile(s, b.p, &st, &err), 0);
+        const struct sym_object_status *os = status_for(&st, path);
+        assert_int_not_equal(os->status, 0);
+        assert_non_null(strstr(os->message, "unusable"));
+        assert_int_equal(st.resolved, 0);
+        hp_buf_release(&err);
+        profile_free(b.p);
+        sym_free(s);
+        free(path);
+    }
+}
+
+static void test_sym_profile_corrupt_dwarf_never_crashes(void **state)
+{
+    /* Overwrite the middle of the file (code and most debug sections) with
+     * pseudo-random bytes, keeping the headers at both ends intact. */
+    char *path = tmp_path("corrupt");
+    for (unsigned seed = 1; seed <= 6; seed++) {
+        copy_file(jefixture, path, 0);
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        struct stat st;
+        assert_int_equal(fstat(fd, &st), 0);
+        size_t from = (size_t)st.st_size * seed / 10, to = (size_t)st.st_size * 9 / 10;
+        uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+        for (size_t off = from; off < to; off += 64) {
+            x = hp_hash_u64(x);
+            assert_int_equal(pwrite(fd, &x, sizeof(x), (off_t)off), (ssize_t)sizeof(x));
+        }
+        close(fd);
+        struct built b = build_profile(jefixture, path, NULL);
+        struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+        struct sym_stats sst;
+        assert_int_equal(sym_profile(s, b.p, &sst, NULL), 0);
+        for (size_t i = 0; i < b.p->nlocs; i++)
+            assert_true(b.p->locs[i].flags & PROFILE_LOC_SYMBOLIZED);
+        profile_free(b.p);
+        sym_free(s);
+    }
+    free(path);
+}
+
+/* A persistent store stand-in: what the store module will do with SQLite. */
+struct mini_store {
+    struct {
+        char build_id[81];
+        uint64_t vaddr;
+        struct profile_frame frames[SYM_MAX_INLINE_DEPTH];
+        uint32_t n;
+    } rows[64];
+    size_t nrows, loads, saves, flushes;
+    struct hp_arena arena;
+};
+
+static int store_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
+                         const struct profile_frame **ret_frames, uint32_t *ret_n)
+{
+    struct mini_store *ms = ctx;
+    ms->loads++;
+    for (size_t i = 0; i < ms->nrows; i++) {
+        if (ms->rows[i].vaddr == vaddr && strcmp(ms->rows[i].build_id, build_id) == 0) {
+            *ret_frames = ms->rows[i].frames;
+            *ret_n = ms->rows[i].n;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int store_save_cb(void *ctx, const char *build_id, uint64_t vaddr,
+                         const struct profile_frame *frames, uint32_t n)
+{
+    struct mini_store *ms = ctx;
+    ms->saves++;
+    assert_true(ms->nrows < HP_ARRAY_SIZE(ms->rows));
+    snprintf(ms->rows[ms->nrows].build_id, sizeof(ms->rows[0].build_id), "%s", build_id);
+    ms->rows[ms->nrows].vaddr = vaddr;
+    ms->rows[ms->nrows].n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        struct profile_frame *f = &ms->rows[ms->nrows].frames[i];
+        f->function = frames[i].function ? hp_arena_strdup(&ms->arena, frames[i].function) : NULL;
+        f->file = frames[i].file ? hp_arena_strdup(&ms->arena, frames[i].file) : NULL;
+        f->line = frames[i].line;
+    }
+    ms->nrows++;
+    return 0;
+}
+
+static void store_flush_cb(void *ctx)
+{
+    ((struct mini_store *)ctx)->flushes++;
+}
+
+static void test_sym_cache_ops_persist_and_reload(void **state)
+{
+    struct mini_store ms = { 0 };
+    hp_arena_init(&ms.arena);
+    struct sym_cache_ops ops = { &ms, store_load_cb, store_save_cb, store_flush_cb };
+    struct sym_options so = { .debuginfod_urls = "", .cache_ops = &ops };
+    struct built b = build_profile(jefixture, jefixture, NULL);
+    struct symbolizer *s = sym_new(&so);
+    struct sym_stats st;
+    assert_int_equal(sym_profile(s, b.p, &st, NULL), 0);
+    assert_int_equal(ms.saves, 2);
+    assert_int_equal(ms.flushes, 1);
+    assert_int_equal(st.cache_hits, 0);
+    sym_free(s);
+
+    /* A new process (new symbolizer): answers come from the store. */
+    struct built b2 = build_profile(jefixture, jefixture, NULL);
+    s = sym_new(&so);
+    assert_int_equal(sym_profile(s, b2.p, &st, NULL), 0);
+    assert_int_equal(st.cache_hits, 2);
+    assert_int_equal(ms.saves, 2);
+    for (uint32_t loc = 0; loc < 2; loc++) {
+        assert_int_equal(b.p->locs[loc].nframes, b2.p->locs[loc].nframes);
+        for (uint32_t k = 0; k < b.p->locs[loc].nframes; k++) {
+            assert_string_equal(frame(b.p, loc, k)->function, frame(b2.p, loc, k)->function);
+            assert_int_equal(frame(b.p, loc, k)->line, frame(b2.p, loc, k)->line);
+        }
+    }
+    sym_free(s);
+    profile_free(b.p);
+    profile_free(b2.p);
+    hp_arena_release(&ms.arena);
+}
+
+static void test_sym_no_inline_keeps_outermost(void **state)
+{
+    /* jefixture's worker_main inlines nothing we rely on; use the batch API
+     * on every address of tracked_alloc and check no_inline gives one frame
+     * named like the physical function. */
+    uint64_t start = symbol_vaddr(jefixture, "tracked_alloc");
+    uint64_t va[32];
+    for (int i = 0; i < 32; i++)
+        va[i] = start + (uint64_t)i;
+    struct symbolizer *s =
+        sym_new(&(struct sym_options){ .debuginfod_urls = "", .no_inline = true });
+    struct sym_batch b;
+    assert_int_equal(sym_batch_resolve(s, jefixture, va, 32, &b, NULL), 0);
+    for (int i = 0; i < 32; i++) {
+        assert_int_equal(b.results[i].n, 1);
+        assert_string_equal(b.frames[b.results[i].first].function, "tracked_alloc");
+    }
+    sym_batch_release(&b);
+    sym_free(s);
+}
+
+static int setup(void **state)
+{
+    jefixture = getenv("JEFIXTURE");
+    symtool = getenv("SYMTOOL");
+    if (!jefixture || !symtool) {
+        fprintf(stderr, "JEFIXTURE and SYMTOOL must be set\n");
+        return -1;
+    }
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/hf-test-sym-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char *cmd = hp_xasprintf("rm -rf '%s'", tmpdir);
+    int rc = system(cmd);
+    free(cmd);
+    return rc == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sym_function_short_jeprof_rules),
+        cmocka_unit_test(test_sym_demangle_cpp_and_rust),
+        cmocka_unit_test(test_sym_allocator_names),
+        cmocka_unit_test(test_sym_batch_resolves_function_file_line),
+        cmocka_unit_test(test_sym_dwarf_is_lazy),
+        cmocka_unit_test(test_sym_profile_symbolizes_and_counts),
+        cmocka_unit_test(test_sym_profile_mismatched_binary_reported),
+        cmocka_unit_test(test_sym_profile_missing_binary_reported),
+        cmocka_unit_test(test_sym_profile_truncated_elf_is_clean_error),
+        cmocka_unit_test(test_sym_profile_corrupt_dwarf_never_crashes),
+        cmocka_unit_test(test_sym_cache_ops_persist_and_reload),
+        cmocka_unit_test(test_sym_no_inline_keeps_outermost),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
