@@ -193,10 +193,11 @@ try {
     await shot("discrepancy");
   });
 
-  await check("raw-address snapshot (unsymbolized) renders", async () => {
+  await check("raw heap_v2 dump renders, symbolized by the server", async () => {
     await page.goto(base + "#/snapshot/be-3");
     await page.waitForSelector("[data-test=top-table] tbody tr");
-    assert.match(await page.locator("[data-test=top-table] tbody tr").first().innerText(), /0x[0-9a-f]+/);
+    assert.match(await page.locator("[data-test=top-table] tbody tr").first().innerText(), /tracked_alloc/);
+    assert.match(await text("[data-test=snapshot-title]"), /^be-3 · /);
   });
 
   await check("100k-frame profile stays fast", async () => {

@@ -703,6 +703,58 @@ static void test_api_client_gone_midway(void **state)
     free(r.body);
 }
 
+/* Several workers load the same raw dump at once (the folder source
+ * symbolizes it): every answer is complete and identical. */
+struct par {
+    pthread_t t;
+    const char *path;
+    struct resp r;
+};
+
+static void *par_get(void *arg)
+{
+    struct par *p = arg;
+    uint64_t deadline = hp_now_ns() + UINT64_C(30000000000);
+    for (;;) {
+        p->r = get(p->path);
+        if (p->r.status != 503 || hp_now_ns() > deadline)
+            break;
+        free(p->r.body);
+        usleep(20000);
+    }
+    return NULL;
+}
+
+static void test_api_concurrent_loads_of_a_raw_dump(void **state)
+{
+    (void)state;
+    /* Raw dumps of two nodes, each asked for in several views at once. */
+    static const char *paths[] = {
+        "/api/v1/snapshots/be-3/top?top=3", "/api/v1/snapshots/be-3/tree",
+        "/api/v1/snapshots/be-3", "/api/v1/snapshots/be-2@-150m/top?top=3",
+        "/api/v1/snapshots/be-3@-150m/tree", "/api/v1/snapshots/be-2@-210m",
+    };
+    enum { N = 24 };
+    for (int round = 0; round < 3; round++) {
+        struct par ps[N];
+        for (size_t i = 0; i < N; i++) {
+            ps[i].path = paths[i % 6];
+            pthread_create(&ps[i].t, NULL, par_get, &ps[i]);
+        }
+        for (size_t i = 0; i < N; i++)
+            pthread_join(ps[i].t, NULL);
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(ps[i].r.status, 200);
+            if (i >= 6)
+                assert_string_equal(ps[i].r.body, ps[i % 6].r.body);
+        }
+        assert_non_null(strstr(ps[0].r.body, "\"format\":\"jemalloc\""));
+        assert_non_null(strstr(ps[0].r.body, "tracked_alloc"));
+        for (size_t i = 0; i < N; i++)
+            free(ps[i].r.body);
+    }
+}
+
 /* A response over the configured cap is refused whole, never cut short. */
 static void test_api_body_cap_500(void **state)
 {
@@ -762,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_api_gzip_same_body),
         cmocka_unit_test(test_api_stop_with_idle_connections),
         cmocka_unit_test(test_api_client_gone_midway),
+        cmocka_unit_test(test_api_concurrent_loads_of_a_raw_dump),
         cmocka_unit_test(test_api_body_cap_500),
         cmocka_unit_test(test_api_start_refuses_bad_listen),
     };
