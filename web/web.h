@@ -101,8 +101,9 @@ struct web_source_ops {
 
 /* A source backed by a folder: each subfolder is a node (its name), each
  * regular file in it a snapshot of that node, taken at the file's mtime.
- * Files are parsed on demand (any format ingest detects) and their totals
- * cached by (path, size, mtime). Snapshot ids are assigned in scan order and
+ * Files are parsed on demand (any format ingest detects), symbolized with
+ * the binaries their maps name on this host (one cached symbolizer, used
+ * under a lock), and their totals cached by (path, size, mtime). Snapshot ids are assigned in scan order and
  * stay stable for the life of the source. Thread-safe. */
 struct web_source_dir;
 int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_buf *err);
