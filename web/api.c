@@ -714,6 +714,28 @@ static int render_collapsed(const struct profile *p, const struct query_folded *
     return query_render_collapsed(f, o, out);
 }
 
+static int render_dot(const struct profile *p, const struct query_folded *f,
+                      const struct query_top *t, const struct query_opts *o, struct hp_buf *out)
+{
+    (void)p;
+    return query_render_dot(f, t, o, out);
+}
+
+static int render_svg(const struct profile *p, const struct query_folded *f,
+                      const struct query_top *t, const struct query_opts *o, struct hp_buf *out)
+{
+    (void)p, (void)t;
+    return query_render_svg(f, o, out);
+}
+
+static int render_pprof(const struct profile *p, const struct query_folded *f,
+                        const struct query_top *t, const struct query_opts *o,
+                        struct hp_buf *out)
+{
+    (void)f, (void)t;
+    return query_render_pprof(p, o, out, NULL);
+}
+
 /* One table of export formats: a renderer that is not in the query library
  * yet has fn NULL and answers 501. */
 static const struct {
@@ -725,9 +747,9 @@ static const struct {
     { QUERY_FORMAT_TEXT, "text/plain; charset=utf-8", "txt", query_render_top_text },
     { QUERY_FORMAT_COLLAPSED, "text/plain; charset=utf-8", "collapsed", render_collapsed },
     { QUERY_FORMAT_JSON, "application/json", "json", query_render_json },
-    { QUERY_FORMAT_DOT, "text/vnd.graphviz", "dot", NULL },
-    { QUERY_FORMAT_SVG, "image/svg+xml", "svg", NULL },
-    { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", NULL },
+    { QUERY_FORMAT_DOT, "text/vnd.graphviz; charset=utf-8", "dot", render_dot },
+    { QUERY_FORMAT_SVG, "image/svg+xml", "svg", render_svg },
+    { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", render_pprof },
 };
 
 bool web_api_format_ready(enum query_format f)
@@ -746,8 +768,8 @@ void web_h_profile(struct web_request *r)
         if (renderers[i].format == fmt)
             break;
     if (i == HP_ARRAY_SIZE(renderers) || !renderers[i].fn) {
-        web_api_error(r, 501, "format %s: that renderer is not in this build yet "
-                              "(available: text, collapsed, json)",
+        web_api_error(r, 501, "format %s: that renderer is not in this build yet (GET /api/v1 "
+                              "lists the formats)",
                       query_format_name(fmt));
         return;
     }
