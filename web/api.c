@@ -22,6 +22,7 @@ void web_h_tree(struct web_request *r);
 void web_h_profile(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
+void web_h_discrepancy(struct web_request *r);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -819,4 +820,44 @@ void web_h_symbolization(struct web_request *r)
     else
         r->status = 200;
     hp_buf_release(&err);
+}
+
+/* The tracker-versus-heap report of a node's latest snapshot: the query
+ * library's built-in Doris/StarRocks rules against the figures the source
+ * stored with it, printed as `query discrepancy NODE --format json` prints
+ * it. (A rules file is a CLI option only: the API takes no file paths.) */
+void web_h_discrepancy(struct web_request *r)
+{
+    struct web_selector sel = { .node = r->p.node };
+    struct web_snapshot_info info;
+    struct profile *p;
+    struct query_folded *f;
+    if (fold_one(r, &sel, &info, &p, &f, NULL) < 0)
+        return;
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct query_rules *rules = NULL;
+    struct query_discrepancy *d = NULL;
+    struct query_figure *figs = hp_arena_alloc(&r->arena, (info.nraw + 1) * sizeof(*figs));
+    for (size_t i = 0; i < info.nraw; i++) {
+        figs[i].name = info.raw[i].name;
+        figs[i].value = info.raw[i].value;
+    }
+    int rc = query_rules_builtin(&rules, &err);
+    if (rc == 0)
+        rc = query_discrepancy_build(f, figs, info.nraw, rules, &d, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_discrepancy_json(d, info.node, &r->body);
+    }
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+    } else {
+        r->status = 200;
+        r->content_type = "application/json";
+    }
+    query_discrepancy_free(d);
+    query_rules_free(rules);
+    hp_buf_release(&err);
+    query_folded_free(f);
+    profile_free(p);
 }

@@ -50,6 +50,13 @@ struct web_tracker {
     double bytes;
 };
 
+/* One figure exactly as the node published it (Prometheus or bvar name,
+ * "tracker:<label>" rows): what the discrepancy rules match against. */
+struct web_raw_figure {
+    const char *name;
+    double value;
+};
+
 struct web_snapshot_info {
     int64_t id;
     const char *node;
@@ -60,6 +67,8 @@ struct web_snapshot_info {
     struct web_figures fig;
     struct web_tracker *trackers; /* may be NULL */
     size_t ntrackers;
+    struct web_raw_figure *raw;   /* every stored figure; may be NULL */
+    size_t nraw;
 };
 
 struct web_node_info {

@@ -188,8 +188,10 @@ try {
   await check("discrepancy page shows the ladder", async () => {
     await page.goto(base + "#/discrepancy?node=be-3");
     await page.waitForSelector("[data-test=ladder]");
-    assert.match(await text("[data-test=ladder]"), /heap profile total\s+[\d.]+ MiB/);
-    assert.match(await text("[data-test=notice]"), /not wired/);
+    assert.match(await text("[data-test=ladder]"), /heap profile[\s\S]*[\d.]+ MiB/);
+    const cats = await text("[data-test=categories]");
+    assert.match(cats, /query[\s\S]*agg_hash_table_resize/);
+    assert.match(cats, /metadata[\s\S]*leak_tablet_schema/);
     await shot("discrepancy");
   });
 
