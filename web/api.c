@@ -23,6 +23,7 @@ void web_h_profile(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
 void web_h_discrepancy(struct web_request *r);
+void web_h_leaks(struct web_request *r);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -860,4 +861,72 @@ void web_h_discrepancy(struct web_request *r)
     hp_buf_release(&err);
     query_folded_free(f);
     profile_free(p);
+}
+
+static struct query_figure *figures_of(struct web_request *r, const struct web_snapshot_info *si)
+{
+    struct query_figure *figs = hp_arena_alloc(&r->arena, (si->nraw + 1) * sizeof(*figs));
+    for (size_t i = 0; i < si->nraw; i++) {
+        figs[i].name = si->raw[i].name;
+        figs[i].value = si->raw[i].value;
+    }
+    return figs;
+}
+
+/* Leak suspects of one node: its snapshots since `since` (the newest
+ * `limit`, default 50), each loaded and folded, then the query library's
+ * analysis and JSON, as `query leaks NODE --format json` prints them. */
+void web_h_leaks(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_snapshot_info *snaps = NULL;
+    size_t n = 0;
+    if (!r->src->list_snapshots || !r->src->load_snapshot) {
+        web_api_error(r, 501, "this data source cannot list and load snapshots");
+        return;
+    }
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms,
+                                    r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : 50, &r->arena,
+                                    &snaps, &n, &err);
+    struct profile **profiles = hp_xcalloc(n + 1, sizeof(*profiles));
+    struct query_folded **folds = hp_xcalloc(n + 1, sizeof(*folds));
+    struct query_snapshot *qs = hp_xcalloc(n + 1, sizeof(*qs));
+    struct query_leaks *l = NULL;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct web_selector sel = { .id = snaps[i].id };
+        struct web_snapshot_info info;
+        memset(&info, 0, sizeof(info));
+        rc = r->src->load_snapshot(r->src_ctx, &sel, &r->arena, &info, &profiles[i], &err);
+        if (rc == 0)
+            rc = query_fold(profiles[i], &r->p.qo, &folds[i], &err);
+        if (rc == 0)
+            qs[i] = (struct query_snapshot){ .node = r->p.node, .time_s = info.time_ms / 1000,
+                                             .folded = folds[i], .figures = figures_of(r, &info),
+                                             .nfigures = info.nraw };
+    }
+    struct query_leak_opts lo;
+    query_leak_opts_init(&lo);
+    lo.sample = r->p.qo.sample;
+    lo.top = r->p.qo.top;
+    if (rc == 0)
+        rc = query_leaks_build(qs, n, &lo, &l, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_leaks_json((const struct query_leaks *const *)&l, 1, &lo, &r->body);
+    }
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+    } else {
+        r->status = 200;
+        r->content_type = "application/json";
+    }
+    query_leaks_free(l);
+    for (size_t i = 0; i < n; i++) {
+        query_folded_free(folds[i]);
+        profile_free(profiles[i]);
+    }
+    free(qs);
+    free(folds);
+    free(profiles);
+    hp_buf_release(&err);
 }

@@ -267,6 +267,7 @@ void web_h_profile(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
 void web_h_discrepancy(struct web_request *r);
+void web_h_leaks(struct web_request *r);
 
 /* One table: wiring an analysis is filling in its fn (and dropping `pending`). */
 static void h_index(struct web_request *r);
@@ -286,8 +287,7 @@ static const struct web_route routes[] = {
     { "/api/v1/trend", P_NODE | P_SINCE | P_FILTER, NULL,
       "trends (query trend) are not wired into this server yet; "
       "/api/v1/nodes/{node}/snapshots has the totals and figures over time" },
-    { "/api/v1/leaks", P_NODE | P_SINCE | P_TOP, NULL,
-      "leak suspects (query leaks) are not wired into this server yet" },
+    { "/api/v1/leaks", P_NODE_REQ | P_SINCE | P_TOP | P_LIMIT | P_SAMPLE, web_h_leaks, NULL },
     { "/api/v1/discrepancy", P_NODE_REQ, web_h_discrepancy, NULL },
     { "/api/v1/symbolization", 0, web_h_symbolization, NULL },
 };

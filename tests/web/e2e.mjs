@@ -82,7 +82,8 @@ try {
     assert.equal(await page.locator("[data-test=snapshot-link]").count(), 4);
     assert.ok(await page.locator(".chartwrap canvas").isVisible());
     assert.match(await page.locator(".card").nth(1).innerText(), /\+[\d.]+ MiB/);
-    await page.waitForSelector("#leaks [data-test=notice]");
+    await page.waitForSelector("#leaks [data-test=leaks] tbody tr");
+    assert.match(await text("#leaks [data-test=leaks]"), /tracked_alloc[\s\S]*\+[\d.]+ (KiB|MiB)/);
     await shot("node");
   });
 

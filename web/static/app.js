@@ -163,8 +163,15 @@ async function nodePage(name) {
   try {
     const ep = await endpoint("/api/v1/leaks");
     if (!ep.available) throw new ApiError(501, ep.note);
-    const l = await api(`/api/v1/leaks?node=${enc(name)}`);
-    leaks.innerHTML = genericReport(l);
+    if (snaps.length < 3) throw new ApiError(400, "leak analysis needs at least 3 snapshots");
+    const l = await api(`/api/v1/leaks?node=${enc(name)}&top=30`);
+    const nl = (l.nodes || [])[0] || { functions: [] };
+    // Pass-through callers ("via") are hidden, as `query leaks` hides them.
+    const rows = (nl.functions || []).filter((f) => !f.via).slice(0, 12);
+    leaks.innerHTML = `<div class="small muted" style="margin-bottom:8px">The heap grew ${fmtSigned(nl.total_rate_per_hour, "bytes")}/h over ${nl.snapshots} snapshots. Functions whose bytes rise steadily:</div>` +
+      (rows.length ? `<table class="grid" data-test="leaks"><thead><tr><th>Function</th><th class="num">Growth / h</th><th class="num">Of the growth</th><th class="num">Rising steps</th><th class="num">Now</th></tr></thead><tbody>` +
+        rows.map((f) => `<tr><td class="fn" title="${esc(f.name)}">${esc(f.name)}${f.grows_while_idle ? ' <span class="badge failing">grows while idle</span>' : ""}</td><td class="num grow-text">${fmtSigned(f.rate_per_hour, "bytes")}</td><td class="num">${fmtPct(f.share)}</td><td class="num">${fmtPct(f.monotonic)}</td><td class="num">${fmtBytes(f.last)}</td></tr>`).join("") +
+        `</tbody></table>` : `<div class="empty">No steadily growing function.</div>`);
   } catch (e) {
     leaks.innerHTML = notice(e) + (growth > 0 && snaps.length > 2 ? `<p class="small">Meanwhile: the heap grew by <b>${fmtBytes(growth)}</b> over these snapshots; <a href="#/compare?a=${enc("#" + first.id)}&b=${enc("#" + last.id)}">compare the first and the latest</a> to see which call paths grew.</p>` : "");
   }
