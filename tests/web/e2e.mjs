@@ -72,6 +72,8 @@ try {
     await page.fill("#filter", "starrocks");
     await waitFor(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 3);
     await page.fill("#filter", "");
+    await page.waitForSelector("[data-test=outliers] tbody tr");
+    assert.match(await text("[data-test=outliers]"), /be-big[\s\S]*heap total/);
     await shot("fleet");
   });
 

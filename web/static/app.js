@@ -69,7 +69,8 @@ async function fleetPage() {
         <label class="small muted"><input type="checkbox" id="anomOnly"> anomalies only</label>
       </div>
       <div id="nodes"></div>
-    </div>`;
+    </div>
+    <div class="panel flush"><div class="panelhead"><h2>Far above the fleet</h2><span class="muted small">each node's latest snapshot against the fleet median (query fleet)</span></div><div id="outliers" style="padding:12px 16px"><span class="muted">Comparing…</span></div></div>`;
   const rows = nodes.map((n) => ({
     name: n.name, kind: n.kind, status: n.status, error: n.error,
     time: n.latest ? n.latest.time_ms : 0,
@@ -95,6 +96,19 @@ async function fleetPage() {
   filter.addEventListener("input", apply);
   anomOnly.addEventListener("change", apply);
   setStatus(`updated ${fmtTime(Date.now()).slice(11)}`);
+  fleetOutliers(document.getElementById("outliers"));
+}
+
+async function fleetOutliers(el) {
+  try {
+    const ep = await endpoint("/api/v1/fleet");
+    if (!ep.available) throw new ApiError(501, ep.note);
+    const f = await api("/api/v1/fleet?top=15");
+    const rows = [...(f.totals || []), ...(f.functions || [])];
+    el.innerHTML = rows.length ? `<table class="grid" data-test="outliers"><thead><tr><th>Node</th><th>Holds</th><th class="num">Bytes</th><th class="num">Fleet median</th><th class="num">Ratio</th></tr></thead><tbody>` +
+      rows.map((r) => `<tr><td><a href="#/node/${enc(r.node)}">${esc(r.node)}</a></td><td class="fn" title="${esc(r.name)}">${r.name === "heap total" ? "<b>heap total</b>" : esc(r.name)}</td><td class="num">${fmtBytes(r.value)}</td><td class="num">${fmtBytes(r.median)}</td><td class="num">${r.median > 0 ? (r.value / r.median).toFixed(1) + "×" : "new"}</td></tr>`).join("") +
+      `</tbody></table>` : `<div class="muted">No node holds far more than the fleet median (${f.nodes} nodes compared).</div>`;
+  } catch (e) { el.innerHTML = notice(e); }
 }
 
 // ---- node ---------------------------------------------------------------------
