@@ -13,6 +13,7 @@
 
 #include "collector/collector-internal.h"
 #include "collector/daemon.h"
+#include "web/web.h"
 #include "collector/ingest/ingest.h"
 #include "store/store.h"
 #include "collector/poll/poll.h"
@@ -149,8 +150,7 @@ int main(int argc, char **argv)
     const char *db = NULL, *listen = NULL, *out = NULL;
     struct collector_sym_config symcfg = { 0 };
     /* The installed UI files, or the source tree's when running uninstalled. */
-    const char *static_dir = access(WEB_STATIC_DIR, R_OK) == 0 ? WEB_STATIC_DIR
-                                                                : WEB_STATIC_DIR_SOURCE;
+    const char *static_dir = web_static_dir_default();
     const char *token_file = NULL;
     bool check_only = false;
     uint64_t u;

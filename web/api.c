@@ -22,6 +22,10 @@ void web_h_tree(struct web_request *r);
 void web_h_profile(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
+void web_h_discrepancy(struct web_request *r);
+void web_h_leaks(struct web_request *r);
+void web_h_trend(struct web_request *r);
+void web_h_fleet(struct web_request *r);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -714,6 +718,28 @@ static int render_collapsed(const struct profile *p, const struct query_folded *
     return query_render_collapsed(f, o, out);
 }
 
+static int render_dot(const struct profile *p, const struct query_folded *f,
+                      const struct query_top *t, const struct query_opts *o, struct hp_buf *out)
+{
+    (void)p;
+    return query_render_dot(f, t, o, out);
+}
+
+static int render_svg(const struct profile *p, const struct query_folded *f,
+                      const struct query_top *t, const struct query_opts *o, struct hp_buf *out)
+{
+    (void)p, (void)t;
+    return query_render_svg(f, o, out);
+}
+
+static int render_pprof(const struct profile *p, const struct query_folded *f,
+                        const struct query_top *t, const struct query_opts *o,
+                        struct hp_buf *out)
+{
+    (void)f, (void)t;
+    return query_render_pprof(p, o, out, NULL);
+}
+
 /* One table of export formats: a renderer that is not in the query library
  * yet has fn NULL and answers 501. */
 static const struct {
@@ -725,9 +751,9 @@ static const struct {
     { QUERY_FORMAT_TEXT, "text/plain; charset=utf-8", "txt", query_render_top_text },
     { QUERY_FORMAT_COLLAPSED, "text/plain; charset=utf-8", "collapsed", render_collapsed },
     { QUERY_FORMAT_JSON, "application/json", "json", query_render_json },
-    { QUERY_FORMAT_DOT, "text/vnd.graphviz", "dot", NULL },
-    { QUERY_FORMAT_SVG, "image/svg+xml", "svg", NULL },
-    { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", NULL },
+    { QUERY_FORMAT_DOT, "text/vnd.graphviz; charset=utf-8", "dot", render_dot },
+    { QUERY_FORMAT_SVG, "image/svg+xml", "svg", render_svg },
+    { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", render_pprof },
 };
 
 bool web_api_format_ready(enum query_format f)
@@ -746,8 +772,8 @@ void web_h_profile(struct web_request *r)
         if (renderers[i].format == fmt)
             break;
     if (i == HP_ARRAY_SIZE(renderers) || !renderers[i].fn) {
-        web_api_error(r, 501, "format %s: that renderer is not in this build yet "
-                              "(available: text, collapsed, json)",
+        web_api_error(r, 501, "format %s: that renderer is not in this build yet (GET /api/v1 "
+                              "lists the formats)",
                       query_format_name(fmt));
         return;
     }
@@ -796,5 +822,225 @@ void web_h_symbolization(struct web_request *r)
         reply_failure(r, rc, &err);
     else
         r->status = 200;
+    hp_buf_release(&err);
+}
+
+/* The tracker-versus-heap report of a node's latest snapshot: the query
+ * library's built-in Doris/StarRocks rules against the figures the source
+ * stored with it, printed as `query discrepancy NODE --format json` prints
+ * it. (A rules file is a CLI option only: the API takes no file paths.) */
+void web_h_discrepancy(struct web_request *r)
+{
+    struct web_selector sel = { .node = r->p.node };
+    struct web_snapshot_info info;
+    struct profile *p;
+    struct query_folded *f;
+    if (fold_one(r, &sel, &info, &p, &f, NULL) < 0)
+        return;
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct query_rules *rules = NULL;
+    struct query_discrepancy *d = NULL;
+    struct query_figure *figs = hp_arena_alloc(&r->arena, (info.nraw + 1) * sizeof(*figs));
+    for (size_t i = 0; i < info.nraw; i++) {
+        figs[i].name = info.raw[i].name;
+        figs[i].value = info.raw[i].value;
+    }
+    int rc = query_rules_builtin(&rules, &err);
+    if (rc == 0)
+        rc = query_discrepancy_build(f, figs, info.nraw, rules, &d, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_discrepancy_json(d, info.node, &r->body);
+    }
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+    } else {
+        r->status = 200;
+        r->content_type = "application/json";
+    }
+    query_discrepancy_free(d);
+    query_rules_free(rules);
+    hp_buf_release(&err);
+    query_folded_free(f);
+    profile_free(p);
+}
+
+static struct query_figure *figures_of(struct web_request *r, const struct web_snapshot_info *si)
+{
+    struct query_figure *figs = hp_arena_alloc(&r->arena, (si->nraw + 1) * sizeof(*figs));
+    for (size_t i = 0; i < si->nraw; i++) {
+        figs[i].name = si->raw[i].name;
+        figs[i].value = si->raw[i].value;
+    }
+    return figs;
+}
+
+/* Snapshots loaded and folded for the series analyses (leaks, fleet,
+ * trend): profiles and folds owned here, query_snapshot views of them. */
+struct loaded {
+    struct profile **profiles;
+    struct query_folded **folds;
+    struct query_snapshot *qs;
+    size_t n;
+};
+
+static int load_many(struct web_request *r, const int64_t *ids, size_t n, struct loaded *L,
+                     struct hp_buf *err)
+{
+    L->profiles = hp_xcalloc(n + 1, sizeof(*L->profiles));
+    L->folds = hp_xcalloc(n + 1, sizeof(*L->folds));
+    L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
+    L->n = n;
+    for (size_t i = 0; i < n; i++) {
+        struct web_selector sel = { .id = ids[i] };
+        struct web_snapshot_info info;
+        memset(&info, 0, sizeof(info));
+        int rc = r->src->load_snapshot(r->src_ctx, &sel, &r->arena, &info, &L->profiles[i], err);
+        if (rc == 0)
+            rc = query_fold(L->profiles[i], &r->p.qo, &L->folds[i], err);
+        if (rc < 0)
+            return rc;
+        L->qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
+                                            .folded = L->folds[i],
+                                            .figures = figures_of(r, &info),
+                                            .nfigures = info.nraw };
+    }
+    return 0;
+}
+
+static void loaded_release(struct loaded *L)
+{
+    for (size_t i = 0; i < L->n; i++) {
+        query_folded_free(L->folds[i]);
+        profile_free(L->profiles[i]);
+    }
+    free(L->qs);
+    free(L->folds);
+    free(L->profiles);
+}
+
+/* A node's snapshots (since, newest `limit`) loaded for a series analysis. */
+static int load_node_series(struct web_request *r, size_t def_limit, struct loaded *L,
+                            struct hp_buf *err)
+{
+    struct web_snapshot_info *snaps = NULL;
+    size_t n = 0;
+    memset(L, 0, sizeof(*L));
+    if (!r->src->list_snapshots || !r->src->load_snapshot) {
+        hp_err_printf(err, "this data source cannot list and load snapshots");
+        return HP_EUSAGE;
+    }
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms,
+                                    r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : def_limit,
+                                    &r->arena, &snaps, &n, err);
+    if (rc < 0)
+        return rc;
+    int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
+    for (size_t i = 0; i < n; i++)
+        ids[i] = snaps[i].id;
+    rc = load_many(r, ids, n, L, err);
+    free(ids);
+    return rc;
+}
+
+static void reply_rendered(struct web_request *r, int rc, const struct hp_buf *err)
+{
+    if (rc < 0) {
+        reply_failure(r, rc, err);
+    } else {
+        r->status = 200;
+        r->content_type = "application/json";
+    }
+}
+
+/* Leak suspects of one node: its snapshots since `since` (the newest
+ * `limit`, default 50), each loaded and folded, then the query library's
+ * analysis and JSON, as `query leaks NODE --format json` prints them. */
+void web_h_leaks(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct loaded L;
+    struct query_leaks *l = NULL;
+    struct query_leak_opts lo;
+    query_leak_opts_init(&lo);
+    lo.sample = r->p.qo.sample;
+    lo.top = r->p.qo.top;
+    int rc = load_node_series(r, 50, &L, &err);
+    if (rc == 0)
+        rc = query_leaks_build(L.qs, L.n, &lo, &l, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_leaks_json((const struct query_leaks *const *)&l, 1, &lo, &r->body);
+    }
+    reply_rendered(r, rc, &err);
+    query_leaks_free(l);
+    loaded_release(&L);
+    hp_buf_release(&err);
+}
+
+/* Time series of one node: heap total, its figures and the chosen functions
+ * (`function` regex, else the top 5), as `query trend NODE --format json`. */
+void web_h_trend(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct loaded L;
+    struct query_trend *t = NULL;
+    struct query_trend_opts to;
+    query_trend_opts_init(&to);
+    to.sample = r->p.qo.sample;
+    to.function = r->p.function;
+    int rc = load_node_series(r, 200, &L, &err);
+    if (rc == 0)
+        rc = query_trend_build(L.qs, L.n, &to, &t, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_trend(t, QUERY_FORMAT_JSON, &r->body, &err);
+    }
+    reply_rendered(r, rc, &err);
+    query_trend_free(t);
+    loaded_release(&L);
+    hp_buf_release(&err);
+}
+
+/* Every node's latest snapshot against the fleet, as `query fleet --format
+ * json`: nodes far above the median total, functions a node holds far more
+ * of than the fleet median. Nodes whose latest snapshot is older than
+ * `since` are left out. At most 2,000 nodes per request. */
+void web_h_fleet(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_node_info *nodes = NULL;
+    size_t n = 0;
+    struct loaded L;
+    memset(&L, 0, sizeof(L));
+    struct query_fleet *f = NULL;
+    struct query_fleet_opts fo;
+    query_fleet_opts_init(&fo);
+    fo.sample = r->p.qo.sample;
+    fo.top = r->p.qo.top;
+    int rc = r->src->list_nodes && r->src->load_snapshot
+                 ? r->src->list_nodes(r->src_ctx, &r->arena, &nodes, &n, &err)
+                 : HP_EUSAGE;
+    int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
+    size_t k = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (nodes[i].has_latest && nodes[i].latest.time_ms >= r->p.since_ms)
+            ids[k++] = nodes[i].latest.id;
+    if (rc == 0 && k > 2000) {
+        hp_err_printf(&err, "%zu nodes: more than this server compares in one request (2000)", k);
+        rc = HP_ETOOBIG;
+    }
+    if (rc == 0)
+        rc = load_many(r, ids, k, &L, &err);
+    if (rc == 0)
+        rc = query_fleet_build(L.qs, L.n, &fo, &f, &err);
+    if (rc == 0) {
+        hp_buf_reset(&r->body);
+        rc = query_render_fleet_json(f, &fo, &r->body);
+    }
+    reply_rendered(r, rc, &err);
+    query_fleet_free(f);
+    loaded_release(&L);
+    free(ids);
     hp_buf_release(&err);
 }

@@ -14,10 +14,6 @@
 
 #include "web/web.h"
 
-#ifndef WEB_STATIC_DIR
-#define WEB_STATIC_DIR "web/static"
-#endif
-
 struct app {
     uv_signal_t sigint, sigterm;
     struct web_server *server;
@@ -51,7 +47,6 @@ int main(int argc, char **argv)
 {
     struct web_config cfg;
     web_config_init(&cfg);
-    cfg.static_dir = WEB_STATIC_DIR;
     const char *dir = NULL, *token_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -248,6 +248,7 @@ enum {
     P_NODE = 1 << 10,    /* node (optional) */
     P_NODE_REQ = 1 << 11,
     P_DOWNLOAD = 1 << 12,
+    P_FUNCTION = 1 << 13, /* function (regex) */
 };
 
 struct web_route {
@@ -266,6 +267,10 @@ void web_h_tree(struct web_request *r);
 void web_h_profile(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
+void web_h_discrepancy(struct web_request *r);
+void web_h_leaks(struct web_request *r);
+void web_h_trend(struct web_request *r);
+void web_h_fleet(struct web_request *r);
 
 /* One table: wiring an analysis is filling in its fn (and dropping `pending`). */
 static void h_index(struct web_request *r);
@@ -280,15 +285,10 @@ static const struct web_route routes[] = {
     { "/api/v1/snapshots/{sel}/profile",
       P_FORMAT | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_DOWNLOAD, web_h_profile, NULL },
     { "/api/v1/diff", P_AB | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_PRUNE, web_h_diff, NULL },
-    { "/api/v1/fleet", P_SINCE | P_SAMPLE | P_TOP, NULL,
-      "fleet comparison (query fleet) is not wired into this server yet" },
-    { "/api/v1/trend", P_NODE | P_SINCE | P_FILTER, NULL,
-      "trends (query trend) are not wired into this server yet; "
-      "/api/v1/nodes/{node}/snapshots has the totals and figures over time" },
-    { "/api/v1/leaks", P_NODE | P_SINCE | P_TOP, NULL,
-      "leak suspects (query leaks) are not wired into this server yet" },
-    { "/api/v1/discrepancy", P_NODE_REQ, NULL,
-      "the tracker-versus-heap report (query discrepancy) is not wired into this server yet" },
+    { "/api/v1/fleet", P_SINCE | P_SAMPLE | P_TOP, web_h_fleet, NULL },
+    { "/api/v1/trend", P_NODE_REQ | P_SINCE | P_LIMIT | P_SAMPLE | P_FUNCTION, web_h_trend, NULL },
+    { "/api/v1/leaks", P_NODE_REQ | P_SINCE | P_TOP | P_LIMIT | P_SAMPLE, web_h_leaks, NULL },
+    { "/api/v1/discrepancy", P_NODE_REQ, web_h_discrepancy, NULL },
     { "/api/v1/symbolization", 0, web_h_symbolization, NULL },
 };
 
@@ -303,7 +303,7 @@ static const struct known_param known[] = {
     { "lines", P_OPTS },        { "keep_allocator", P_OPTS }, { "since", P_SINCE },
     { "limit", P_LIMIT },       { "spark", P_SPARK },       { "prune", P_PRUNE },
     { "a", P_AB },              { "b", P_AB },              { "node", P_NODE | P_NODE_REQ },
-    { "download", P_DOWNLOAD },
+    { "download", P_DOWNLOAD }, { "function", P_FUNCTION },
 };
 
 void web_request_init(struct web_request *r, const struct web_source_ops *src, void *src_ctx,
@@ -406,10 +406,13 @@ static int apply_param(struct web_request *r, unsigned allowed, const char *k, c
                                   "alloc_objects");
             return HP_EPARSE;
         }
-    } else if (strcmp(k, "focus") == 0 || strcmp(k, "ignore") == 0) {
+    } else if (strcmp(k, "focus") == 0 || strcmp(k, "ignore") == 0 ||
+               strcmp(k, "function") == 0) {
         if (check_regex(r, k, v) < 0)
             return HP_EPARSE;
-        if (k[0] == 'f')
+        if (k[1] == 'u')
+            p->function = v;
+        else if (k[0] == 'f')
             p->qo.focus = v;
         else
             p->qo.ignore = v;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <uv.h>
 #include <zlib.h>
 
@@ -87,10 +88,25 @@ struct web_server {
 const double web_latency_bounds[10] = { 0.001, 0.005, 0.01, 0.025, 0.05,
                                         0.1,   0.25,  0.5,  1,     5 };
 
+/* The UI's files: the installed copy when there is one, else the source
+ * tree's (a build run from its build folder). Both paths come from meson. */
+const char *web_static_dir_default(void)
+{
+#if defined(WEB_STATIC_INSTALLED) && defined(WEB_STATIC_SRC)
+    struct stat st;
+    if (stat(WEB_STATIC_INSTALLED "/index.html", &st) == 0)
+        return WEB_STATIC_INSTALLED;
+    return WEB_STATIC_SRC;
+#else
+    return NULL;
+#endif
+}
+
 void web_config_init(struct web_config *c)
 {
     memset(c, 0, sizeof(*c));
     c->listen = "127.0.0.1:7070";
+    c->static_dir = web_static_dir_default();
     c->max_jobs = 16;
     c->max_body = (size_t)256 << 20;
 }
@@ -235,11 +251,15 @@ static bool accepts_gzip(h2o_req_t *req)
 
 static void check_stop_progress(struct web_server *s);
 
+/* The request's pool is going away (response done, or the client left):
+ * the job must neither answer it nor touch the slot again. */
 static void job_slot_dispose(void *p)
 {
     struct job **slot = p;
-    if (*slot)
+    if (*slot) {
         (*slot)->req = NULL;
+        (*slot)->slot = NULL;
+    }
 }
 
 static void job_unlink(struct job *j)
@@ -590,8 +610,22 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
     h2o_pathconf_t *root = h2o_config_register_path(host, "/", 0);
     if (s->static_dir) {
         static const char *index_files[] = { "index.html", NULL };
+        /* The UI loads only its own files and talks only to this server. */
+        static h2o_iovec_t csp_name = { H2O_STRLIT("content-security-policy") };
+        static h2o_iovec_t nosniff_name = { H2O_STRLIT("x-content-type-options") };
+        static h2o_iovec_t referrer_name = { H2O_STRLIT("referrer-policy") };
+        static h2o_headers_command_t cmds[] = {
+            { H2O_HEADERS_CMD_SET, &csp_name,
+              { H2O_STRLIT("default-src 'none'; script-src 'self'; connect-src 'self'; "
+                           "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+                           "frame-ancestors 'none'; base-uri 'none'; form-action 'none'") } },
+            { H2O_HEADERS_CMD_SET, &nosniff_name, { H2O_STRLIT("nosniff") } },
+            { H2O_HEADERS_CMD_SET, &referrer_name, { H2O_STRLIT("no-referrer") } },
+            { H2O_HEADERS_CMD_NULL, NULL, { NULL, 0 } },
+        };
         add_handler(s, root, H_STATIC_GUARD);
         h2o_file_register(root, s->static_dir, index_files, NULL, 0);
+        h2o_headers_register(root, cmds);
     } else {
         add_handler(s, root, H_NOTFOUND);
     }

@@ -54,6 +54,8 @@ struct web_source_dir {
     size_t nn;
     uint64_t scanned_ns;
     bool scanned;
+    pthread_mutex_t sym_mu; /* guards sym; taken without mu held */
+    struct symbolizer *sym; /* created on first use */
 };
 
 static bool name_ok(const char *s)
@@ -441,10 +443,16 @@ static int dir_load(void *ctx, const struct web_selector *sel, struct hp_arena *
     hp_buf_release(&perr);
     /* Files are raw dumps: symbolize with the binaries their maps name on
      * this host, as `query top FILE` does, so both front ends agree. One
-     * symbolizer per request keeps worker threads independent. */
-    struct symbolizer *sym = sym_new(NULL);
-    (void)sym_profile(sym, p, NULL, NULL);
-    sym_free(sym);
+     * symbolizer for the source, used under its own lock: sym.h allows one
+     * thread at a time, it caches what it read for the next request, and
+     * symbolizers running in parallel on several worker threads corrupted
+     * the heap (seen as "free(): invalid next size" with three concurrent
+     * requests for one raw dump; tests/web e2e and web-api cover it). */
+    pthread_mutex_lock(&d->sym_mu);
+    if (!d->sym)
+        d->sym = sym_new(NULL);
+    (void)sym_profile(d->sym, p, NULL, NULL);
+    pthread_mutex_unlock(&d->sym_mu);
     free(path);
     pthread_mutex_lock(&d->mu);
     store_totals(d, (uint32_t)idx, p, mt, sz);
@@ -472,6 +480,7 @@ int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_b
     struct web_source_dir *d = hp_xcalloc(1, sizeof(*d));
     d->dir = hp_xstrdup(dir);
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->sym_mu, NULL);
     hp_map64_init(&d->by_key);
     *ret = d;
     return 0;
@@ -489,6 +498,8 @@ void web_source_dir_free(struct web_source_dir *d)
     }
     free(d->e);
     hp_map64_release(&d->by_key);
+    sym_free(d->sym);
+    pthread_mutex_destroy(&d->sym_mu);
     pthread_mutex_destroy(&d->mu);
     free(d->dir);
     free(d);

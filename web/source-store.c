@@ -103,6 +103,8 @@ struct figure_ctx {
     struct hp_arena *a;
     struct web_tracker *trk;
     size_t ntrk, cap;
+    struct web_raw_figure *raw;
+    size_t nraw, rawcap;
 };
 
 static int figure_cb(const struct store_stat *st, void *ctx)
@@ -110,6 +112,18 @@ static int figure_cb(const struct store_stat *st, void *ctx)
     struct figure_ctx *c = ctx;
     struct web_figures *f = c->fig;
     const char *n = st->name;
+    /* Every figure as published, for the discrepancy rules. */
+    if (c->nraw == c->rawcap) {
+        size_t ncap = c->rawcap ? c->rawcap * 2 : 32;
+        struct web_raw_figure *rf = hp_arena_alloc(c->a, ncap * sizeof(*rf));
+        if (c->nraw)
+            memcpy(rf, c->raw, c->nraw * sizeof(*rf));
+        c->raw = rf;
+        c->rawcap = ncap;
+    }
+    c->raw[c->nraw].name = hp_arena_strdup(c->a, n);
+    c->raw[c->nraw].value = st->value;
+    c->nraw++;
     if (name_ends(n, "process_resident_memory_bytes") || name_ends(n, "proc_rss_bytes") ||
         name_ends(n, "doris_be_memory_allocated_bytes"))
         f->rss = st->value;
@@ -162,9 +176,11 @@ static void info_from_store(struct store *s, const struct store_snapshot_info *s
         f->je_retained = f->tracker_total = NAN;
     struct figure_ctx fc = { .fig = f, .a = a };
     if (store_snapshot_stats(s, si->id, figure_cb, &fc, NULL) < 0)
-        fc.ntrk = 0; /* figures are optional: a snapshot without them still shows */
+        fc.ntrk = fc.nraw = 0; /* figures are optional: a snapshot without them still shows */
     out->trackers = fc.trk;
     out->ntrackers = fc.ntrk;
+    out->raw = fc.nraw ? fc.raw : NULL;
+    out->nraw = fc.nraw;
 }
 
 /* ---- list nodes ---- */

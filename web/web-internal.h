@@ -28,6 +28,7 @@ struct web_params {
     struct web_selector sel;   /* {sel} in the path */
     struct web_selector a, b;  /* diff */
     const char *node;          /* {node} in the path or ?node= */
+    const char *function;      /* trend: functions to chart (regex) */
     const char *sel_text;      /* selector as given, for messages */
     const char *a_text, *b_text;
 };

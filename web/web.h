@@ -50,6 +50,13 @@ struct web_tracker {
     double bytes;
 };
 
+/* One figure exactly as the node published it (Prometheus or bvar name,
+ * "tracker:<label>" rows): what the discrepancy rules match against. */
+struct web_raw_figure {
+    const char *name;
+    double value;
+};
+
 struct web_snapshot_info {
     int64_t id;
     const char *node;
@@ -60,6 +67,8 @@ struct web_snapshot_info {
     struct web_figures fig;
     struct web_tracker *trackers; /* may be NULL */
     size_t ntrackers;
+    struct web_raw_figure *raw;   /* every stored figure; may be NULL */
+    size_t nraw;
 };
 
 struct web_node_info {
@@ -101,8 +110,9 @@ struct web_source_ops {
 
 /* A source backed by a folder: each subfolder is a node (its name), each
  * regular file in it a snapshot of that node, taken at the file's mtime.
- * Files are parsed on demand (any format ingest detects) and their totals
- * cached by (path, size, mtime). Snapshot ids are assigned in scan order and
+ * Files are parsed on demand (any format ingest detects), symbolized with
+ * the binaries their maps name on this host (one cached symbolizer, used
+ * under a lock), and their totals cached by (path, size, mtime). Snapshot ids are assigned in scan order and
  * stay stable for the life of the source. Thread-safe. */
 struct web_source_dir;
 int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_buf *err);
@@ -121,13 +131,18 @@ extern const struct web_source_ops web_source_store_ops;
 
 struct web_config {
     const char *listen;     /* "HOST:PORT"; port 0 picks a free one. Default 127.0.0.1:7070 */
-    const char *static_dir; /* folder of the UI files; NULL serves no UI */
+    const char *static_dir; /* folder of the UI files; NULL serves no UI (404) */
     const char *token;      /* bearer token required for all but /metrics; NULL: none */
     unsigned max_jobs;      /* data requests in flight before 503 (default 16) */
     size_t max_body;        /* cap on one response body (default 256 MiB) */
 };
 
+/* Defaults: 127.0.0.1:7070, the UI from web_static_dir_default(), no token,
+ * 16 jobs, 256 MiB bodies. */
 void web_config_init(struct web_config *c);
+/* The installed UI folder (DATADIR/heapfleet/web) if present, else the
+ * source tree's web/static. */
+const char *web_static_dir_default(void);
 
 /* Read a token file: the first line, trailing whitespace dropped; refuses
  * empty tokens and files over 4 KiB. *ret is malloc'd. */

@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import assert from "node:assert/strict";
 
-const [port, fleetPort, outDir, chrome, nm] = process.argv.slice(2);
+const [port, fleetPort, outDir, chrome, nm, tokenPort, token] = process.argv.slice(2);
 const { chromium } = await import(path.join(nm, "playwright-core", "index.mjs"));
 const base = `http://127.0.0.1:${port}/`;
 const profileDir = fs.mkdtempSync(path.join(outDir, "chromium-profile-"));
@@ -26,6 +26,17 @@ page.on("console", (m) => { if (m.type() === "error") problems.push(`console err
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
 page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+
+// page.waitForFunction evaluates strings inside the page, which the UI's
+// Content-Security-Policy (no 'unsafe-eval') rightly refuses; poll from here.
+async function waitFor(fn, arg, timeout = 15000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    if (await page.evaluate(fn, arg)) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${fn}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 let step = 0;
 async function shot(name) {
@@ -59,8 +70,10 @@ try {
     assert.ok(await page.locator("[data-test=fleet-table] .badge.growing").count() >= 2, "growing nodes flagged");
     assert.equal(await page.locator("svg.spark").count(), 5);
     await page.fill("#filter", "starrocks");
-    await page.waitForFunction(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 3);
+    await waitFor(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 3);
     await page.fill("#filter", "");
+    await page.waitForSelector("[data-test=outliers] tbody tr");
+    assert.match(await text("[data-test=outliers]"), /be-big[\s\S]*heap total/);
     await shot("fleet");
   });
 
@@ -71,7 +84,8 @@ try {
     assert.equal(await page.locator("[data-test=snapshot-link]").count(), 4);
     assert.ok(await page.locator(".chartwrap canvas").isVisible());
     assert.match(await page.locator(".card").nth(1).innerText(), /\+[\d.]+ MiB/);
-    await page.waitForSelector("#leaks [data-test=notice]");
+    await page.waitForSelector("#leaks [data-test=leaks] tbody tr");
+    assert.match(await text("#leaks [data-test=leaks]"), /tracked_alloc[\s\S]*\+[\d.]+ (KiB|MiB)/);
     await shot("node");
   });
 
@@ -127,13 +141,13 @@ try {
 
   await check("click zooms into a frame", async () => {
     await page.fill("#search", "");
-    await page.waitForFunction(() => !document.querySelector("[data-test=match]"));
+    await waitFor(() => !document.querySelector("[data-test=match]"));
     const box = await page.locator(".flamewrap canvas").boundingBox();
     await page.mouse.click(box.x + box.width / 2, box.y + 18 * 4 + 9);
-    await page.waitForFunction(() => /Zoomed:/.test(document.querySelector(".flameinfo").innerText));
+    await waitFor(() => /Zoomed:/.test(document.querySelector(".flameinfo").innerText));
     await shot("snapshot-zoomed");
     await page.click("#reset");
-    await page.waitForFunction(() => !/Zoomed:/.test(document.querySelector(".flameinfo").innerText));
+    await waitFor(() => !/Zoomed:/.test(document.querySelector(".flameinfo").innerText));
   });
 
   await check("top table sorts by column", async () => {
@@ -161,10 +175,10 @@ try {
 
   await check("compare two nodes through the pickers", async () => {
     await page.goto(base + "#/compare");
-    await page.waitForFunction(() => document.querySelector("#anode")?.options.length >= 4);
+    await waitFor(() => document.querySelector("#anode")?.options.length >= 4);
     await page.selectOption("#anode", "be-1");
     await page.selectOption("#bnode", "be-2");
-    await page.waitForFunction(() => document.querySelector("#bsnap").options.length > 1);
+    await waitFor(() => document.querySelector("#bsnap").options.length > 1);
     await page.click("#go");
     await page.waitForSelector("[data-test=diff-delta]");
     assert.equal(await text("[data-test=sel-a]"), "be-1");
@@ -177,15 +191,18 @@ try {
   await check("discrepancy page shows the ladder", async () => {
     await page.goto(base + "#/discrepancy?node=be-3");
     await page.waitForSelector("[data-test=ladder]");
-    assert.match(await text("[data-test=ladder]"), /heap profile total\s+[\d.]+ MiB/);
-    assert.match(await text("[data-test=notice]"), /not wired/);
+    assert.match(await text("[data-test=ladder]"), /heap profile[\s\S]*[\d.]+ MiB/);
+    const cats = await text("[data-test=categories]");
+    assert.match(cats, /query[\s\S]*agg_hash_table_resize/);
+    assert.match(cats, /metadata[\s\S]*leak_tablet_schema/);
     await shot("discrepancy");
   });
 
-  await check("raw-address snapshot (unsymbolized) renders", async () => {
+  await check("raw heap_v2 dump renders, symbolized by the server", async () => {
     await page.goto(base + "#/snapshot/be-3");
     await page.waitForSelector("[data-test=top-table] tbody tr");
-    assert.match(await page.locator("[data-test=top-table] tbody tr").first().innerText(), /0x[0-9a-f]+/);
+    assert.match(await page.locator("[data-test=top-table] tbody tr").first().innerText(), /tracked_alloc/);
+    assert.match(await text("[data-test=snapshot-title]"), /^be-3 · /);
   });
 
   await check("100k-frame profile stays fast", async () => {
@@ -219,12 +236,27 @@ try {
     const t1 = performance.now();
     await page.click("[data-test=fleet-table] th[data-sort=heap]");
     await page.fill("#filter", "node-09");
-    await page.waitForFunction(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 100);
+    await waitFor(() => document.querySelectorAll("[data-test=fleet-table] tbody tr").length === 100);
     const interactMs = ms(t1);
     console.log(`1,000-node fleet: page ready in ${loadMs} ms, sort+filter ${interactMs} ms`);
     assert.ok(loadMs < 30000 && interactMs < 10000);
     await page.fill("#filter", "");
     await page.screenshot({ path: path.join(outDir, `${String(++step).padStart(2, "0")}-fleet-1000.png`) });
+  });
+
+  await check("token: the UI asks once, then loads", async () => {
+    // The first API call gets the expected 401; the UI prompts for the token.
+    const before = problems.length;
+    let asked = 0;
+    page.once("dialog", (d) => { asked++; d.accept(token); });
+    await page.goto(`http://127.0.0.1:${tokenPort}/#/`);
+    await page.waitForSelector("[data-test=fleet-table] tbody tr");
+    assert.equal(asked, 1);
+    assert.equal(await text("[data-test=node-count]"), "5");
+    const expected = problems.splice(before).filter((p) => !/\b401\b|Unauthorized/.test(p));
+    assert.deepEqual(expected, [], "only the one expected 401");
+    await page.click("[data-test=node-link] >> text=be-2");
+    await page.waitForSelector("[data-test=node-title]");
   });
 
   assert.deepEqual(problems, [], "no console errors, failed requests or HTTP errors");

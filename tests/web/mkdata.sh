@@ -4,10 +4,9 @@
 #
 #   mkdata.sh JEFIXTURE OUTDIR
 #
-# be-1 (doris) and be-2 (starrocks): four dumps each, run through
-# `jeprof --collapsed` so frames carry function names (the symbolizer is not
-# part of the web branch); be-2 works at 3x scale so it stands out in the
-# fleet. be-3 (starrocks): raw heap_v2 dumps, addresses only. be-4: a node
+# be-1 (doris) and be-2 (starrocks): four dumps each (be-2's latest turned
+# into collapsed stacks by `jeprof --collapsed`, a second format); be-2
+# works at 3x scale so it stands out in the fleet. be-3 (starrocks): raw heap_v2 dumps, addresses only. be-4: a node
 # whose last poll failed. Snapshot times are spread over the last hours with
 # touch so charts have a time axis.
 set -eu
@@ -27,16 +26,14 @@ echo starrocks > "$out/be-3/.kind"
 echo doris > "$out/be-4/.kind"
 echo "connect to 127.0.0.1:8040 refused" > "$out/be-4/.error"
 if command -v jeprof >/dev/null 2>&1; then
-    for n in be-1 be-2; do
-        for d in "$out/$n"/*.heap; do
-            jeprof --collapsed "$fx" "$d" > "${d%.heap}.collapsed" 2>/dev/null &
-        done
+    # The folder source symbolizes raw dumps itself; one dump goes through
+    # jeprof so the data also holds a collapsed file (another format).
+    for d in "$out/be-2/d4.heap"; do
+        jeprof --collapsed "$fx" "$d" > "${d%.heap}.collapsed" 2>/dev/null &
     done
     wait
-    for n in be-1 be-2; do
-        for d in "$out/$n"/*.heap; do
-            if [ -s "${d%.heap}.collapsed" ]; then rm "$d"; else rm -f "${d%.heap}.collapsed"; fi
-        done
+    for d in "$out/be-2/d4.heap"; do
+        if [ -s "${d%.heap}.collapsed" ]; then rm "$d"; else rm -f "${d%.heap}.collapsed"; fi
     done
 fi
 h=4

@@ -52,34 +52,40 @@ tee $(for d in $dirs; do echo "$d/a.collapsed"; done) < "$src" > /dev/null
 tee $(for d in $dirs; do echo "$d/b.collapsed"; done) < "$src2" > /dev/null
 touch -d "-2 hours" $(for d in $dirs; do echo "$d/a.collapsed"; done)
 
-start_server() { # DIR LOGPREFIX -> sets port, pid
-    "$hfweb" --dir "$1" --listen 127.0.0.1:0 > "$out/$2.out" 2> "$out/$2.err" &
+start_server() { # DIR LOGPREFIX [ARGS] -> sets port, pid
+    d=$1 name=$2
+    shift 2
+    "$hfweb" --dir "$d" --listen 127.0.0.1:0 "$@" > "$out/$name.out" 2> "$out/$name.err" &
     pid=$!
     n=0
-    while ! grep -q "listening on" "$out/$2.out" 2>/dev/null; do
+    while ! grep -q "listening on" "$out/$name.out" 2>/dev/null; do
         n=$((n + 1))
-        [ $n -lt 100 ] || { echo "hf-web did not start"; cat "$out/$2.err"; exit 1; }
+        [ $n -lt 100 ] || { echo "hf-web did not start"; cat "$out/$name.err"; exit 1; }
         sleep 0.1
     done
-    port=$(sed -n 's/.*:\([0-9]*\)\/$/\1/p' "$out/$2.out")
+    port=$(sed -n 's/.*:\([0-9]*\)\/$/\1/p' "$out/$name.out")
 }
 echo "data ready in $(( $(date +%s) - t0 )) s"
 start_server "$out/data" web
 pid1=$pid port1=$port
 start_server "$out/fleet" fleet
 pid2=$pid port2=$port
+printf 'e2e-token-%s\n' "$$" > "$out/token"
+start_server "$out/data" token --token-file "$out/token"
+pid3=$pid port3=$port
 
 rc=0
-NODE_PATH="$nm" node "$here/e2e.mjs" "$port1" "$port2" "$out/artifacts" "$chrome" "$nm" || rc=$?
+NODE_PATH="$nm" node "$here/e2e.mjs" "$port1" "$port2" "$out/artifacts" "$chrome" "$nm" \
+    "$port3" "$(cat "$out/token")" || rc=$?
 
 # Both servers must stop cleanly on SIGTERM (hf-web exits 1 when its loop
 # does not close).
-for p in $pid1 $pid2; do
+for p in $pid1 $pid2 $pid3; do
     kill -TERM "$p"
     if ! wait "$p"; then
         echo "hf-web (pid $p) did not stop cleanly"
         rc=1
     fi
 done
-cat "$out/web.err" "$out/fleet.err" | grep -v 'level=info' || true
+cat "$out/web.err" "$out/fleet.err" "$out/token.err" | grep -v 'level=info' || true
 exit $rc

@@ -21,7 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "web/web.h"
@@ -352,6 +356,31 @@ static void test_api_top_same_as_cli(void **state)
         assert_int_equal(jint(a, "flat"), jint(c, "flat"));
         assert_int_equal(jint(a, "cum"), jint(c, "cum"));
     }
+    /* The other exports, byte for byte what the CLI writes. */
+    static const char *fmts[] = { "svg", "dot", "pprof", "text" };
+    for (size_t k = 0; k < 4; k++) {
+        /* (`export` has no text form; `top` prints the table) */
+        snprintf(cmd, sizeof(cmd), "'%s' %s '%s/be-3/d3.heap' --format %s", q,
+                 k == 3 ? "top" : "export", datadir, fmts[k]);
+        p = popen(cmd, "r");
+        n = fread(cli, 1, (1 << 20) - 1, p);
+        assert_int_equal(pclose(p), 0);
+        char path[128];
+        snprintf(path, sizeof(path), "/api/v1/snapshots/be-3/profile?format=%s", fmts[k]);
+        r = get(path);
+        assert_int_equal(r.status, 200);
+        if (r.len != n || memcmp(r.body, cli, n) != 0)
+            fprintf(stderr, "format %s: API %zu bytes, CLI %zu bytes\n", fmts[k], r.len, n);
+        assert_int_equal(r.len, n);
+        assert_memory_equal(r.body, cli, n);
+        if (k == 0)
+            assert_non_null(strstr(r.body, "<svg"));
+        if (k == 1)
+            assert_int_equal(strncmp(r.body, "digraph", 7), 0);
+        if (k == 2)
+            assert_true((unsigned char)r.body[0] == 0x1f && (unsigned char)r.body[1] == 0x8b);
+        free(r.body);
+    }
     /* format=json is the CLI's JSON document itself. */
     json_t *pj = get_json("/api/v1/snapshots/be-3/profile?format=json&top=5", 200);
     assert_true(json_equal(pj, cj));
@@ -486,16 +515,79 @@ static void test_api_pending_501(void **state)
 {
     (void)state;
     static const char *pending[] = {
-        "/api/v1/fleet", "/api/v1/leaks", "/api/v1/trend?node=be-1",
-        "/api/v1/discrepancy?node=be-1", "/api/v1/symbolization",
-        "/api/v1/snapshots/be-1/profile?format=pprof",
-        "/api/v1/snapshots/be-1/profile?format=svg",
+        "/api/v1/symbolization",
     };
     for (size_t i = 0; i < sizeof(pending) / sizeof(pending[0]); i++) {
         json_t *j = get_json(pending[i], 501);
         assert_non_null(json_string_value(json_object_get(j, "error")));
         json_decref(j);
     }
+}
+
+/* The discrepancy report is the query library's, over the node's latest
+ * snapshot: jefixture's paths land in the built-in categories. */
+static void test_api_discrepancy_categories(void **state)
+{
+    (void)state;
+    json_t *j = get_json("/api/v1/discrepancy?node=be-1", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "node")), "be-1");
+    json_t *cats = json_object_get(j, "categories");
+    bool query = false, meta = false;
+    for (size_t i = 0; i < json_array_size(cats); i++) {
+        json_t *c = json_array_get(cats, i);
+        const char *name = json_string_value(json_object_get(c, "category"));
+        double heap = json_number_value(json_object_get(c, "heap"));
+        query |= strcmp(name, "query") == 0 && heap > 1000000;
+        meta |= strcmp(name, "metadata") == 0 && heap > 0;
+    }
+    assert_true(query && meta);
+    assert_true(json_array_size(json_object_get(j, "ladder")) > 0);
+    json_decref(j);
+    json_decref(get_json("/api/v1/discrepancy?node=be-4", 404)); /* no snapshot yet */
+}
+
+/* Leak suspects of a node from its snapshots: jefixture's leak path grows
+ * every round, so the allocation site rises steadily. */
+static void test_api_leaks_of_a_node(void **state)
+{
+    (void)state;
+    json_t *j = get_json("/api/v1/leaks?node=be-1", 200);
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "node")), "be-1");
+    assert_int_equal(jint(n0, "snapshots"), 4);
+    json_t *f0 = json_array_get(json_object_get(n0, "functions"), 0);
+    assert_string_equal(json_string_value(json_object_get(f0, "name")), "tracked_alloc");
+    assert_true(json_number_value(json_object_get(f0, "rate_per_hour")) > 0);
+    json_decref(j);
+    json_decref(get_json("/api/v1/leaks", 400));           /* node is required */
+    json_decref(get_json("/api/v1/leaks?node=be-4", 400)); /* no snapshots to analyse */
+    json_decref(get_json("/api/v1/leaks?node=nosuch", 404));
+}
+
+/* Fleet comparison and trends: the query library's, over the source. */
+static void test_api_fleet_and_trend(void **state)
+{
+    (void)state;
+    json_t *j = get_json("/api/v1/fleet", 200);
+    assert_int_equal(jint(j, "nodes"), 3); /* be-4 has no snapshot */
+    assert_true(json_is_array(json_object_get(j, "functions")));
+    json_decref(j);
+    j = get_json("/api/v1/trend?node=be-1&function=leak_tablet", 200);
+    json_t *cols = json_object_get(j, "columns"), *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(cols), 2);
+    assert_string_equal(json_string_value(json_array_get(cols, 0)), "heap_total");
+    assert_int_equal(json_array_size(rows), 4);
+    /* The leak path grows every round. */
+    double prev = -1;
+    for (size_t i = 0; i < 4; i++) {
+        double v = json_number_value(json_array_get(
+            json_object_get(json_array_get(rows, i), "values"), 1));
+        assert_true(v > prev);
+        prev = v;
+    }
+    json_decref(j);
+    json_decref(get_json("/api/v1/trend", 400));
+    json_decref(get_json("/api/v1/trend?node=be-1&function=%28", 400));
 }
 
 static void test_api_download_names_file(void **state)
@@ -663,6 +755,94 @@ static void test_api_stop_with_idle_connections(void **state)
     free(r.body);
 }
 
+/* Clients that hang up while their job runs on a worker: the answer is
+ * dropped (ASan would see a write into a freed request), the server goes on. */
+static void test_api_client_gone_midway(void **state)
+{
+    (void)state;
+    static const char req[] = "GET /api/v1/snapshots/be-1/tree HTTP/1.1\r\nHost: t\r\n\r\n"
+                              "GET /api/v1/nodes?spark=4 HTTP/1.1\r\nHost: t\r\n\r\n";
+    for (int i = 0; i < 30; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)main_srv.port) };
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+        if (i % 2) /* half of them leave with a reset instead of a FIN */
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 }, sizeof(struct linger));
+        close(fd);
+    }
+    /* The abandoned jobs still run (503 "too many in flight" meanwhile);
+     * wait for them with a deadline. */
+    uint64_t deadline = hp_now_ns() + UINT64_C(30000000000);
+    struct resp r;
+    for (;;) {
+        r = get("/api/v1/nodes");
+        if (r.status != 503 || hp_now_ns() > deadline)
+            break;
+        free(r.body);
+        usleep(50000);
+    }
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "nodes")), 4);
+    json_decref(j);
+    free(r.body);
+}
+
+/* Several workers load the same raw dump at once (the folder source
+ * symbolizes it): every answer is complete and identical. */
+struct par {
+    pthread_t t;
+    const char *path;
+    struct resp r;
+};
+
+static void *par_get(void *arg)
+{
+    struct par *p = arg;
+    uint64_t deadline = hp_now_ns() + UINT64_C(30000000000);
+    for (;;) {
+        p->r = get(p->path);
+        if (p->r.status != 503 || hp_now_ns() > deadline)
+            break;
+        free(p->r.body);
+        usleep(20000);
+    }
+    return NULL;
+}
+
+static void test_api_concurrent_loads_of_a_raw_dump(void **state)
+{
+    (void)state;
+    /* Raw dumps of two nodes, each asked for in several views at once. */
+    static const char *paths[] = {
+        "/api/v1/snapshots/be-3/top?top=3", "/api/v1/snapshots/be-3/tree",
+        "/api/v1/snapshots/be-3", "/api/v1/snapshots/be-2@-150m/top?top=3",
+        "/api/v1/snapshots/be-3@-150m/tree", "/api/v1/snapshots/be-2@-210m",
+    };
+    enum { N = 24 };
+    for (int round = 0; round < 3; round++) {
+        struct par ps[N];
+        for (size_t i = 0; i < N; i++) {
+            ps[i].path = paths[i % 6];
+            pthread_create(&ps[i].t, NULL, par_get, &ps[i]);
+        }
+        for (size_t i = 0; i < N; i++)
+            pthread_join(ps[i].t, NULL);
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(ps[i].r.status, 200);
+            if (i >= 6)
+                assert_string_equal(ps[i].r.body, ps[i % 6].r.body);
+        }
+        assert_non_null(strstr(ps[0].r.body, "\"format\":\"jemalloc\""));
+        assert_non_null(strstr(ps[0].r.body, "tracked_alloc"));
+        for (size_t i = 0; i < N; i++)
+            free(ps[i].r.body);
+    }
+}
+
 /* A response over the configured cap is refused whole, never cut short. */
 static void test_api_body_cap_500(void **state)
 {
@@ -715,12 +895,17 @@ int main(void)
         cmocka_unit_test(test_api_bad_params_400),
         cmocka_unit_test(test_api_unknown_404_and_method_405),
         cmocka_unit_test(test_api_pending_501),
+        cmocka_unit_test(test_api_discrepancy_categories),
+        cmocka_unit_test(test_api_leaks_of_a_node),
+        cmocka_unit_test(test_api_fleet_and_trend),
         cmocka_unit_test(test_api_download_names_file),
         cmocka_unit_test(test_api_token_401),
         cmocka_unit_test(test_api_static_no_traversal),
         cmocka_unit_test(test_api_metrics_format),
         cmocka_unit_test(test_api_gzip_same_body),
         cmocka_unit_test(test_api_stop_with_idle_connections),
+        cmocka_unit_test(test_api_client_gone_midway),
+        cmocka_unit_test(test_api_concurrent_loads_of_a_raw_dump),
         cmocka_unit_test(test_api_body_cap_500),
         cmocka_unit_test(test_api_start_refuses_bad_listen),
     };

@@ -69,7 +69,8 @@ async function fleetPage() {
         <label class="small muted"><input type="checkbox" id="anomOnly"> anomalies only</label>
       </div>
       <div id="nodes"></div>
-    </div>`;
+    </div>
+    <div class="panel flush"><div class="panelhead"><h2>Far above the fleet</h2><span class="muted small">each node's latest snapshot against the fleet median (query fleet)</span></div><div id="outliers" style="padding:12px 16px"><span class="muted">Comparing…</span></div></div>`;
   const rows = nodes.map((n) => ({
     name: n.name, kind: n.kind, status: n.status, error: n.error,
     time: n.latest ? n.latest.time_ms : 0,
@@ -95,6 +96,19 @@ async function fleetPage() {
   filter.addEventListener("input", apply);
   anomOnly.addEventListener("change", apply);
   setStatus(`updated ${fmtTime(Date.now()).slice(11)}`);
+  fleetOutliers(document.getElementById("outliers"));
+}
+
+async function fleetOutliers(el) {
+  try {
+    const ep = await endpoint("/api/v1/fleet");
+    if (!ep.available) throw new ApiError(501, ep.note);
+    const f = await api("/api/v1/fleet?top=15");
+    const rows = [...(f.totals || []), ...(f.functions || [])];
+    el.innerHTML = rows.length ? `<table class="grid" data-test="outliers"><thead><tr><th>Node</th><th>Holds</th><th class="num">Bytes</th><th class="num">Fleet median</th><th class="num">Ratio</th></tr></thead><tbody>` +
+      rows.map((r) => `<tr><td><a href="#/node/${enc(r.node)}">${esc(r.node)}</a></td><td class="fn" title="${esc(r.name)}">${r.name === "heap total" ? "<b>heap total</b>" : esc(r.name)}</td><td class="num">${fmtBytes(r.value)}</td><td class="num">${fmtBytes(r.median)}</td><td class="num">${r.median > 0 ? (r.value / r.median).toFixed(1) + "×" : "new"}</td></tr>`).join("") +
+      `</tbody></table>` : `<div class="muted">No node holds far more than the fleet median (${f.nodes} nodes compared).</div>`;
+  } catch (e) { el.innerHTML = notice(e); }
 }
 
 // ---- node ---------------------------------------------------------------------
@@ -163,8 +177,15 @@ async function nodePage(name) {
   try {
     const ep = await endpoint("/api/v1/leaks");
     if (!ep.available) throw new ApiError(501, ep.note);
-    const l = await api(`/api/v1/leaks?node=${enc(name)}`);
-    leaks.innerHTML = genericReport(l);
+    if (snaps.length < 3) throw new ApiError(400, "leak analysis needs at least 3 snapshots");
+    const l = await api(`/api/v1/leaks?node=${enc(name)}&top=30`);
+    const nl = (l.nodes || [])[0] || { functions: [] };
+    // Pass-through callers ("via") are hidden, as `query leaks` hides them.
+    const rows = (nl.functions || []).filter((f) => !f.via).slice(0, 12);
+    leaks.innerHTML = `<div class="small muted" style="margin-bottom:8px">The heap grew ${fmtSigned(nl.total_rate_per_hour, "bytes")}/h over ${nl.snapshots} snapshots. Functions whose bytes rise steadily:</div>` +
+      (rows.length ? `<table class="grid" data-test="leaks"><thead><tr><th>Function</th><th class="num">Growth / h</th><th class="num">Of the growth</th><th class="num">Rising steps</th><th class="num">Now</th></tr></thead><tbody>` +
+        rows.map((f) => `<tr><td class="fn" title="${esc(f.name)}">${esc(f.name)}${f.grows_while_idle ? ' <span class="badge failing">grows while idle</span>' : ""}</td><td class="num grow-text">${fmtSigned(f.rate_per_hour, "bytes")}</td><td class="num">${fmtPct(f.share)}</td><td class="num">${fmtPct(f.monotonic)}</td><td class="num">${fmtBytes(f.last)}</td></tr>`).join("") +
+        `</tbody></table>` : `<div class="empty">No steadily growing function.</div>`);
   } catch (e) {
     leaks.innerHTML = notice(e) + (growth > 0 && snaps.length > 2 ? `<p class="small">Meanwhile: the heap grew by <b>${fmtBytes(growth)}</b> over these snapshots; <a href="#/compare?a=${enc("#" + first.id)}&b=${enc("#" + last.id)}">compare the first and the latest</a> to see which call paths grew.</p>` : "");
   }
@@ -209,7 +230,7 @@ async function snapshotPage(sel, q) {
   const [info, tree, top, capab] = await Promise.all([
     api(`/api/v1/snapshots/${selPath(sel)}`),
     api(`/api/v1/snapshots/${selPath(sel)}/tree?${sq}`),
-    api(`/api/v1/snapshots/${selPath(sel)}/top?top=0&${sq}`),
+    api(`/api/v1/snapshots/${selPath(sel)}/top?top=2000&${sq}`), // the table shows at most 2000 rows
     caps(),
   ]);
   const unit = tree.unit;
@@ -231,7 +252,7 @@ async function snapshotPage(sel, q) {
       <div class="panelhead"><h2>Flame graph</h2>
         <input type="search" id="search" placeholder="Search functions (regex)…" aria-label="search the flame graph" style="width:280px">
         <button id="reset">Reset zoom</button>
-        <select id="sample" aria-label="sample type">${["inuse_space", "inuse_objects", "alloc_space", "alloc_objects"].map((s) => `<option ${s === sample ? "selected" : ""}>${s}</option>`).join("")}</select>
+        <select id="sample" aria-label="sample type">${["inuse_space", "inuse_objects", "alloc_space", "alloc_objects"].map((s) => `<option ${s === sample ? "selected" : ""} ${info.totals[s] || s === sample ? "" : "disabled title=\"this profile has no data for it\""}>${s}</option>`).join("")}</select>
         <span style="flex:1"></span>${downloadButtons(capab.formats)}
       </div>
       <div id="flame"></div>
@@ -244,6 +265,7 @@ async function snapshotPage(sel, q) {
   const search = document.getElementById("search");
   let timer = 0;
   search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => fg.setSearch(search.value.trim()), 120); });
+  search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; fg.setSearch(""); } });
   document.getElementById("reset").addEventListener("click", () => fg.reset());
   document.getElementById("sample").addEventListener("change", (e) => {
     location.hash = `#/snapshot/${selPath(sel)}?sample=${enc(e.target.value)}`;
@@ -349,39 +371,48 @@ async function discrepancyPage(q) {
   const nodes = (await api("/api/v1/nodes")).nodes;
   const node = q.get("node") || (nodes.find((n) => n.latest) || nodes[0] || {}).name || "";
   main.innerHTML = `
-    <div class="pagehead"><div><h1>Tracker versus heap</h1><div class="sub">The node's own memory accounting next to its heap profile</div></div>
+    <div class="pagehead"><div><h1>Tracker versus heap</h1><div class="sub">The node's own memory accounting next to its heap profile, category by category</div></div>
       <span style="flex:1"></span><label class="small muted">Node <select id="dnode" aria-label="node">${nodes.map((n) => `<option ${n.name === node ? "selected" : ""}>${esc(n.name)}</option>`).join("")}</select></label></div>
-    <div id="report"></div>
-    <div class="panel"><h2>Memory ladder</h2><div class="small muted" style="margin-bottom:10px">From the process's resident memory down to what its trackers account for; each step names the gap.</div><div id="ladder"></div></div>`;
+    <div id="report"></div>`;
   document.getElementById("dnode").addEventListener("change", (e) => { location.hash = `#/discrepancy?node=${enc(e.target.value)}`; });
   if (!node) return;
   const rep = document.getElementById("report");
+  let d;
   try {
     const ep = await endpoint("/api/v1/discrepancy");
     if (!ep.available) throw new ApiError(501, ep.note);
-    rep.innerHTML = `<div class="panel">${genericReport(await api(`/api/v1/discrepancy?node=${enc(node)}`))}</div>`;
-  } catch (e) { rep.innerHTML = notice(e); }
-  const ladder = document.getElementById("ladder");
-  let s;
-  try { s = await api(`/api/v1/snapshots/${selPath(node)}`); } catch (e) { ladder.innerHTML = notice(e); return; }
-  const f = s.figures || {};
-  const steps = [
-    ["RSS", f.rss, "non-jemalloc memory (code, stacks, other allocators, mmap)"],
-    ["jemalloc resident", f.jemalloc_resident, "fragmentation, retained pages and allocator metadata"],
-    ["jemalloc allocated", f.jemalloc_allocated, "sampling error and allocations made before profiling was active"],
-    ["heap profile total", s.totals.inuse_space, "memory no tracker accounts for"],
-    ["tracked", f.tracker_total, null],
-  ];
-  const max = Math.max(1, ...steps.map((x) => x[1] || 0));
-  ladder.innerHTML = `<table class="grid ladder" data-test="ladder"><thead><tr><th>Level</th><th class="num">Bytes</th><th style="width:40%"></th><th class="num">Gap to next</th><th>What the gap is</th></tr></thead><tbody>` +
-    steps.map(([name, v, gap], i) => {
-      const next = steps.slice(i + 1).find((x) => x[1] !== undefined && x[1] !== null);
-      const g = v !== undefined && v !== null && next ? v - next[1] : null;
-      return `<tr><td>${esc(name)}</td><td class="num">${v === undefined || v === null ? `<span class="muted">not reported</span>` : fmtBytes(v)}</td>
-        <td>${v ? `<div class="bar"><span style="width:${(100 * v / max).toFixed(1)}%;background:${i === 3 ? "#e8590c" : "#748ffc"}"></span></div>` : ""}</td>
-        <td class="num">${g === null || !gap ? "" : fmtSigned(g, "bytes")}</td><td class="gapname">${gap && g !== null ? esc(gap) : ""}</td></tr>`;
-    }).join("") + `</tbody></table>` +
-    (f.rss === undefined ? `<div class="small muted" style="margin-top:8px">This data source reports no process figures for ${esc(node)}; the collector records them from the node's /metrics and memory tracker.</div>` : "");
+    d = await api(`/api/v1/discrepancy?node=${enc(node)}`);
+  } catch (e) { rep.innerHTML = notice(e); return; }
+  const ladder = d.ladder || [];
+  const lmax = Math.max(1, ...ladder.map((x) => x.value || 0));
+  const verdictCls = (v) => /consistent/.test(v) ? "ok" : /leak/.test(v) ? "failing" : /no tracker/.test(v) ? "never" : "outlier";
+  const cats = (d.categories || []).filter((c) => c.heap > 0 || c.tracker);
+  rep.innerHTML = `
+    <div class="cards">
+      <div class="card"><div class="label">Heap profile total</div><div class="value">${fmtBytes(d.heap_total)}</div></div>
+      <div class="card"><div class="label">Tracked total</div><div class="value">${d.tracked_total === null ? `<span class="muted" style="font-size:16px">not reported</span>` : fmtBytes(d.tracked_total)}</div></div>
+      <div class="card"><div class="label">Untracked</div><div class="value">${d.tracked_total === null ? "–" : fmtSigned(d.heap_total - d.tracked_total, "bytes")}</div></div>
+    </div>
+    <div class="panel flush"><div class="panelhead"><h2>Categories</h2><span class="muted small">heap bytes of the stacks each category's frames match, against the tracker figure for it</span></div>
+      <table class="grid" data-test="categories"><thead><tr><th>Category</th><th class="num">Tracker</th><th class="num">Heap</th><th class="num">Heap share</th><th class="num">Gap</th><th>Verdict</th><th>Held in</th></tr></thead><tbody>
+      ${cats.map((c) => `<tr><td title="${esc(c.description)}"><b>${esc(c.category)}</b><div class="muted small">${esc(c.description)}</div></td>
+        <td class="num">${c.tracker === null ? `<span class="muted">–</span>` : fmtBytes(c.tracker)}</td>
+        <td class="num">${fmtBytes(c.heap)}${c.heap_sigma ? `<div class="muted small">± ${fmtBytes(2 * c.heap_sigma)}</div>` : ""}</td>
+        <td class="num">${fmtPct(c.heap_share)}</td>
+        <td class="num">${c.gap === null ? "" : fmtSigned(c.gap, "bytes")}</td>
+        <td><span class="badge ${verdictCls(c.verdict)}">${esc(c.verdict)}</span></td>
+        <td class="mono small">${(c.held_in || []).map((h) => `${esc(h.frame)} <span class="muted">${fmtBytes(h.bytes)}</span>`).join("<br>")}</td></tr>`).join("") || `<tr><td colspan="7" class="empty">No category holds memory.</td></tr>`}
+      </tbody></table></div>
+    <div class="panel"><h2>Memory ladder</h2><div class="small muted" style="margin-bottom:10px">From the process's resident memory down to what its trackers account for; each step names the gap.</div>
+      <table class="grid ladder" data-test="ladder"><thead><tr><th>Level</th><th class="num">Bytes</th><th style="width:36%"></th><th class="num">Gap from previous</th><th>What the gap is</th></tr></thead><tbody>
+      ${ladder.map((x) => `<tr><td>${esc(x.step.replace(/_/g, " "))}${x.figure ? `<div class="muted small mono">${esc(x.figure)}</div>` : ""}</td>
+        <td class="num">${x.value === null ? `<span class="muted">not reported</span>` : fmtBytes(x.value)}</td>
+        <td>${x.value ? `<div class="bar"><span style="width:${(100 * x.value / lmax).toFixed(1)}%;background:${x.step === "heap_profile" ? "#e8590c" : "#748ffc"}"></span></div>` : ""}</td>
+        <td class="num">${x.gap_from_previous === null ? "" : fmtSigned(x.gap_from_previous, "bytes")}</td>
+        <td class="gapname">${esc(x.gap_is || "")}</td></tr>`).join("")}
+      </tbody></table>
+      ${ladder.every((x) => x.value === null || x.step === "heap_profile") ? `<div class="small muted" style="margin-top:8px">No process or tracker figures are stored for ${esc(node)}; the collector records them from the node's /metrics and memory tracker.</div>` : ""}
+    </div>`;
 }
 
 window.addEventListener("error", (e) => toast("Error: " + e.message));
