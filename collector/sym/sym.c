@@ -321,6 +321,7 @@ struct want {
     const char *path;     /* profile's path, " (deleted)" removed */
     const char *build_id; /* expected, or NULL */
     bool main;
+    bool deleted;         /* the node had replaced the file after mapping it */
     bool exec;            /* check this mapping against PT_LOAD */
     uint64_t offset, len;
 };
@@ -447,7 +448,11 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
     hp_buf_reset(&why);
     rt->obj = obj_for_image(s, e, w->path, &why);
     struct sym_obj *o = rt->obj;
-    if (o->note)
+    if (w->deleted && !w->build_id && strcmp(o->used, w->path) == 0)
+        rt->message = hp_xasprintf("the node had replaced this file after mapping it; using %s "
+                                   "as found here (segments checked, no build-id to compare)%s%s",
+                                   o->used, o->note ? "; " : "", o->note ? o->note : "");
+    else if (o->note)
         rt->message = hp_xasprintf("%s%s%s", o->note, why.len ? ": " : "", why.len ? why.data : "");
     else if (!w->build_id && !o->build_id[0])
         rt->message = hp_xstrdup("ok (unverified: neither the dump nor the file has a build-id)");
@@ -762,6 +767,7 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
         os->addresses = (uint32_t)gr->njobs;
         struct want w = { .path = strip_deleted(&s->call_arena, gr->path),
                           .build_id = gr->m->build_id,
+                          .deleted = (gr->m->flags & PROFILE_MAP_DELETED) != 0,
                           .main = gr->path == mainp || (mainp && strcmp(gr->path, mainp) == 0) };
         const struct profile_mapping *xm = exec_mapping_of(p, gr->path);
         if (xm) {

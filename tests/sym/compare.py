@@ -147,6 +147,11 @@ def build(src, work, have_rustc):
     run(["gcc", "-g", "-O2", "-o", fx_c, os.path.join(src, "fx_c_main.c"), "-L" + work,
          "-lfxshared", "-Wl,-rpath," + work])
     out.append(("c", fx_c, [fx_c, c_lib]))
+    # Non-PIE: the executable is mapped at its link-time addresses.
+    fx_nopie = os.path.join(work, "fx_c_nopie")
+    run(["gcc", "-g", "-O2", "-no-pie", "-fno-pie", "-o", fx_nopie,
+         os.path.join(src, "fx_c_main.c"), "-L" + work, "-lfxshared", "-Wl,-rpath," + work])
+    out.append(("c-nopie", fx_nopie, [fx_nopie, c_lib]))
     if shutil.which("g++"):
         fx_cpp = os.path.join(work, "fx_cpp")
         run(["g++", "-g", "-O2", "-o", fx_cpp, os.path.join(src, "fx_cpp.cc")])
