@@ -680,6 +680,13 @@ static bool allocator_object(const struct profile *p, const struct profile_locat
 static void trim_allocator(struct profile *p, struct sym_stats *st)
 {
     char buf[512];
+    /* Whether a location is an allocator entry point, worked out once per
+     * location (0 unknown, 1 no, 2 yes) and once per distinct function
+     * string (frames are interned, so the pointer identifies the name):
+     * stacks share most of their locations. */
+    uint8_t *is_alloc = hp_xcalloc(p->nlocs ? p->nlocs : 1, 1);
+    struct hp_map64 byname;
+    hp_map64_init(&byname);
     for (size_t si = 0; si < p->nstacks; si++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)si);
         uint32_t n = p->stacks[si].n;
@@ -692,13 +699,25 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
                 continue;
             }
             leading = false;
-            for (uint32_t k = 0; k < l->nframes; k++) {
-                const char *f = p->frames[l->frame_off + k].function;
-                if (f && sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)))) {
-                    cut = i;
-                    break;
+            if (!is_alloc[locs[i]]) {
+                is_alloc[locs[i]] = 1;
+                for (uint32_t k = 0; k < l->nframes; k++) {
+                    const char *f = p->frames[l->frame_off + k].function;
+                    if (!f)
+                        continue;
+                    uint32_t v;
+                    if (!hp_map64_get(&byname, (uint64_t)(uintptr_t)f, &v)) {
+                        v = sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)));
+                        (void)hp_map64_put(&byname, (uint64_t)(uintptr_t)f, v, &v);
+                    }
+                    if (v) {
+                        is_alloc[locs[i]] = 2;
+                        break;
+                    }
                 }
             }
+            if (is_alloc[locs[i]] == 2)
+                cut = i;
         }
         for (int64_t i = 0; i <= cut; i++) {
             struct profile_location *l = &p->locs[locs[i]];
@@ -708,6 +727,8 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
             }
         }
     }
+    hp_map64_release(&byname);
+    free(is_alloc);
 }
 
 int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_stats,
