@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "collector/ingest/ingest.h"
+#include "collector/sym/sym.h"
 
 const char query_cli_common_help[] =
     "  --format F          text|collapsed|json|dot|svg|pprof (default text)\n"
@@ -150,18 +153,58 @@ int query_cli_common_opt(struct query_cli *c, int argc, char **argv, int i, int 
     return 0;
 }
 
+int query_cli_symbolize(const char *prog, const char *binary, const char *symbols,
+                        struct profile *p, struct hp_buf *err)
+{
+    struct sym_options so = {
+        .binary = binary,
+        .symbols_dir = symbols,
+    };
+    struct symbolizer *s = sym_new(&so);
+    struct sym_stats st;
+    struct hp_buf warn = HP_BUF_INIT(0);
+    int r = sym_profile(s, p, &st, &warn);
+    if (r == 0) {
+        for (size_t i = 0; i < st.nobjects; i++) {
+            const struct sym_object_status *o = &st.objects[i];
+            if (o->status < 0 && o->addresses > 0)
+                fprintf(stderr, "%s: warning: %s: %s (%u addresses left unsymbolized)\n",
+                        prog, o->path, o->message, o->addresses);
+        }
+    } else {
+        hp_err_printf(err, "symbolization failed: %s", warn.len ? warn.data : hp_strerror(r));
+    }
+    hp_buf_release(&warn);
+    sym_free(s);
+    return r;
+}
+
 int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
                    struct hp_buf *err)
 {
     struct profile *p = NULL;
-    if (access(selector, F_OK) != 0) {
-        hp_err_printf(err, "\"%s\": no such file (stored snapshots: NODE, NODE@TIME, #ID)",
-                      selector);
+    struct stat st;
+    int r;
+    if (stat(selector, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* A profile file on disk: the offline `jeprof BINARY HEAP` path. */
+        r = ingest_parse_file(selector, NULL, &p, err);
+        if (r == 0 && !c->no_symbolize)
+            r = query_cli_symbolize(c->prog, c->binary, c->symbols, p, err);
+    } else if (strchr(selector, '/')) {
+        hp_err_printf(err, "cannot read \"%s\": %s", selector,
+                      stat(selector, &st) == 0 ? "not a regular file" : "no such file");
         return HP_ENOTFOUND;
+    } else {
+        /* A stored snapshot: NODE, NODE@TIME or #ID. Stored profiles come
+         * back symbolized; --binary/--symbols re-symbolize them. */
+        r = query_store_load(c->db, selector, &p, err);
+        if (r == 0 && (c->binary || c->symbols))
+            r = query_cli_symbolize(c->prog, c->binary, c->symbols, p, err);
     }
-    int r = ingest_parse_file(selector, NULL, &p, err);
-    if (r < 0)
+    if (r < 0) {
+        profile_free(p);
         return r;
+    }
     *ret = p;
     return 0;
 }

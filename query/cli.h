@@ -25,6 +25,11 @@ void query_cli_init(struct query_cli *c, const char *prog);
 /* Load (and symbolize) the profile a selector names. */
 int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
                    struct hp_buf *err);
+/* Symbolize p in place (files found from binary/symbols, the maps paths on
+ * this host, /usr/lib/debug, debuginfod); objects that could not be used are
+ * reported on stderr as warnings prefixed with prog. */
+int query_cli_symbolize(const char *prog, const char *binary, const char *symbols,
+                        struct profile *p, struct hp_buf *err);
 /* Print an error "query top: <message>" to stderr; returns exit code 1. */
 int query_cli_fail(const struct query_cli *c, const char *msg);
 int query_cli_usage(const struct query_cli *c, const char *usage);
@@ -35,5 +40,21 @@ extern const char query_cli_common_help[];
 
 int query_cmd_top(int argc, char **argv);
 int query_cmd_export(int argc, char **argv);
+int query_cmd_diff(int argc, char **argv);
+int query_cmd_fleet(int argc, char **argv);
+int query_cmd_trend(int argc, char **argv);
+int query_cmd_leaks(int argc, char **argv);
+int query_cmd_discrepancy(int argc, char **argv);
+
+/* query/cmd-store.c: the store's commands, and loading a stored snapshot
+ * (NODE, NODE@TIME, #ID) from database `db`; HP_ENOTFOUND when the
+ * selector names nothing stored (err says so). */
+int query_cmd_import(int argc, char **argv);
+int query_cmd_reindex(int argc, char **argv);
+int query_cmd_nodes(int argc, char **argv);
+int query_cmd_snapshots(int argc, char **argv);
+int query_cmd_retain(int argc, char **argv);
+int query_store_load(const char *db, const char *selector, struct profile **ret,
+                     struct hp_buf *err);
 
 #endif

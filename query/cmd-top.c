@@ -25,6 +25,15 @@ static int render(struct query_cli *c, struct profile *p, struct hp_buf *out, st
     case QUERY_FORMAT_JSON:
         r = query_render_json(p, f, t, &c->qo, out);
         break;
+    case QUERY_FORMAT_DOT:
+        r = query_render_dot(f, t, &c->qo, out);
+        break;
+    case QUERY_FORMAT_SVG:
+        r = query_render_svg(f, &c->qo, out);
+        break;
+    case QUERY_FORMAT_PPROF:
+        r = query_render_pprof(p, &c->qo, out, err);
+        break;
     default:
         hp_err_printf(err, "--format %s is not available for this command yet",
                       query_format_name(c->format));

@@ -9,6 +9,7 @@
  * jeprof's RemoveUninterestingFrames keeps it. */
 #include "query/query.h"
 
+#include <math.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,8 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
     hp_strtab_init(&f->strings, &f->arena);
     hp_map64_init(&f->index);
     f->source = p;
+    f->scaling = p->scaling;
+    f->period = p->period;
     c.f = f;
     c.loc_first = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_first));
     c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
@@ -257,8 +260,11 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
         if (!focus_hit || ignore_hit || n == 0)
             continue;
         struct query_fold_entry *e = entry_for(f, c.seq, n);
+        double var[PV_COUNT];
+        query_sample_variance(p, s, var);
         for (int v = 0; v < PV_COUNT; v++) {
             e->value[v] += s->value[v];
+            e->var[v] += var[v];
             f->total[v] += s->value[v];
         }
         e->count++;
@@ -382,24 +388,21 @@ static int remainder_cmp(const void *a, const void *b)
 
 void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret)
 {
-    double sum = 0;
-    int64_t floors = 0;
+    double sum = 0, floors = 0;
     struct remainder *rem = hp_xmalloc((n ? n : 1) * sizeof(*rem));
     for (size_t i = 0; i < n; i++) {
-        double fl = vals[i] >= 0 ? (double)(int64_t)vals[i] : -(double)(int64_t)(-vals[i]);
-        if (fl > vals[i])
-            fl -= 1;
-        ret[i] = (int64_t)fl;
+        double fl = floor(vals[i]);
+        ret[i] = hp_double_to_i64(fl);
         rem[i] = (struct remainder){ .frac = vals[i] - fl, .idx = i };
-        floors += ret[i];
+        floors += fl;
         sum += vals[i];
     }
-    /* Truncate toward zero as jeprof's "%d" prints its Total. */
-    int64_t target = (int64_t)sum;
-    int64_t extra = target - floors;
-    if (extra > 0 && (size_t)extra <= n) {
+    /* Truncate toward zero as jeprof's "%d" prints its Total. Sums beyond
+     * 2^53 are not exact in a double anyway; then no adjustment is made. */
+    double extra = trunc(sum) - floors;
+    if (extra >= 1 && extra <= (double)n && fabs(sum) < 9007199254740992.0) {
         qsort(rem, n, sizeof(*rem), remainder_cmp);
-        for (int64_t k = 0; k < extra; k++)
+        for (size_t k = 0; k < (size_t)extra; k++)
             ret[rem[k].idx]++;
     }
     free(rem);

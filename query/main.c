@@ -15,6 +15,16 @@ struct command {
 static const struct command commands[] = {
     { "top", query_cmd_top, "function table of one snapshot or profile file" },
     { "export", query_cmd_export, "one profile as collapsed stacks, JSON, pprof, dot or SVG" },
+    { "diff", query_cmd_diff, "B minus A: what grew or shrank, with sampling noise" },
+    { "fleet", query_cmd_fleet, "nodes far above the fleet median, per function and stack" },
+    { "trend", query_cmd_trend, "series of heap total, node figures and functions" },
+    { "leaks", query_cmd_leaks, "stacks and functions that grow steadily across snapshots" },
+    { "discrepancy", query_cmd_discrepancy, "the node's memory trackers next to its heap profile" },
+    { "import", query_cmd_import, "load profile files into the database as a node's snapshots" },
+    { "reindex", query_cmd_reindex, "re-derive stored snapshots from their raw dumps" },
+    { "nodes", query_cmd_nodes, "list stored nodes with their last status" },
+    { "snapshots", query_cmd_snapshots, "list a node's stored snapshots" },
+    { "retain", query_cmd_retain, "delete old snapshots, thin to one a day, reclaim space" },
 };
 
 static void usage(FILE *f)

@@ -56,6 +56,7 @@ struct query_fold_entry {
     uint32_t n;                /* number of frames, root first */
     double value[PV_COUNT];    /* un-sampled sums */
     int64_t count;             /* raw records merged into this entry */
+    double var[PV_COUNT];      /* sampling variance of value (query_sample_variance) */
 };
 
 struct query_folded {
@@ -69,6 +70,8 @@ struct query_folded {
     struct hp_map64 index;     /* hash of name sequence -> entry (chained by probe) */
     /* Frame details for JSON/pprof: name -> first file:line seen. */
     const struct profile *source; /* borrowed; may be NULL after merges */
+    enum profile_scaling scaling; /* of the source, for noise floors (INTERNALS.md) */
+    uint64_t period;
 };
 
 /* Fold a profile. HP_EPARSE (bad regex, message in err) or 0. */
@@ -117,6 +120,35 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
                       const struct query_top *t, const struct query_opts *o,
                       struct hp_buf *out);
 
+/* ---- graph and binary renderers (render-pprof.c, render-dot.c, render-svg.c) ---- */
+
+/* Gzipped pprof profile.proto of p (not of a folded profile: pprof keeps
+ * addresses, mappings and line tables). Four sample types, the default being
+ * o->sample; samples selected as query_fold selects them (allocator frames,
+ * focus/ignore); values rounded so each column sums to its total truncated.
+ * 0, HP_EUSAGE (bad regex; message in err) or another HP_E* code. */
+int query_render_pprof(const struct profile *p, const struct query_opts *o, struct hp_buf *out,
+                       struct hp_buf *err);
+
+/* Graphviz call graph (jeprof --dot style): functions with flat and cum
+ * values and shares, caller -> callee edges weighted by value, pruned by
+ * o->nodefraction (cum share), o->top (node count, default 80) and
+ * o->edgefraction; calls through hidden functions become dotted edges. */
+int query_render_dot(const struct query_folded *f, const struct query_top *t,
+                     const struct query_opts *o, struct hp_buf *out);
+
+/* Self-contained interactive SVG flame graph (inline CSS and script: click to
+ * zoom, regex search with matched share, hover details) of o->sample. Frames
+ * narrower than 0.1 px are merged, so output size stays bounded on any
+ * profile. Names are escaped (invalid UTF-8 becomes U+FFFD). */
+int query_render_svg(const struct query_folded *f, const struct query_opts *o,
+                     struct hp_buf *out);
+/* Differential flame graph: widths from b (after), colour by b - a per frame
+ * (red growth, blue shrinkage, shade by size of the change). Paths only in a
+ * have no width and are not drawn; the header gives both totals. */
+int query_render_svg_diff(const struct query_folded *a, const struct query_folded *b,
+                          const struct query_opts *o, struct hp_buf *out);
+
 /* Round values so they sum exactly to their sum truncated toward zero
  * (largest remainder first), writing integers into ret. */
 void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret);
@@ -125,5 +157,323 @@ void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret);
  * binaries or files with broken encodings still make valid JSON/SVG/XML.
  * Returns s itself when it is valid; else a string in `arena`. */
 const char *query_utf8_clean(struct hp_arena *arena, const char *s);
+
+/* ==== analysis: diff, leaks, fleet, trend, discrepancy ====================
+ * The cores below work on in-memory inputs (folded profiles, arrays of
+ * snapshots with named figures) so that files, the store and the web front
+ * end feed them alike. The sampling math is in query/INTERNALS.md. */
+
+/* Sampling variance of one sample's un-sampled values: for each (count,
+ * bytes) pair, v^2 (1 - p) / c with c the recorded count and p = 1/scale the
+ * probability that one allocation of the stack's average size was recorded.
+ * 0 when every allocation was recorded (period 1) or nothing is sampled. */
+void query_sample_variance(const struct profile *p, const struct profile_sample *s,
+                           double ret[PV_COUNT]);
+
+/* Variance of a value v whose only evidence is that it was *not* seen, in a
+ * profile sampled with (scaling, period): one allocation of avg_size bytes,
+ * un-sampled (INTERNALS.md, "absent stacks"). 0 when unsampled. */
+double query_absent_variance(enum profile_scaling scaling, uint64_t period, double avg_size,
+                             bool bytes);
+
+/* A figure the node reports about itself next to a heap dump: a tracker
+ * total, RSS, a jemalloc statistic. Names are those the node publishes
+ * (Prometheus names such as doris_be_memory_jemalloc_allocated_bytes, bvar
+ * names, "tracker:<label>" for memory-tracker rows). */
+struct query_figure {
+    const char *name;
+    double value;
+};
+
+/* Parse figures from text: Prometheus exposition lines (`name{labels}
+ * value`, labels dropped, '#' lines skipped), brpc bvar lines (`name : value`)
+ * or `name value`. Names and the array live in `arena`. Later duplicates
+ * win. HP_EPARSE with "origin:line: what" in err; at most 100,000 figures. */
+int query_figures_parse(const char *text, size_t len, const char *origin, struct hp_arena *arena,
+                        struct query_figure **ret, size_t *ret_n, struct hp_buf *err) HP_MUST_CHECK;
+
+/* Figure by exact name; 1 found (*ret set), 0 not. */
+int query_figure_find(const struct query_figure *figs, size_t n, const char *name,
+                      double *ret);
+
+/* ---- diff: B minus A ---- */
+
+struct query_diff_opts {
+    enum profile_value sample; /* default PV_INUSE_SPACE */
+    bool normalize;            /* compare shares of each side's total */
+    double noise_sigmas;       /* |delta| < k * sigma is "within noise"; default 2 */
+};
+
+void query_diff_opts_init(struct query_diff_opts *o);
+
+/* One function or one stack of the union of both sides. Values are of the
+ * chosen sample, un-sampled. `delta`/`sigma` are in bytes (or objects), or
+ * in shares of each side's total when normalizing. */
+struct query_diff_row {
+    const char *name;            /* function rows: the function */
+    const char *const *frames;   /* stack rows: frames, root first */
+    uint32_t nframes;
+    double a, b;                 /* flat (functions) or value (stacks) */
+    double a_cum, b_cum;         /* functions; equal to a, b for stacks */
+    double var_a, var_b;         /* sampling variance of a, b */
+    double var_a_cum, var_b_cum;
+    double delta, delta_cum;     /* b - a (or share difference) */
+    double sigma, sigma_cum;     /* standard error of delta, delta_cum */
+    bool noise, noise_cum;       /* within noise_sigmas standard errors */
+};
+
+struct query_diff {
+    struct query_diff_opts opts;
+    struct query_diff_row *funcs; /* by |delta| then |delta_cum|, then name */
+    size_t nfuncs;
+    struct query_diff_row *stacks; /* by |delta| */
+    size_t nstacks;
+    double a_total, b_total;       /* bytes (objects) of each side */
+    double var_a_total, var_b_total;
+    double delta, sigma;           /* b_total - a_total and its standard error */
+    bool noise;
+    void *priv;                    /* names and frames */
+};
+
+/* Diff two folded profiles (same sample options). Never fails on valid
+ * input; HP_EUSAGE if o is inconsistent. */
+int query_diff_build(const struct query_folded *a, const struct query_folded *b,
+                     const struct query_diff_opts *o, struct query_diff **ret) HP_MUST_CHECK;
+void query_diff_free(struct query_diff *d);
+const struct query_diff_row *query_diff_find_func(const struct query_diff *d, const char *name);
+
+/* Text: header, function table, stack table (o->top rows each). Labels name
+ * the two sides ("be1@-24h", a file name). */
+int query_render_diff_text(const struct query_diff *d, const char *a_label, const char *b_label,
+                           const struct query_opts *o, struct hp_buf *out);
+/* "frame;frame a_value b_value" lines (difffolded.pl / flamegraph.pl input),
+ * each side rounded so its column sums to its truncated total. */
+int query_render_diff_collapsed(const struct query_diff *d, struct hp_buf *out);
+int query_render_diff_json(const struct query_diff *d, const char *a_label, const char *b_label,
+                           const struct query_opts *o, struct hp_buf *out);
+
+/* ---- series: snapshots of nodes over time ---- */
+
+/* One snapshot as the series analyses see it. All pointers are borrowed. */
+struct query_snapshot {
+    const char *node;
+    int64_t time_s;                    /* unix seconds */
+    const struct query_folded *folded; /* may be NULL: figures only */
+    const struct query_figure *figures;
+    size_t nfigures;
+    /* The store's path (leaks): instead of a folded profile, values of the
+     * chosen sample for entries of a shared dictionary `dict` (the distinct
+     * stacks of the node, values ignored), as stored stacks are
+     * deduplicated. Used when folded is NULL and dict is set. */
+    const struct query_folded *dict;
+    const uint32_t *ids;
+    const double *id_values;
+    size_t nids;
+};
+
+/* ---- leaks ---- */
+
+struct query_leak_opts {
+    enum profile_value sample;  /* default PV_INUSE_SPACE */
+    double min_rate;            /* bytes/hour below which nothing is reported (default 0) */
+    double min_monotonic;       /* least share of rising steps among changing ones (0.5) */
+    double min_spearman;        /* least rank correlation with time (0.8) */
+    double max_step_share;      /* most of the rise one step may carry (0.5): a
+                                   single jump is a step, not a steady leak */
+    double min_share;           /* functions: least share of the rising stacks'
+                                   growth worth a row (0.005) */
+    double idle_bytes;          /* busy trackers at or under this mean idle (64 MiB) */
+    const char *const *busy_figures; /* figure names that are query/load trackers;
+                                        NULL for the built-in Doris/StarRocks list */
+    size_t top;                 /* rows per list (0 = all) */
+};
+
+void query_leak_opts_init(struct query_leak_opts *o);
+
+struct query_leak_row {
+    const char *name;          /* function rows */
+    const char *const *frames; /* stack rows: root first */
+    uint32_t nframes;
+    double first, last;        /* values at the first and last snapshot */
+    double rate;               /* least-squares slope, bytes (objects) per hour */
+    double r2;                 /* of the linear fit */
+    double monotonic;          /* rising steps / changing steps */
+    double spearman;           /* rank correlation of value with time */
+    double step_share;         /* largest single rise / (last - first) */
+    double share;              /* rate / the node's total rate (growth explained) */
+    double idle_growth;        /* growth over steps where the node was idle */
+    bool idle_flag;            /* grew while query/load trackers sat near zero */
+    const char *via;           /* functions: a callee carrying >= 90% of this growth
+                                  and specific to it (a pass-through caller); text
+                                  output hides these rows */
+};
+
+struct query_leaks {
+    const char *node;
+    size_t npoints;
+    int64_t t0, t1;
+    double total_first, total_last, total_rate, total_r2;
+    size_t idle_steps, steps; /* steps with both ends idle; -1 figures unknown: has_busy false */
+    bool has_busy;
+    struct query_leak_row *funcs; /* suspects, by rate */
+    size_t nfuncs;
+    struct query_leak_row *stacks;
+    size_t nstacks;
+    void *priv;
+};
+
+/* Leak suspects of one node from its snapshots (any order; sorted by time
+ * inside). HP_EUSAGE with fewer than 3 snapshots with profiles. */
+int query_leaks_build(const struct query_snapshot *snaps, size_t n,
+                      const struct query_leak_opts *o, struct query_leaks **ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+void query_leaks_free(struct query_leaks *l);
+int query_render_leaks_text(const struct query_leaks *const *l, size_t n,
+                            const struct query_leak_opts *o, struct hp_buf *out);
+int query_render_leaks_json(const struct query_leaks *const *l, size_t n,
+                            const struct query_leak_opts *o, struct hp_buf *out);
+
+/* Least-squares slope (per unit of x), intercept-free R^2, share of rising
+ * steps and Spearman's rank correlation of y with x. Exposed for tests. */
+void query_trend_fit(const double *x, const double *y, size_t n, double *ret_slope,
+                     double *ret_r2);
+double query_spearman(const double *x, const double *y, size_t n);
+
+/* ---- fleet: every node's latest snapshot against the others ---- */
+
+struct query_fleet_opts {
+    enum profile_value sample;
+    double min_ratio;   /* outlier: value >= ratio x median (default 2) */
+    double min_bytes;   /* and value - median >= this (default 64 MiB) */
+    double mad_k;       /* and value - median >= k x 1.4826 MAD (default 3) */
+    bool stacks;        /* also rank stacks, not only functions */
+    size_t top;         /* outlier rows (0 = all) */
+};
+
+void query_fleet_opts_init(struct query_fleet_opts *o);
+
+struct query_fleet_row {
+    const char *name;          /* function, or leaf frame for stacks */
+    const char *const *frames; /* stacks: root first */
+    uint32_t nframes;
+    const char *node;          /* the outlier node */
+    double value, median, mad;
+    size_t nodes_with;         /* nodes where the function/stack is present */
+};
+
+struct query_fleet {
+    size_t nnodes;
+    double total_median;
+    struct query_fleet_row *totals; /* nodes far above the median heap total */
+    size_t ntotals;
+    struct query_fleet_row *funcs;  /* by value - median */
+    size_t nfuncs;
+    struct query_fleet_row *stacks;
+    size_t nstacks;
+    void *priv;
+};
+
+/* snaps: one (latest) snapshot per node, each with a folded profile. */
+int query_fleet_build(const struct query_snapshot *snaps, size_t n,
+                      const struct query_fleet_opts *o, struct query_fleet **ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+void query_fleet_free(struct query_fleet *f);
+int query_render_fleet_text(const struct query_fleet *f, const struct query_fleet_opts *o,
+                            struct hp_buf *out);
+int query_render_fleet_json(const struct query_fleet *f, const struct query_fleet_opts *o,
+                            struct hp_buf *out);
+
+/* ---- trend: series of totals, figures and chosen functions ---- */
+
+struct query_trend_opts {
+    enum profile_value sample;
+    const char *function;      /* POSIX ERE: functions to chart (cum); NULL = top 5 */
+    size_t max_functions;      /* default 5 when function is NULL, 50 otherwise */
+};
+
+void query_trend_opts_init(struct query_trend_opts *o);
+
+/* A table: one row per snapshot, columns heap total, figures, functions. */
+struct query_trend {
+    size_t nrows, ncols;
+    const char **cols;         /* column names ("heap_total", figure names, "fn:<name>") */
+    const char **row_node;     /* per row */
+    int64_t *row_time;         /* per row */
+    double *cells;             /* nrows x ncols, NAN when unknown */
+    void *priv;
+};
+
+int query_trend_build(const struct query_snapshot *snaps, size_t n,
+                      const struct query_trend_opts *o, struct query_trend **ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+void query_trend_free(struct query_trend *t);
+/* format: text, csv or json. */
+int query_render_trend(const struct query_trend *t, enum query_format format,
+                       struct hp_buf *out, struct hp_buf *err);
+
+/* ---- discrepancy: the node's accounting against the heap profile ---- */
+
+struct query_rules; /* categories (frame patterns -> tracker figures) and the ladder */
+
+/* Built-in rules for Doris and StarRocks (both name sets; the first figure
+ * alternative present wins). */
+int query_rules_builtin(struct query_rules **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* Parse a rules file (format in query/INTERNALS.md) on top of `base` (may be
+ * NULL): sections with a built-in name replace it, others are added.
+ * HP_EPARSE with "file:line: what" in err. */
+int query_rules_parse(struct query_rules *base, const char *text, size_t len,
+                      const char *origin, struct hp_buf *err) HP_MUST_CHECK;
+void query_rules_free(struct query_rules *r);
+
+enum query_verdict {
+    QUERY_VERDICT_CONSISTENT = 0,
+    QUERY_VERDICT_UNDER,       /* heap holds more than the tracker says */
+    QUERY_VERDICT_OVER,        /* tracker says more than the heap holds */
+    QUERY_VERDICT_IDLE_LEAK,   /* tracker near zero, heap holds a lot: possible leak */
+    QUERY_VERDICT_NO_TRACKER,  /* no figure for this category */
+};
+
+const char *query_verdict_name(enum query_verdict v);
+
+struct query_discrepancy_row {
+    const char *category, *description;
+    const char *tracker_name;  /* figure expression used, NULL if none */
+    double tracker;            /* bytes, NAN when absent */
+    double heap, heap_sigma;   /* heap-profile bytes of matching stacks */
+    double tracker_share, heap_share; /* of tracked total, of heap total */
+    double gap;                /* heap - tracker */
+    enum query_verdict verdict;
+    const char *top_frames[3]; /* matching frames holding the most bytes */
+    double top_bytes[3];
+};
+
+struct query_ladder_step {
+    const char *name;   /* "rss", "jemalloc_resident", ... */
+    const char *figure; /* figure used, or NULL */
+    double value;       /* NAN when unknown */
+    const char *gap_name; /* what the gap from the previous step is */
+    double gap;         /* previous - this, NAN when either is unknown */
+};
+
+struct query_discrepancy {
+    double heap_total, heap_sigma, tracked_total;
+    const char *tracked_name;
+    struct query_discrepancy_row *rows; /* categories, then "uncategorized" */
+    size_t nrows;
+    struct query_ladder_step ladder[8];
+    size_t nladder;
+    void *priv;
+};
+
+int query_discrepancy_build(const struct query_folded *f, const struct query_figure *figs,
+                            size_t nfigs, const struct query_rules *rules,
+                            struct query_discrepancy **ret, struct hp_buf *err) HP_MUST_CHECK;
+void query_discrepancy_free(struct query_discrepancy *d);
+const struct query_discrepancy_row *query_discrepancy_find(const struct query_discrepancy *d,
+                                                          const char *category);
+int query_render_discrepancy_text(const struct query_discrepancy *d, const char *node,
+                                  struct hp_buf *out);
+int query_render_discrepancy_json(const struct query_discrepancy *d, const char *node,
+                                  struct hp_buf *out);
 
 #endif

@@ -68,9 +68,11 @@ int query_render_top_text(const struct profile *p, const struct query_folded *f,
         hp_buf_puts(out, ", unsampled");
     hp_buf_printf(out, "; %zu stacks, %zu threads, %zu mappings\n", p->nsamples, p->nthreads,
                   p->nmappings);
+    if (p->hint)
+        hp_buf_printf(out, "Note: %s\n", p->hint);
     double total = t->total[v];
     hp_buf_printf(out, "Total %s: %s (%lld %s)\n", profile_value_name(v),
-                  fmt_value(v, total, a, sizeof(a)), (long long)total,
+                  fmt_value(v, total, a, sizeof(a)), (long long)hp_double_to_i64(total),
                   is_bytes(v) ? "bytes" : "objects");
     if (o->focus || o->ignore) {
         double all[PV_COUNT];
@@ -132,7 +134,7 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
     json_t *totals = json_object();
     int64_t tot_int[PV_COUNT];
     for (int i = 0; i < PV_COUNT; i++) {
-        tot_int[i] = (int64_t)f->total[i];
+        tot_int[i] = hp_double_to_i64(f->total[i]);
         json_object_set_new(totals, profile_value_name((enum profile_value)i),
                             json_integer((json_int_t)tot_int[i]));
     }
@@ -164,13 +166,13 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
         const struct query_func *fn = &t->funcs[i];
         json_t *j = json_object();
         json_object_set_new(j, "name", jstr(&tmp, fn->name));
-        json_object_set_new(j, "flat", json_integer((json_int_t)fn->flat[v]));
-        json_object_set_new(j, "cum", json_integer((json_int_t)fn->cum[v]));
+        json_object_set_new(j, "flat", json_integer(hp_double_to_i64(fn->flat[v])));
+        json_object_set_new(j, "cum", json_integer(hp_double_to_i64(fn->cum[v])));
         json_t *all = json_object();
         for (int k = 0; k < PV_COUNT; k++) {
             json_t *pair = json_object();
-            json_object_set_new(pair, "flat", json_integer((json_int_t)fn->flat[k]));
-            json_object_set_new(pair, "cum", json_integer((json_int_t)fn->cum[k]));
+            json_object_set_new(pair, "flat", json_integer(hp_double_to_i64(fn->flat[k])));
+            json_object_set_new(pair, "cum", json_integer(hp_double_to_i64(fn->cum[k])));
             json_object_set_new(all, profile_value_name((enum profile_value)k), pair);
         }
         json_object_set_new(j, "values", all);

@@ -297,49 +297,27 @@ void hp_map64_init(struct hp_map64 *m)
 
 void hp_map64_release(struct hp_map64 *m)
 {
-    free(m->keys);
-    free(m->vals);
+    free(m->slots);
     hp_map64_init(m);
 }
 
-/* Slot value UINT32_MAX marks an empty slot, so key 0 needs no special case. */
-#define MAP_EMPTY UINT32_MAX
-
 static void map64_rehash(struct hp_map64 *m, size_t ncap)
 {
-    uint64_t *ok = m->keys;
-    uint32_t *ov = m->vals;
+    struct hp_map64_slot *old = m->slots;
     size_t ocap = m->cap;
-    m->keys = hp_xmalloc(ncap * sizeof(*m->keys));
-    m->vals = hp_xmalloc(ncap * sizeof(*m->vals));
-    memset(m->vals, 0xff, ncap * sizeof(*m->vals));
+    m->slots = hp_xmalloc(ncap * sizeof(*m->slots));
+    for (size_t i = 0; i < ncap; i++)
+        m->slots[i].val = UINT32_MAX;
     m->cap = ncap;
     for (size_t i = 0; i < ocap; i++) {
-        if (ov[i] == MAP_EMPTY)
+        if (old[i].val == UINT32_MAX)
             continue;
-        size_t j = hp_hash_u64(ok[i]) & (ncap - 1);
-        while (m->vals[j] != MAP_EMPTY)
+        size_t j = hp_hash_u64(old[i].key) & (ncap - 1);
+        while (m->slots[j].val != UINT32_MAX)
             j = (j + 1) & (ncap - 1);
-        m->keys[j] = ok[i];
-        m->vals[j] = ov[i];
+        m->slots[j] = old[i];
     }
-    free(ok);
-    free(ov);
-}
-
-int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t *ret_val)
-{
-    if (!m->cap)
-        return 0;
-    size_t j = hp_hash_u64(key) & (m->cap - 1);
-    while (m->vals[j] != MAP_EMPTY) {
-        if (m->keys[j] == key) {
-            *ret_val = m->vals[j];
-            return 1;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    return 0;
+    free(old);
 }
 
 int hp_map64_put(struct hp_map64 *m, uint64_t key, uint32_t val, uint32_t *ret_val)
@@ -347,15 +325,15 @@ int hp_map64_put(struct hp_map64 *m, uint64_t key, uint32_t val, uint32_t *ret_v
     if ((m->len + 1) * 2 > m->cap)
         map64_rehash(m, m->cap ? m->cap * 2 : 64);
     size_t j = hp_hash_u64(key) & (m->cap - 1);
-    while (m->vals[j] != MAP_EMPTY) {
-        if (m->keys[j] == key) {
-            *ret_val = m->vals[j];
+    while (m->slots[j].val != UINT32_MAX) {
+        if (m->slots[j].key == key) {
+            *ret_val = m->slots[j].val;
             return 1;
         }
         j = (j + 1) & (m->cap - 1);
     }
-    m->keys[j] = key;
-    m->vals[j] = val;
+    m->slots[j].key = key;
+    m->slots[j].val = val;
     m->len++;
     *ret_val = val;
     return 0;

@@ -98,21 +98,54 @@ void *hp_arena_alloc(struct hp_arena *a, size_t n); /* 16-byte aligned */
 char *hp_arena_strndup(struct hp_arena *a, const char *s, size_t n);
 char *hp_arena_strdup(struct hp_arena *a, const char *s);
 
+/* ---- hashing ------------------------------------------------------------ */
+uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed);
+static inline uint64_t hp_hash_u64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
 /* ---- hash map: uint64 key -> uint32 value, open addressing -------------- */
+struct hp_map64_slot {
+    uint64_t key;
+    uint32_t val; /* UINT32_MAX marks an empty slot */
+};
+
 struct hp_map64 {
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t cap; /* power of two, 0 when empty */
+    struct hp_map64_slot *slots; /* key and value side by side: one cache miss per probe */
+    size_t cap;                  /* power of two, 0 when empty */
     size_t len;
 };
 
 void hp_map64_init(struct hp_map64 *m);
 void hp_map64_release(struct hp_map64 *m);
-/* 1 found (value in *ret_val), 0 not found. */
-int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t *ret_val);
+/* 1 found (value in *ret_val), 0 not found. Values must be < UINT32_MAX. */
+static inline int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t *ret_val);
 /* Insert or find: returns 1 if the key existed (*ret_val = old value), 0 if it
  * was inserted with `val` (*ret_val = val). */
 int hp_map64_put(struct hp_map64 *m, uint64_t key, uint32_t val, uint32_t *ret_val);
+
+static inline int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t *ret_val)
+{
+    if (!m->cap)
+        return 0;
+    size_t mask = m->cap - 1, j = hp_hash_u64(key) & mask;
+    for (;;) {
+        const struct hp_map64_slot *s = &m->slots[j];
+        if (s->val == UINT32_MAX)
+            return 0;
+        if (s->key == key) {
+            *ret_val = s->val;
+            return 1;
+        }
+        j = (j + 1) & mask;
+    }
+}
 
 /* ---- string interning: each distinct string stored once in an arena ------ */
 struct hp_strtab {
@@ -126,16 +159,6 @@ void hp_strtab_init(struct hp_strtab *t, struct hp_arena *arena);
 void hp_strtab_release(struct hp_strtab *t);
 const char *hp_strtab_intern(struct hp_strtab *t, const char *s, size_t n);
 
-uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed);
-static inline uint64_t hp_hash_u64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
 
 /* ---- checked number parsing ---------------------------------------------
  * Each parses the whole of [s, s+n) and returns 0, or HP_EPARSE on an empty,
@@ -146,6 +169,19 @@ int hp_parse_hex64(const char *s, size_t n, uint64_t *ret) HP_MUST_CHECK;
 int hp_parse_double(const char *s, double *ret) HP_MUST_CHECK;
 /* Durations like 90s, 15m, 1h, 7d, 2w (bare numbers are seconds). */
 int hp_parse_duration(const char *s, int64_t *ret_seconds) HP_MUST_CHECK;
+
+/* A double as int64, truncated toward zero and saturated at the range ends
+ * (NaN gives 0): sums of hostile counts may exceed what int64 holds. */
+static inline int64_t hp_double_to_i64(double x)
+{
+    if (!(x == x))
+        return 0;
+    if (x >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (x <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)x;
+}
 
 /* ---- human units ---------------------------------------------------------- */
 /* Format bytes as "1.5 GiB"/"312 B" into out (at least 32 bytes). */

@@ -97,6 +97,13 @@ uint32_t profile_location_for_address(struct profile *p, uint64_t address)
     return idx;
 }
 
+uint32_t profile_location_new(struct profile *p, uint64_t address, uint32_t mapping)
+{
+    uint32_t idx = location_new(p, address, 0);
+    p->locs[idx].mapping = mapping;
+    return idx;
+}
+
 uint32_t profile_location_for_name(struct profile *p, const char *name, size_t n)
 {
     const char *s = profile_intern(p, name, n);
@@ -190,10 +197,46 @@ void profile_mapping_add(struct profile *p, const struct profile_mapping *m)
     d->build_id = m->build_id ? profile_intern(p, m->build_id, strlen(m->build_id)) : NULL;
 }
 
+/* Sort order of mappings: by start, then by original position, so the sort
+ * is stable and locations that already name a mapping can be renumbered. */
+struct mapping_order {
+    uint64_t start;
+    uint32_t idx;
+};
+
 static int mapping_cmp(const void *a, const void *b)
 {
-    const struct profile_mapping *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    const struct mapping_order *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sort mappings by start and renumber the mapping of every location that
+ * already has one (readers such as pprof's know each location's mapping
+ * before the profile is finished; two mappings may share a start). */
+static void mappings_sort(struct profile *p)
+{
+    size_t n = p->nmappings;
+    struct mapping_order *ord = hp_xmalloc(n * sizeof(*ord));
+    for (size_t i = 0; i < n; i++)
+        ord[i] = (struct mapping_order){ .start = p->mappings[i].start, .idx = (uint32_t)i };
+    qsort(ord, n, sizeof(*ord), mapping_cmp);
+    struct profile_mapping *sorted = hp_xmalloc(n * sizeof(*sorted));
+    uint32_t *renum = hp_xmalloc(n * sizeof(*renum)); /* old index -> new index + 1 */
+    for (size_t i = 0; i < n; i++) {
+        sorted[i] = p->mappings[ord[i].idx];
+        renum[ord[i].idx] = (uint32_t)i + 1;
+    }
+    memcpy(p->mappings, sorted, n * sizeof(*sorted));
+    for (size_t i = 0; i < p->nlocs; i++) {
+        struct profile_location *l = &p->locs[i];
+        if (l->mapping && l->mapping <= n)
+            l->mapping = renum[l->mapping - 1];
+    }
+    free(renum);
+    free(sorted);
+    free(ord);
 }
 
 uint32_t profile_mapping_find(const struct profile *p, uint64_t addr)
@@ -250,7 +293,7 @@ void profile_unsample(struct profile *p)
 void profile_finish(struct profile *p)
 {
     if (p->nmappings > 1)
-        qsort(p->mappings, p->nmappings, sizeof(*p->mappings), mapping_cmp);
+        mappings_sort(p);
     for (size_t i = 0; i < p->nlocs; i++) {
         struct profile_location *l = &p->locs[i];
         if (!(l->flags & PROFILE_LOC_NAMED) && !l->mapping)

@@ -153,6 +153,12 @@ const char *profile_intern(struct profile *p, const char *s, size_t n);
 
 /* Location for an address, created on first use. Returns its index. */
 uint32_t profile_location_for_address(struct profile *p, uint64_t address);
+/* A new location that is not entered in the address index: for formats where
+ * one address can stand for two different locations (pprof: the same address
+ * in two mappings, or with different line tables) or where there is no
+ * address at all. `mapping` is index + 1 or 0; profile_finish() keeps it
+ * pointing at the same mapping when it sorts them. Returns its index. */
+uint32_t profile_location_new(struct profile *p, uint64_t address, uint32_t mapping);
 /* Location for a bare function name (formats without addresses). */
 uint32_t profile_location_for_name(struct profile *p, const char *name, size_t n);
 /* Replace a location's frames (innermost first); strings are interned. */

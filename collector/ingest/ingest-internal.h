@@ -39,7 +39,13 @@ struct ingest_parser {
     uint32_t cur_stack;  /* the stack of the last '@' line */
     uint32_t *locbuf;    /* scratch for one stack's locations */
     size_t locbuf_cap;
+    uint64_t *addrbuf;   /* scratch for one stack's addresses */
+    size_t addrbuf_cap;
     struct hp_map64 thread_ids; /* jemalloc thread uid -> thread index */
+
+#define INGEST_LOC_CACHE 4096
+    uint64_t loc_cache_addr[INGEST_LOC_CACHE]; /* address -> location, direct-mapped */
+    uint32_t loc_cache_idx[INGEST_LOC_CACHE];  /* UINT32_MAX: empty slot */
 };
 
 /* Format readers (one file each). `begin` sets ps->line/ps->end. */

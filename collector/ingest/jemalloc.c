@@ -182,6 +182,24 @@ static int jemalloc_end(struct ingest_parser *ps, struct hp_buf *err)
         return ingest__error(ps, err, HP_EPARSE,
                              "input ends after a stack line without its \"t*:\" counts "
                              "(truncated dump?)");
+    /* Version hints. jemalloc 5.3 unbiases each record before printing it
+     * (opt.prof_unbias), so in a sampled dump the header's t* totals differ
+     * from the sum of the records; earlier versions print raw counts whose
+     * sum equals the header. Readers must apply jeprof's formula either way;
+     * the hint tells a user which figures the node's jemalloc produced. */
+    struct profile *p = ps->p;
+    int64_t sum = 0;
+    for (size_t i = 0; i < p->nsamples; i++)
+        sum += p->samples[i].raw[PV_INUSE_SPACE];
+    const char *hint = NULL;
+    if (p->period <= 1)
+        hint = "jemalloc heap_v2, every allocation recorded";
+    else if (p->has_header_totals && sum != p->header_raw[PV_INUSE_SPACE])
+        hint = "jemalloc >= 5.3 (records unbiased per stack: header total differs from their sum)";
+    else if (p->has_header_totals)
+        hint = "jemalloc < 5.3 or prof_unbias:false (header total equals the sum of records)";
+    if (hint)
+        p->hint = profile_intern(p, hint, strlen(hint));
     if (!ps->in_maps)
         return ingest__error(ps, err, HP_EPARSE,
                              "input ends before the \"MAPPED_LIBRARIES:\" section that jemalloc "

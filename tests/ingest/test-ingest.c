@@ -472,6 +472,31 @@ static void test_non_utf8_names(void **state)
     profile_free(p);
 }
 
+/* Counts that each fit int64 but whose sums do not: found by the fuzzer.
+ * Output saturates instead of overflowing. */
+static void test_huge_values_saturate(void **state)
+{
+    const char text[] = "a;b 9000000000000000000\na;c 9000000000000000000\n";
+    struct profile *p = NULL;
+    assert_int_equal(parse_buf(text, sizeof(text) - 1, &p, NULL), 0);
+    struct query_opts o;
+    query_opts_init(&o);
+    struct query_folded *f = NULL;
+    struct query_top *t = NULL;
+    assert_int_equal(query_fold(p, &o, &f, NULL), 0);
+    assert_int_equal(query_top_build(f, o.sample, &t), 0);
+    struct hp_buf out = HP_BUF_INIT(0);
+    assert_int_equal(query_render_json(p, f, t, &o, &out), 0);
+    assert_non_null(strstr(out.data, "\"total\": 9223372036854775807"));
+    hp_buf_reset(&out);
+    assert_int_equal(query_render_collapsed(f, &o, &out), 0);
+    assert_non_null(strstr(out.data, "a;b 9000000000000000000\n"));
+    hp_buf_release(&out);
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+}
+
 static void test_limits_total_bytes(void **state)
 {
     struct ingest_limits lim;
@@ -557,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_huge_stack),
         cmocka_unit_test(test_bad_input_truncations),
         cmocka_unit_test(test_non_utf8_names),
+        cmocka_unit_test(test_huge_values_saturate),
         cmocka_unit_test(test_limits_total_bytes),
         cmocka_unit_test(test_maps_lines),
         cmocka_unit_test(test_collapsed_sums_to_total),

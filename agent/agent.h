@@ -1,0 +1,188 @@
+/* agent: the node-side helper that serves heap dump files, binaries by
+ * build-id and process figures to the collector, read-only.
+ *
+ * This header is the module's one public interface. The pieces are plain
+ * functions so that the parsers can be unit-tested and fuzzed without a
+ * server: dump file names, query strings, /proc text, and the folder access
+ * that decides what may be served at all. The HTTP server (server.c) and the
+ * executable (main.c) wire them to one libuv loop.
+ *
+ * Thread context: everything here may be called from any thread unless a
+ * comment says otherwise; struct agent_folders is read-only after
+ * agent_folders_open() and may be shared by worker threads. */
+#ifndef HP_AGENT_H
+#define HP_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/hp.h"
+
+/* ---- dump file names ----------------------------------------------------- */
+
+#define AGENT_NAME_MAX 255 /* longest file name considered (NAME_MAX) */
+
+enum agent_dump_kind {
+    AGENT_DUMP_JEMALLOC,   /* <prefix>.<pid>.<seq>.<i|m|u><n>.heap, <prefix>.<pid>.<seq>.f.heap */
+    AGENT_DUMP_DORIS,      /* jeheap_dump.<time>.<pid>.<rand>.heap (Doris /jeheap/dump) */
+    AGENT_DUMP_RISINGWAVE, /* <YYYY-mm-dd-HH-MM-SS>.auto.heap / .manual.heap */
+    AGENT_DUMP_STARROCKS,  /* heap_profile.<pid>.<rand> (StarRocks /pprof/heap leftovers) */
+    AGENT_DUMP_HEAP,       /* any other <name>.heap (prof.dump with an explicit name) */
+};
+
+/* What jemalloc or the database says caused the dump. */
+enum agent_dump_trigger {
+    AGENT_TRIGGER_NONE,
+    AGENT_TRIGGER_INTERVAL, /* jemalloc 'i': lg_prof_interval */
+    AGENT_TRIGGER_MANUAL,   /* jemalloc 'm' (prof.dump without a name), RisingWave manual */
+    AGENT_TRIGGER_GDUMP,    /* jemalloc 'u': prof_gdump, a new high-water mark */
+    AGENT_TRIGGER_FINAL,    /* jemalloc 'f': prof_final at exit */
+    AGENT_TRIGGER_AUTO,     /* RisingWave auto dump at the memory threshold */
+};
+
+struct agent_dumpname {
+    enum agent_dump_kind kind;
+    enum agent_dump_trigger trigger;
+    size_t prefix_len; /* the name's first prefix_len bytes are its prefix ("" for RisingWave) */
+    int64_t pid;       /* -1 when the name has none */
+    int64_t seq;       /* jemalloc's dump sequence number, -1 when none */
+    int64_t trigger_seq; /* the number after i/m/u, -1 when none */
+    int64_t time;      /* Doris: unix seconds from the name; -1 when none */
+    int tm[6];         /* RisingWave: year, month, day, hour, minute, second (node local time) */
+};
+
+/* Parse a dump file name (not a path). 1 and *ret filled when it is a heap
+ * dump name this agent serves, 0 when it is not (log files, temp files, ".",
+ * names with control characters or bytes outside printable ASCII), never an
+ * error: every other name is simply not a dump. */
+int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *ret);
+const char *agent_dump_kind_name(enum agent_dump_kind k);
+const char *agent_dump_trigger_name(enum agent_dump_trigger t);
+
+/* ---- HTTP request pieces -------------------------------------------------- */
+
+#define AGENT_QUERY_MAX 4096 /* longest query string and longest decoded value */
+
+/* Find `key` in a query string (the part after '?', without it) and
+ * percent-decode its value into out (NUL-terminated). Returns 1 found (value
+ * length in *ret_len), 0 absent, HP_EPARSE on a malformed escape, a decoded
+ * NUL byte or a repeated key (two values would let a proxy and this agent
+ * disagree on which one counts), HP_ETOOBIG when the value exceeds outsz - 1. */
+int agent_query_get(const char *qs, size_t qlen, const char *key, char *out, size_t outsz,
+                    size_t *ret_len);
+
+/* A route is chosen on the raw path, before any decoding, so an encoded
+ * "%2e%2e" or "%2f" can never be turned into a different route. */
+enum agent_route {
+    AGENT_ROUTE_NONE,
+    AGENT_ROUTE_HEALTH,
+    AGENT_ROUTE_DUMPS,
+    AGENT_ROUTE_NEWEST,
+    AGENT_ROUTE_FILE,
+    AGENT_ROUTE_IDENTITY,
+    AGENT_ROUTE_PROC,
+    AGENT_ROUTE_BUILDID_EXEC,
+    AGENT_ROUTE_BUILDID_DEBUG,
+};
+
+#define AGENT_BUILD_ID_HEX_MAX 128
+
+/* Map a raw request path (without the query) to a route. For the buildid
+ * routes the lowercase hex build-id is written to build_id (at least
+ * AGENT_BUILD_ID_HEX_MAX + 1 bytes). Anything not matching exactly is
+ * AGENT_ROUTE_NONE. */
+enum agent_route agent_route_match(const char *path, size_t len, char *build_id);
+
+/* ---- /proc figures -------------------------------------------------------- */
+
+#define AGENT_PROC_FIELDS_MAX 64
+
+struct agent_proc_field {
+    char key[32];
+    uint64_t value; /* bytes for "kB" lines, the bare number otherwise */
+    bool bytes;     /* the line was in kB */
+};
+
+struct agent_proc_fields {
+    struct agent_proc_field f[AGENT_PROC_FIELDS_MAX];
+    size_t n;
+    char name[32]; /* "Name:" line of /proc/<pid>/status, "" if none */
+};
+
+/* Parse the "Key:   123 kB" lines of /proc/<pid>/status or smaps_rollup.
+ * Lines that are not of that shape (the smaps_rollup address header, "Name:",
+ * signal masks in hex) are skipped; the first AGENT_PROC_FIELDS_MAX numeric
+ * fields are kept. Never fails: garbage yields no fields. */
+void agent_proc_parse(const char *text, size_t len, struct agent_proc_fields *ret);
+/* 1 and *ret_value when key is present, else 0. */
+int agent_proc_get(const struct agent_proc_fields *p, const char *key, uint64_t *ret_value);
+
+/* ---- the served folders --------------------------------------------------- */
+
+#define AGENT_FOLDERS_MAX 16
+#define AGENT_LIST_MAX 4096 /* dumps listed per request */
+
+struct agent_folder {
+    char *path; /* realpath of the folder as configured */
+    int fd;     /* O_DIRECTORY|O_PATH descriptor held for the life of the agent */
+};
+
+struct agent_folders {
+    struct agent_folder dir[AGENT_FOLDERS_MAX];
+    size_t n;
+};
+
+struct agent_dump {
+    char name[AGENT_NAME_MAX + 1];
+    size_t folder; /* index into agent_folders.dir */
+    uint64_t size;
+    int64_t mtime_ns;
+    struct agent_dumpname parsed;
+};
+
+/* Open each comma-separated folder (realpath, then O_DIRECTORY). */
+int agent_folders_open(struct agent_folders *f, const char *csv, struct hp_buf *err);
+void agent_folders_close(struct agent_folders *f);
+
+/* List the dump files (regular files with one link whose names parse as
+ * dumps; symlinks are never followed) in every folder, newest first (mtime, then name). At most
+ * AGENT_LIST_MAX entries; *ret is malloc'ed, free() it. Blocking: worker
+ * threads only. */
+int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, size_t *ret_n,
+                     struct hp_buf *err);
+
+/* Open a dump for reading by file name (any folder) or by absolute path
+ * (its directory must resolve to a configured folder). Refuses, with
+ * HP_ERR(EACCES), every name that is not a plain dump file name: "..", "/",
+ * NUL, symlinks, non-regular files, files with several hard links, names
+ * that are not dumps. HP_ENOTFOUND
+ * when there is no such dump. On success *ret_fd is an open O_RDONLY
+ * descriptor and *ret describes the file. Blocking: worker threads only. */
+int agent_dump_open_name(const struct agent_folders *f, const char *name, int *ret_fd,
+                         struct agent_dump *ret, struct hp_buf *err);
+int agent_dump_open_path(const struct agent_folders *f, const char *path, int *ret_fd,
+                         struct agent_dump *ret, struct hp_buf *err);
+
+/* 1 when the dump looks finished (a jemalloc text dump whose tail holds the
+ * "MAPPED_LIBRARIES:" trailer, or any other kind), 0 when it is still being
+ * written. Reads at most the last 1 MiB. */
+int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn);
+
+/* Housekeeping: in each folder, delete all but the newest `keep` dumps of each
+ * prefix (kind + prefix). Logs every deletion. Returns the number deleted or a
+ * negative error. Blocking: worker threads only. */
+int agent_dumps_prune(const struct agent_folders *f, unsigned keep, struct hp_buf *err);
+
+/* Extract the absolute file paths of a MAPPED_LIBRARIES section (the tail of
+ * a jemalloc dump, /proc/<pid>/maps format). Calls cb for each distinct path
+ * in order of first appearance; stops early when cb returns non-zero. Lines
+ * that are not maps lines are skipped. */
+void agent_maps_paths(const char *text, size_t len, int (*cb)(const char *path, void *arg),
+                      void *arg);
+
+/* Read the MAPPED_LIBRARIES section of an open dump into *ret (bounded by
+ * 4 MiB; HP_ENOTFOUND when the tail has none). */
+int agent_dump_read_maps(int fd, uint64_t size, struct hp_buf *ret);
+
+#endif

@@ -1,0 +1,494 @@
+/* The agent's parsers: dump file names, query strings, request paths, /proc
+ * "Key: value kB" text and MAPPED_LIBRARIES lines.
+ *
+ * All of them read untrusted bytes (a client's request, a folder anyone on the
+ * node can write to, the kernel's text) and share two rules: they take an
+ * explicit length and never read past it, and they never allocate, so a
+ * hostile input costs at most one pass over its bytes. Each has a libFuzzer
+ * target in tests/fuzz/agent_*.c. */
+#include "agent/agent.h"
+
+#include <string.h>
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Parse the decimal field [s, s+n): digits only (no sign, no blanks). */
+static int digits(const char *s, size_t n, int64_t *ret)
+{
+    uint64_t v;
+    if (n == 0 || n > 19)
+        return HP_EPARSE;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(s[i]))
+            return HP_EPARSE;
+    if (hp_parse_u64(s, n, &v) < 0 || v > INT64_MAX)
+        return HP_EPARSE;
+    *ret = (int64_t)v;
+    return 0;
+}
+
+/* Find the last '.' in [s, s+n) before position `end`; -1 when none. */
+static ptrdiff_t last_dot(const char *s, size_t end)
+{
+    for (size_t i = end; i > 0; i--)
+        if (s[i - 1] == '.')
+            return (ptrdiff_t)(i - 1);
+    return -1;
+}
+
+static bool has_suffix(const char *s, size_t n, const char *suf)
+{
+    size_t k = strlen(suf);
+    return n >= k && memcmp(s + n - k, suf, k) == 0;
+}
+
+static void dumpname_clear(struct agent_dumpname *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->pid = d->seq = d->trigger_seq = d->time = -1;
+}
+
+/* <prefix>.<pid>.<seq>.<i|m|u><n> or <prefix>.<pid>.<seq>.f, given the name
+ * without ".heap". The prefix may itself contain dots (Doris sets
+ * JEMALLOC_PROF_PRFIX="jemalloc_heap_profile_", RisingWave's K8s recipe a
+ * path), so the fields are taken from the right. */
+static bool parse_jemalloc(const char *s, size_t n, struct agent_dumpname *d)
+{
+    ptrdiff_t d3 = last_dot(s, n);
+    if (d3 < 0)
+        return false;
+    const char *v = s + d3 + 1;
+    size_t vn = n - (size_t)d3 - 1;
+    if (vn == 1 && v[0] == 'f') {
+        d->trigger = AGENT_TRIGGER_FINAL;
+    } else if (vn >= 2 && (v[0] == 'i' || v[0] == 'm' || v[0] == 'u')) {
+        if (digits(v + 1, vn - 1, &d->trigger_seq) < 0)
+            return false;
+        d->trigger = v[0] == 'i' ? AGENT_TRIGGER_INTERVAL
+                     : v[0] == 'm' ? AGENT_TRIGGER_MANUAL
+                                   : AGENT_TRIGGER_GDUMP;
+    } else {
+        return false;
+    }
+    ptrdiff_t d2 = last_dot(s, (size_t)d3);
+    if (d2 < 0 || digits(s + d2 + 1, (size_t)(d3 - d2 - 1), &d->seq) < 0)
+        return false;
+    ptrdiff_t d1 = last_dot(s, (size_t)d2);
+    if (d1 < 0 || digits(s + d1 + 1, (size_t)(d2 - d1 - 1), &d->pid) < 0)
+        return false;
+    d->kind = AGENT_DUMP_JEMALLOC;
+    d->prefix_len = (size_t)d1;
+    return true;
+}
+
+/* jeheap_dump.<time>.<pid>.<rand> (without ".heap"). */
+static bool parse_doris(const char *s, size_t n, struct agent_dumpname *d)
+{
+    static const char pfx[] = "jeheap_dump.";
+    size_t pl = sizeof(pfx) - 1;
+    int64_t rnd;
+    if (n <= pl || memcmp(s, pfx, pl) != 0)
+        return false;
+    const char *p = s + pl, *end = s + n;
+    const char *a = memchr(p, '.', (size_t)(end - p));
+    if (!a)
+        return false;
+    const char *b = memchr(a + 1, '.', (size_t)(end - a - 1));
+    if (!b)
+        return false;
+    if (digits(p, (size_t)(a - p), &d->time) < 0 ||
+        digits(a + 1, (size_t)(b - a - 1), &d->pid) < 0 ||
+        digits(b + 1, (size_t)(end - b - 1), &rnd) < 0)
+        return false;
+    d->kind = AGENT_DUMP_DORIS;
+    d->trigger = AGENT_TRIGGER_MANUAL;
+    d->prefix_len = pl - 1;
+    return true;
+}
+
+/* YYYY-mm-dd-HH-MM-SS (exactly 19 bytes), chrono's "%Y-%m-%d-%H-%M-%S". */
+static bool parse_rw_time(const char *s, size_t n, int tm[6])
+{
+    static const int width[6] = { 4, 2, 2, 2, 2, 2 };
+    static const int lo[6] = { 1970, 1, 1, 0, 0, 0 }, hi[6] = { 9999, 12, 31, 23, 59, 60 };
+    size_t pos = 0;
+    if (n != 19)
+        return false;
+    for (int i = 0; i < 6; i++) {
+        int64_t v;
+        if (i > 0 && s[pos++] != '-')
+            return false;
+        if (digits(s + pos, (size_t)width[i], &v) < 0 || v < lo[i] || v > hi[i])
+            return false;
+        tm[i] = (int)v;
+        pos += (size_t)width[i];
+    }
+    return true;
+}
+
+int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *ret)
+{
+    struct agent_dumpname d;
+    dumpname_clear(&d);
+    if (len == 0 || len > AGENT_NAME_MAX || name[0] == '.')
+        return 0; /* also rules out "." and ".." and hidden temp files */
+    /* Printable ASCII only: a name goes into JSON, a response header
+     * (X-Heapfleet-Dump-Name) and log lines, where a newline or invalid
+     * UTF-8 would break or inject. Every database names its dumps so. */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e || name[i] == '/')
+            return 0;
+
+    if (has_suffix(name, len, ".heap")) {
+        size_t n = len - 5;
+        if (n == 0)
+            return 0;
+        if (has_suffix(name, n, ".auto") || has_suffix(name, n, ".manual")) {
+            bool autod = has_suffix(name, n, ".auto");
+            size_t tn = n - (autod ? 5 : 7);
+            if (parse_rw_time(name, tn, d.tm)) {
+                d.kind = AGENT_DUMP_RISINGWAVE;
+                d.trigger = autod ? AGENT_TRIGGER_AUTO : AGENT_TRIGGER_MANUAL;
+                d.prefix_len = 0;
+                goto found;
+            }
+        }
+        if (parse_doris(name, n, &d))
+            goto found;
+        dumpname_clear(&d);
+        if (parse_jemalloc(name, n, &d))
+            goto found;
+        dumpname_clear(&d);
+        d.kind = AGENT_DUMP_HEAP;
+        d.prefix_len = n;
+        goto found;
+    }
+    /* StarRocks: heap_profile.<pid>.<rand>, no suffix. */
+    static const char sr[] = "heap_profile.";
+    size_t sl = sizeof(sr) - 1;
+    if (len > sl && memcmp(name, sr, sl) == 0) {
+        const char *p = name + sl, *end = name + len;
+        const char *a = memchr(p, '.', (size_t)(end - p));
+        int64_t rnd;
+        if (a && digits(p, (size_t)(a - p), &d.pid) == 0 &&
+            digits(a + 1, (size_t)(end - a - 1), &rnd) == 0) {
+            d.kind = AGENT_DUMP_STARROCKS;
+            d.trigger = AGENT_TRIGGER_MANUAL;
+            d.prefix_len = sl - 1;
+            goto found;
+        }
+    }
+    return 0;
+found:
+    *ret = d;
+    return 1;
+}
+
+const char *agent_dump_kind_name(enum agent_dump_kind k)
+{
+    switch (k) {
+    case AGENT_DUMP_JEMALLOC:
+        return "jemalloc";
+    case AGENT_DUMP_DORIS:
+        return "doris";
+    case AGENT_DUMP_RISINGWAVE:
+        return "risingwave";
+    case AGENT_DUMP_STARROCKS:
+        return "starrocks";
+    case AGENT_DUMP_HEAP:
+        return "heap";
+    }
+    return "unknown";
+}
+
+const char *agent_dump_trigger_name(enum agent_dump_trigger t)
+{
+    switch (t) {
+    case AGENT_TRIGGER_NONE:
+        return "none";
+    case AGENT_TRIGGER_INTERVAL:
+        return "interval";
+    case AGENT_TRIGGER_MANUAL:
+        return "manual";
+    case AGENT_TRIGGER_GDUMP:
+        return "gdump";
+    case AGENT_TRIGGER_FINAL:
+        return "final";
+    case AGENT_TRIGGER_AUTO:
+        return "auto";
+    }
+    return "unknown";
+}
+
+/* ---- query strings ---- */
+
+/* Decode [s, s+n) into out; '+' is a space (HTML form encoding, which curl
+ * and browsers produce). Returns the decoded length or a negative error. */
+static ptrdiff_t pct_decode(const char *s, size_t n, char *out, size_t outsz)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            int h, l;
+            if (i + 2 >= n)
+                return HP_EPARSE;
+            h = hexval(s[i + 1]);
+            l = hexval(s[i + 2]);
+            if (h < 0 || l < 0)
+                return HP_EPARSE;
+            c = (char)(h * 16 + l);
+            if (c == '\0')
+                return HP_EPARSE;
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        } else if (c == '\0') {
+            return HP_EPARSE;
+        }
+        if (o + 1 >= outsz)
+            return HP_ETOOBIG;
+        out[o++] = c;
+    }
+    if (outsz == 0)
+        return HP_ETOOBIG;
+    out[o] = '\0';
+    return (ptrdiff_t)o;
+}
+
+int agent_query_get(const char *qs, size_t qlen, const char *key, char *out, size_t outsz,
+                    size_t *ret_len)
+{
+    char kbuf[64];
+    size_t pos = 0;
+    int found = 0;
+    size_t found_len = 0;
+    if (qlen > AGENT_QUERY_MAX)
+        return HP_ETOOBIG;
+    while (pos < qlen) {
+        const char *pair = qs + pos;
+        const char *amp = memchr(pair, '&', qlen - pos);
+        size_t plen = amp ? (size_t)(amp - pair) : qlen - pos;
+        pos += plen + (amp ? 1 : 0);
+        if (plen == 0)
+            continue;
+        const char *eq = memchr(pair, '=', plen);
+        size_t klen = eq ? (size_t)(eq - pair) : plen;
+        ptrdiff_t kd = pct_decode(pair, klen, kbuf, sizeof(kbuf));
+        if (kd == HP_ETOOBIG)
+            continue; /* a key this long is none of ours */
+        if (kd < 0)
+            return (int)kd;
+        if (strcmp(kbuf, key) != 0)
+            continue;
+        if (found)
+            return HP_EPARSE;
+        const char *val = eq ? eq + 1 : pair + plen;
+        size_t vlen = eq ? plen - klen - 1 : 0;
+        ptrdiff_t vd = pct_decode(val, vlen, out, outsz);
+        if (vd < 0)
+            return (int)vd;
+        found = 1;
+        found_len = (size_t)vd;
+    }
+    if (found && ret_len)
+        *ret_len = found_len;
+    return found;
+}
+
+/* ---- routes ---- */
+
+static bool path_is(const char *p, size_t n, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n == k && memcmp(p, lit, k) == 0;
+}
+
+enum agent_route agent_route_match(const char *path, size_t len, char *build_id)
+{
+    if (path_is(path, len, "/health"))
+        return AGENT_ROUTE_HEALTH;
+    if (path_is(path, len, "/dumps"))
+        return AGENT_ROUTE_DUMPS;
+    if (path_is(path, len, "/dumps/newest"))
+        return AGENT_ROUTE_NEWEST;
+    if (path_is(path, len, "/dumps/file"))
+        return AGENT_ROUTE_FILE;
+    if (path_is(path, len, "/identity"))
+        return AGENT_ROUTE_IDENTITY;
+    if (path_is(path, len, "/proc"))
+        return AGENT_ROUTE_PROC;
+    static const char pfx[] = "/buildid/";
+    size_t pl = sizeof(pfx) - 1;
+    if (len > pl && memcmp(path, pfx, pl) == 0) {
+        const char *h = path + pl, *end = path + len;
+        const char *slash = memchr(h, '/', (size_t)(end - h));
+        if (!slash)
+            return AGENT_ROUTE_NONE;
+        size_t hn = (size_t)(slash - h);
+        /* A GNU build-id is 2..64 bytes; debuginfod clients send lowercase
+         * hex, uppercase is accepted and folded. */
+        if (hn < 4 || hn > AGENT_BUILD_ID_HEX_MAX || hn % 2 != 0)
+            return AGENT_ROUTE_NONE;
+        for (size_t i = 0; i < hn; i++) {
+            int v = hexval(h[i]);
+            if (v < 0)
+                return AGENT_ROUTE_NONE;
+            build_id[i] = "0123456789abcdef"[v];
+        }
+        build_id[hn] = '\0';
+        const char *rest = slash;
+        size_t rn = (size_t)(end - slash);
+        if (path_is(rest, rn, "/executable"))
+            return AGENT_ROUTE_BUILDID_EXEC;
+        if (path_is(rest, rn, "/debuginfo"))
+            return AGENT_ROUTE_BUILDID_DEBUG;
+    }
+    return AGENT_ROUTE_NONE;
+}
+
+/* ---- /proc text ---- */
+
+void agent_proc_parse(const char *text, size_t len, struct agent_proc_fields *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    size_t pos = 0;
+    while (pos < len) {
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        const char *colon = memchr(line, ':', ll);
+        if (!colon)
+            continue;
+        size_t kl = (size_t)(colon - line);
+        if (kl == 0 || kl >= sizeof(ret->f[0].key))
+            continue;
+        bool key_ok = true;
+        for (size_t i = 0; i < kl; i++) {
+            char c = line[i];
+            if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' ||
+                  c == '(' || c == ')'))
+                key_ok = false;
+        }
+        if (!key_ok)
+            continue;
+        const char *v = colon + 1, *end = line + ll;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        if (kl == 4 && memcmp(line, "Name", 4) == 0) {
+            size_t vn = HP_MIN((size_t)(end - v), sizeof(ret->name) - 1);
+            memcpy(ret->name, v, vn);
+            ret->name[vn] = '\0';
+            continue;
+        }
+        const char *num = v;
+        while (v < end && is_digit(*v))
+            v++;
+        size_t nn = (size_t)(v - num);
+        uint64_t value;
+        if (nn == 0 || hp_parse_u64(num, nn, &value) < 0)
+            continue;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        bool kb = false;
+        if ((size_t)(end - v) == 2 && memcmp(v, "kB", 2) == 0)
+            kb = true;
+        else if (v != end)
+            continue; /* "SigQ: 0/63" and other composite values */
+        if (kb) {
+            if (value > UINT64_MAX / 1024)
+                continue;
+            value *= 1024;
+        }
+        if (ret->n == AGENT_PROC_FIELDS_MAX)
+            break;
+        memcpy(ret->f[ret->n].key, line, kl);
+        ret->f[ret->n].key[kl] = '\0';
+        ret->f[ret->n].value = value;
+        ret->f[ret->n].bytes = kb;
+        ret->n++;
+    }
+}
+
+int agent_proc_get(const struct agent_proc_fields *p, const char *key, uint64_t *ret_value)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->f[i].key, key) == 0) {
+            *ret_value = p->f[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- MAPPED_LIBRARIES ---- */
+
+void agent_maps_paths(const char *text, size_t len, int (*cb)(const char *path, void *arg),
+                      void *arg)
+{
+    /* Paths repeat (one line per mapping of the same file); remember the
+     * hashes of those already reported. A bounded table: past it, repeats are
+     * reported again, which callers tolerate. */
+    uint64_t seen[256];
+    size_t nseen = 0;
+    char path[4096];
+    size_t pos = 0;
+    while (pos < len) {
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        /* address perms offset dev inode path: the path starts at the first
+         * '/' after five blank-separated fields. */
+        size_t i = 0;
+        int fields = 0;
+        while (i < ll && fields < 5) {
+            while (i < ll && line[i] == ' ')
+                i++;
+            if (i == ll)
+                break;
+            while (i < ll && line[i] != ' ')
+                i++;
+            fields++;
+        }
+        if (fields < 5)
+            continue;
+        while (i < ll && line[i] == ' ')
+            i++;
+        if (i == ll || line[i] != '/')
+            continue;
+        size_t pn = ll - i;
+        static const char del[] = " (deleted)";
+        if (pn >= sizeof(del) - 1 && memcmp(line + ll - (sizeof(del) - 1), del, sizeof(del) - 1) == 0)
+            continue; /* replaced on disk: the file there now is another one */
+        if (pn >= sizeof(path) || memchr(line + i, '\0', pn))
+            continue;
+        uint64_t h = hp_hash_bytes(line + i, pn, 0);
+        bool dup = false;
+        for (size_t k = 0; k < nseen; k++)
+            if (seen[k] == h)
+                dup = true;
+        if (dup)
+            continue;
+        if (nseen < HP_ARRAY_SIZE(seen))
+            seen[nseen++] = h;
+        memcpy(path, line + i, pn);
+        path[pn] = '\0';
+        if (cb(path, arg))
+            return;
+    }
+}

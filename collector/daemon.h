@@ -1,0 +1,148 @@
+/* The collector daemon: polls every node of the node list on a schedule and
+ * hands each attempt's outcome to a sink.
+ *
+ * One libuv loop owns the schedule, the curl transfers and the node state;
+ * parsing the dump and the figure pages and calling the sink happen on libuv
+ * worker threads (uv_queue_work), never on the loop.
+ *
+ * The sink is the seam between polling and storage: the daemon produces one
+ * struct collector_result per node and round (success or failure, always),
+ * and the sink keeps it. collector/sink-dir.c writes files; the SQLite store
+ * plugs in the same way. */
+#ifndef HP_COLLECTOR_DAEMON_H
+#define HP_COLLECTOR_DAEMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/hp.h"
+
+struct poll_node;
+struct poll_figures;
+struct profile;
+
+/* One HTTP request made for a node (every retry is its own attempt). */
+struct collector_attempt {
+    const char *what; /* "dump", "metrics", "tracker", "vars", "proc", "activate",
+                         "dump-path" (Doris /jeheap/dump), "agent-file" */
+    const char *url;
+    uint32_t attempt; /* 1 for the first try of this step */
+    int64_t start_ms; /* wall clock, ms since the epoch */
+    uint64_t elapsed_ms;
+    long http_code;    /* 0 when no response */
+    uint64_t bytes;    /* body bytes received (decoded) */
+    int status;        /* 0 or a negative HP_E* / -errno */
+    const char *error; /* the failure in words; NULL on success */
+};
+
+/* What one poll of one node produced. Everything is borrowed for the
+ * duration of collector_sink.record and freed by the daemon afterwards
+ * (copy what must live longer). */
+struct collector_result {
+    const struct poll_node *node; /* kind, name, address, labels */
+    uint64_t round;               /* 1 for the first round since start */
+    int64_t started_ms;           /* wall clock */
+    int64_t finished_ms;
+    int status;        /* 0: a dump was fetched (and parsed when a parser is set) */
+    const char *error; /* why the poll failed, in words; NULL on success */
+
+    /* The dump, exactly as received (after HTTP content decoding). */
+    const void *dump; /* NULL when none was fetched */
+    size_t dump_len;
+    const char *dump_url; /* where the bytes came from */
+    const char *dump_content_type;
+    const char *remote_path; /* Doris: where the node wrote the dump; else NULL */
+    uint64_t dump_ms;        /* time to fetch the dump */
+    /* The same bytes as this node's previous dump (an agent whose process
+     * wrote no new dump since): a sink may keep a reference, not a copy. */
+    bool dump_unchanged;
+
+    /* The parsed dump (NULL when there is none, no parser is set, or it did
+     * not parse; then parse_error says where: "line 12: ..."). Not const: a
+     * sink may symbolize it in place before storing; the daemon frees it. */
+    struct profile *profile;
+    const char *parse_error;
+
+    /* Doris activate=yes: when this daemon switched profiling on (wall ms),
+     * 0 if never. Allocations made before that are not in any dump. */
+    int64_t activated_ms;
+    const char *activation_reply;
+
+    /* Memory figures from /metrics, /mem_tracker, /vars, agent /proc. */
+    const struct poll_figures *figures;
+    const char *figures_error; /* problems getting figures ("; " joined) or NULL */
+
+    const struct collector_attempt *attempts;
+    size_t nattempts;
+};
+
+/* The store seam. Embed it in your own struct and recover that with
+ * hp_container_of. */
+struct collector_sink {
+    /* Keep one result. Worker thread; the daemon never runs two record calls
+     * at once, so a sink needs no lock of its own. 0, or a negative error with
+     * a message in err (logged by the daemon; the poll still counts). */
+    int (*record)(struct collector_sink *s, const struct collector_result *r, struct hp_buf *err);
+    /* Flush and free. Loop thread, after the last record call. May be NULL. */
+    void (*close)(struct collector_sink *s);
+};
+
+/* A dump parser, run on worker threads (ingest_parse fits after a cast-free
+ * wrapper). Returns 0 with *ret owned by the caller, or <0 with err saying where. */
+typedef int collector_parse_fn(const void *data, size_t len, struct profile **ret,
+                               struct hp_buf *err);
+
+struct uv_loop_s;
+
+/* Something else that lives on the collector's loop (the web API): started
+ * once the loop exists, stopped at shutdown after polling ended. stop must
+ * uv_close its handles; the daemon then runs the loop until they are gone.
+ * Both run on the loop thread. */
+struct collector_service {
+    int (*start)(struct collector_service *s, struct uv_loop_s *loop, struct hp_buf *err);
+    void (*stop)(struct collector_service *s);
+};
+
+struct collector_config {
+    const char *nodes_path; /* be.list */
+    uint64_t interval_ms;   /* between round starts */
+    int64_t spread_ms;      /* <0: default (interval/10, at most 5 min; 0 with once) */
+    uint32_t max_inflight;  /* nodes being fetched or processed at once */
+    uint32_t retries;       /* extra tries per request after a retryable failure */
+    uint64_t retry_base_ms; /* first backoff; doubles per retry, with jitter */
+    uint32_t connect_timeout_ms;
+    uint32_t timeout_ms; /* whole request */
+    uint64_t max_body;   /* bytes per response */
+    bool once;           /* one round, then exit */
+    bool strict;         /* refuse a node list with a bad line */
+    bool progress;       /* a progress line on stderr during --once */
+    struct collector_service *service; /* optional, e.g. the web API on --listen */
+};
+
+void collector_config_default(struct collector_config *c);
+
+/* Run the daemon until SIGTERM/SIGINT (or the end of the round with once).
+ * Returns the process exit status: 0, 1 when --once saw a failed node, 2 on
+ * a startup error (described on stderr). The sink is closed before return.
+ * Main thread; installs signal handlers on its own loop. */
+int collector_daemon_run(const struct collector_config *cfg, struct collector_sink *sink,
+                         collector_parse_fn *parse);
+
+/* A sink writing into a directory: DIR/<node>/<UTC time>.heap per dump and one
+ * JSON line per attempt in DIR/snapshots.jsonl (see sink-dir.c). */
+int collector_dirsink_new(const char *dir, struct collector_sink **ret,
+                          struct hp_buf *err) HP_MUST_CHECK;
+
+/* Symbolization settings of the store sink (see sym.h's sym_options). */
+struct collector_sym_config {
+    const char *binary;      /* the main executable, or NULL */
+    const char *symbols_dir; /* folder of binaries and debug files, or NULL */
+};
+
+/* The SQLite sink (sink-store.c): every attempt into the store at `db`,
+ * dumps symbolized once per binary with the store's symbol cache. */
+int collector_storesink_new(const char *db, const struct collector_sym_config *symcfg,
+                            struct collector_sink **ret, struct hp_buf *err) HP_MUST_CHECK;
+
+#endif

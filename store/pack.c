@@ -1,0 +1,187 @@
+/* pack.c: the store's compact encodings. Varints (LEB128, signed values
+ * zigzagged) for the packed columns, zstd for blobs, optionally compressed
+ * against a base ("patch-from": the base is a zstd prefix, so a dump that
+ * differs little from its node's keyframe costs a few kilobytes), and the
+ * content hash that addresses raw dumps.
+ *
+ * Decoders never trust stored bytes: a read past the end sets `bad`, and
+ * decompression must produce exactly the recorded size. */
+#include "store/store-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Large enough for any base + dump we delta-compress (see write.c); the
+ * decoder is allowed the same window. */
+#define STORE_ZSTD_WINDOW_LOG_MAX 27
+
+void store_pack_release(struct store_pack *b)
+{
+    free(b->data);
+    *b = (struct store_pack){ 0 };
+}
+
+static void pack_reserve(struct store_pack *b, size_t n)
+{
+    if (b->len + n > b->cap)
+        b->data = hp_xgrow(b->data, &b->cap, b->len + n, 1);
+}
+
+void store_pack_u64(struct store_pack *b, uint64_t v)
+{
+    pack_reserve(b, 10);
+    while (v >= 0x80) {
+        b->data[b->len++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (unsigned char)v;
+}
+
+void store_pack_i64(struct store_pack *b, int64_t v)
+{
+    store_pack_u64(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+void store_pack_bytes(struct store_pack *b, const void *data, size_t n)
+{
+    pack_reserve(b, n);
+    if (n)
+        memcpy(b->data + b->len, data, n);
+    b->len += n;
+}
+
+void store_pack_str(struct store_pack *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    store_pack_u64(b, n);
+    store_pack_bytes(b, s, n);
+}
+
+struct store_unpack store_unpack_column(sqlite3_stmt *st, int col)
+{
+    static const unsigned char none[1];
+    const unsigned char *p = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    if (!p || n <= 0)
+        return (struct store_unpack){ none, none, false };
+    return (struct store_unpack){ p, p + n, false };
+}
+
+uint64_t store_unpack_u64(struct store_unpack *u)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (u->p >= u->end) {
+            u->bad = true;
+            return 0;
+        }
+        unsigned char c = *u->p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    u->bad = true;
+    return 0;
+}
+
+int64_t store_unpack_i64(struct store_unpack *u)
+{
+    uint64_t v = store_unpack_u64(u);
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+const char *store_unpack_str(struct store_unpack *u, size_t *ret_len)
+{
+    uint64_t n = store_unpack_u64(u);
+    if (u->bad || n > (uint64_t)(u->end - u->p)) {
+        u->bad = true;
+        *ret_len = 0;
+        return "";
+    }
+    const char *s = (const char *)u->p;
+    u->p += n;
+    *ret_len = (size_t)n;
+    return s;
+}
+
+static unsigned window_log_for(size_t n)
+{
+    unsigned lg = 10; /* ZSTD_WINDOWLOG_MIN, which zstd.h keeps for static linking */
+    while (lg < STORE_ZSTD_WINDOW_LOG_MAX && ((size_t)1 << lg) < n)
+        lg++;
+    return lg;
+}
+
+int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
+                        size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err)
+{
+    if (!s->cctx)
+        s->cctx = ZSTD_createCCtx();
+    if (!s->cctx)
+        abort();
+    ZSTD_CCtx *c = s->cctx;
+    ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+    /* Level 3 with long-distance matching: a dump mostly repeats its base
+     * hundreds of kilobytes back. */
+    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3);
+    if (base && base_len) {
+        if (!ZSTD_isError(zr))
+            zr = ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog,
+                                        (int)window_log_for(base_len + len));
+        if (!ZSTD_isError(zr))
+            zr = ZSTD_CCtx_setParameter(c, ZSTD_c_enableLongDistanceMatching, 1);
+        if (!ZSTD_isError(zr))
+            zr = ZSTD_CCtx_refPrefix(c, base, base_len);
+    }
+    size_t bound = ZSTD_compressBound(len);
+    void *out = hp_xmalloc(bound ? bound : 1);
+    if (!ZSTD_isError(zr))
+        zr = ZSTD_compress2(c, out, bound, src, len);
+    if (ZSTD_isError(zr)) {
+        hp_err_printf(err, "%s: compressing %zu bytes: %s", s->path, len, ZSTD_getErrorName(zr));
+        free(out);
+        return HP_ESTORE;
+    }
+    *ret = out;
+    *ret_len = zr;
+    return 0;
+}
+
+int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
+                          size_t base_len, size_t size, void **ret, struct hp_buf *err)
+{
+    if (!s->dctx)
+        s->dctx = ZSTD_createDCtx();
+    if (!s->dctx)
+        abort();
+    ZSTD_DCtx *d = s->dctx;
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+    size_t zr = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, STORE_ZSTD_WINDOW_LOG_MAX);
+    if (!ZSTD_isError(zr) && base && base_len)
+        zr = ZSTD_DCtx_refPrefix(d, base, base_len);
+    unsigned long long content = ZSTD_getFrameContentSize(src, len);
+    if (content != size) {
+        hp_err_printf(err, "%s: stored blob says %llu bytes, expected %zu", s->path, content,
+                      size);
+        return HP_ECORRUPT;
+    }
+    void *out = hp_xmalloc(size ? size : 1);
+    if (!ZSTD_isError(zr))
+        zr = ZSTD_decompressDCtx(d, out, size, src, len);
+    if (ZSTD_isError(zr) || zr != size) {
+        hp_err_printf(err, "%s: decompressing a stored blob: %s", s->path,
+                      ZSTD_isError(zr) ? ZSTD_getErrorName(zr) : "short output");
+        free(out);
+        return HP_ECORRUPT;
+    }
+    *ret = out;
+    return 0;
+}
+
+void store_content_hash(const void *data, size_t len, unsigned char ret[16])
+{
+    uint64_t a = hp_hash_bytes(data, len, UINT64_C(0x9e3779b97f4a7c15));
+    uint64_t b = hp_hash_bytes(data, len, UINT64_C(0x6a09e667f3bcc909)) ^ hp_hash_u64(len);
+    memcpy(ret, &a, 8);
+    memcpy(ret + 8, &b, 8);
+}

@@ -1,0 +1,1065 @@
+/* read.c: everything that reads. Rebuilding a stored profile, the raw dump,
+ * snapshot and node listings, selectors, trend series and statistics.
+ *
+ * Loading a snapshot reads its packed sample set, then the stacks, locations,
+ * function and file names it needs. Those ids are fetched in a few range
+ * scans (ids of one node's data are mostly contiguous, having been inserted
+ * together) rather than one query per id: a 20k-stack profile loads in a
+ * few dozen milliseconds. Stored bytes are never trusted: a packed value that
+ * does not decode or names a missing row is reported as corruption. */
+#include "store/store-internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Ids closer than this are fetched in one range scan. */
+#define RANGE_GAP 64
+/* A keyframe chain longer than this is corruption (the writer makes 1). */
+#define MAX_BASE_DEPTH 4
+
+static int blob_load_depth(struct store *s, enum store_stmt_id get, int64_t id, int depth,
+                           void **ret, size_t *ret_len, struct hp_buf *err)
+{
+    const char *what = get == STMT_RAW_GET ? "raw dump" : "sample set";
+    if (depth > MAX_BASE_DEPTH) {
+        hp_err_printf(err, "%s: %s %lld: keyframe chain too long", s->path, what, (long long)id);
+        return HP_ECORRUPT;
+    }
+    sqlite3_stmt *st;
+    int r = store_stmt(s, get, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_row(s, st, "reading a stored blob", err)) < 0)
+        return r;
+    if (r == 0) {
+        hp_err_printf(err, "%s: %s %lld is missing", s->path, what, (long long)id);
+        return HP_ECORRUPT;
+    }
+    int64_t size = sqlite3_column_int64(st, 0);
+    int64_t base_id = sqlite3_column_int64(st, 1);
+    size_t zlen = (size_t)sqlite3_column_bytes(st, 2);
+    void *z = hp_xmalloc(zlen ? zlen : 1);
+    if (zlen)
+        memcpy(z, sqlite3_column_blob(st, 2), zlen);
+    sqlite3_reset(st);
+    void *base = NULL, *out = NULL;
+    size_t base_len = 0;
+    if (size < 0 || base_id == id) {
+        hp_err_printf(err, "%s: %s %lld has a bad header", s->path, what, (long long)id);
+        r = HP_ECORRUPT;
+        goto out;
+    }
+    if (base_id &&
+        (r = blob_load_depth(s, get, base_id, depth + 1, &base, &base_len, err)) < 0)
+        goto out;
+    if ((r = store_zstd_decompress(s, z, zlen, base, base_len, (size_t)size, &out, err)) < 0)
+        goto out;
+    *ret = out;
+    *ret_len = (size_t)size;
+out:
+    free(z);
+    free(base);
+    return r;
+}
+
+int store_blob_load(struct store *s, enum store_stmt_id get, int64_t id, void **ret,
+                    size_t *ret_len, struct hp_buf *err)
+{
+    return blob_load_depth(s, get, id, 0, ret, ret_len, err);
+}
+
+/* ---- loading a profile ---------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A set of database ids numbered densely in first-seen order, so the rows
+ * fetched for them land in plain arrays. */
+struct idset {
+    struct hp_map64 map; /* id -> dense index */
+    int64_t *ids;
+    size_t n, cap;
+    /* Optional direct-mapped cache in front of the map: a stack's location
+     * ids repeat across stacks and sit in a narrow id range, so most
+     * lookups end here. */
+    struct idset_slot {
+        int64_t id;
+        uint32_t v;
+    } *cache;
+};
+
+#define IDSET_CACHE 16384
+
+static uint32_t idset_add(struct idset *set, int64_t id)
+{
+    uint32_t v;
+    /* Real ids are > 0; anything else (corrupt data) bypasses the cache,
+     * whose zeroed slots would otherwise match id 0. */
+    struct idset_slot *slot =
+        set->cache && id > 0 ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
+    if (slot && slot->id == id)
+        return slot->v;
+    if (hp_map64_get(&set->map, (uint64_t)id, &v)) {
+        if (slot)
+            *slot = (struct idset_slot){ id, v };
+        return v;
+    }
+    if (slot)
+        *slot = (struct idset_slot){ id, (uint32_t)set->n };
+    set->ids = hp_xgrow(set->ids, &set->cap, set->n + 1, sizeof(*set->ids));
+    set->ids[set->n] = id;
+    v = (uint32_t)set->n++;
+    (void)hp_map64_put(&set->map, (uint64_t)id, v, &v);
+    return v;
+}
+
+static int64_t idset_find(const struct idset *set, int64_t id)
+{
+    uint32_t v;
+    return hp_map64_get(&set->map, (uint64_t)id, &v) ? (int64_t)v : -1;
+}
+
+static void idset_release(struct idset *set)
+{
+    free(set->cache);
+    hp_map64_release(&set->map);
+    free(set->ids);
+}
+
+/* Fetch the rows of `range` (id BETWEEN ?1 AND ?2) for every id of the set
+ * in a few range scans, calling cb(ctx, dense index, stmt) for each. */
+typedef int (*range_row_cb)(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err);
+
+static int range_fetch(struct store *s, enum store_stmt_id range, const struct idset *set,
+                       range_row_cb cb, void *ctx, struct hp_buf *err)
+{
+    size_t n = set->n;
+    int64_t *ids = hp_xmalloc((n + 1) * sizeof(*ids));
+    if (n)
+        memcpy(ids, set->ids, n * sizeof(*ids));
+    qsort(ids, n, sizeof(*ids), cmp_i64);
+    int r = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j + 1 < n && ids[j + 1] - ids[j] <= RANGE_GAP)
+            j++;
+        sqlite3_stmt *st;
+        if ((r = store_stmt(s, range, &st, err)) < 0)
+            goto out;
+        sqlite3_bind_int64(st, 1, ids[i]);
+        sqlite3_bind_int64(st, 2, ids[j]);
+        while ((r = store_step_row(s, st, "loading a profile", err)) == 1) {
+            int64_t k = idset_find(set, sqlite3_column_int64(st, 0));
+            if (k >= 0 && (r = cb(ctx, (size_t)k, st, err)) < 0) {
+                sqlite3_reset(st);
+                goto out;
+            }
+        }
+        if (r < 0)
+            goto out;
+        sqlite3_reset(st);
+        i = j + 1;
+    }
+out:
+    free(ids);
+    return r;
+}
+
+struct ld_stack {
+    size_t off; /* into ld.stack_lids */
+    uint32_t n;
+    bool found;
+    uint32_t pidx; /* profile stack index + 1 once added */
+};
+
+struct ld_loc {
+    int64_t object_id;
+    uint64_t address;
+    uint32_t flags;
+    size_t frame_off; /* into ld.frames */
+    uint32_t nframes;
+    bool found;
+    uint32_t pidx; /* profile location index */
+};
+
+struct ld_frame {
+    int64_t fid, file;
+    uint32_t line;
+};
+
+struct ld_name {
+    const char *s; /* interned in the profile, NULL if missing */
+};
+
+struct ld_map {
+    int64_t obj;
+    uint64_t offset, end;
+    size_t idx; /* into p->mappings */
+};
+
+struct loader {
+    struct store *s;
+    struct profile *p;
+    int64_t snap_id;
+    struct idset stackset, locset, fnset, fileset;
+    struct ld_stack *stacks;
+    uint32_t *stack_lids; /* dense location indexes */
+    size_t nstack_lids, stack_lids_cap;
+    struct ld_loc *locs;
+    struct ld_frame *frames;
+    size_t nframes, frames_cap;
+    struct ld_name *fn_names, *file_names;
+};
+
+static int corrupt(struct loader *ld, const char *what, struct hp_buf *err)
+{
+    hp_err_printf(err, "%s: snapshot #%lld: %s", ld->s->path, (long long)ld->snap_id, what);
+    return HP_ECORRUPT;
+}
+
+static int stack_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
+{
+    struct loader *ld = ctx;
+    struct store_unpack u = store_unpack_column(st, 1);
+    uint64_t n = store_unpack_u64(&u);
+    if (u.bad || n == 0 || n > (uint64_t)(u.end - u.p))
+        return corrupt(ld, "a stored stack does not decode", err);
+    ld->stack_lids = hp_xgrow(ld->stack_lids, &ld->stack_lids_cap, ld->nstack_lids + n,
+                              sizeof(*ld->stack_lids));
+    struct ld_stack *sk = &ld->stacks[i];
+    sk->off = ld->nstack_lids;
+    sk->n = (uint32_t)n;
+    sk->found = true;
+    for (uint64_t k = 0; k < n; k++)
+        ld->stack_lids[ld->nstack_lids++] =
+            idset_add(&ld->locset, (int64_t)store_unpack_u64(&u));
+    if (u.bad)
+        return corrupt(ld, "a stored stack does not decode", err);
+    return 0;
+}
+
+static int loc_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
+{
+    struct loader *ld = ctx;
+    struct ld_loc *l = &ld->locs[i];
+    l->object_id = sqlite3_column_int64(st, 1);
+    l->address = (uint64_t)sqlite3_column_int64(st, 2);
+    l->flags = (uint32_t)sqlite3_column_int64(st, 3);
+    l->found = true;
+    l->frame_off = ld->nframes;
+    if (sqlite3_column_type(st, 4) == SQLITE_NULL)
+        return 0;
+    struct store_unpack u = store_unpack_column(st, 4);
+    uint64_t n = store_unpack_u64(&u);
+    if (u.bad || n > (uint64_t)(u.end - u.p))
+        return corrupt(ld, "stored frames do not decode", err);
+    ld->frames = hp_xgrow(ld->frames, &ld->frames_cap, ld->nframes + n, sizeof(*ld->frames));
+    for (uint64_t k = 0; k < n; k++) {
+        struct ld_frame *f = &ld->frames[ld->nframes++];
+        f->fid = (int64_t)store_unpack_u64(&u);
+        f->file = (int64_t)store_unpack_u64(&u);
+        f->line = (uint32_t)store_unpack_u64(&u);
+    }
+    if (u.bad)
+        return corrupt(ld, "stored frames do not decode", err);
+    l->nframes = (uint32_t)n;
+    return 0;
+}
+
+static int fn_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
+{
+    struct loader *ld = ctx;
+    const char *t = (const char *)sqlite3_column_text(st, 1);
+    ld->fn_names[i].s = profile_intern(ld->p, t ? t : "", (size_t)sqlite3_column_bytes(st, 1));
+    return 0;
+}
+
+static int file_row_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
+{
+    struct loader *ld = ctx;
+    const char *t = (const char *)sqlite3_column_text(st, 1);
+    ld->file_names[i].s =
+        profile_intern(ld->p, t ? t : "", (size_t)sqlite3_column_bytes(st, 1));
+    return 0;
+}
+
+static const char *name_of(const struct idset *set, const struct ld_name *names, int64_t id)
+{
+    if (id <= 0)
+        return NULL;
+    int64_t k = idset_find(set, id);
+    return k >= 0 ? names[k].s : NULL;
+}
+
+static int ld_map_cmp(const void *a, const void *b)
+{
+    const struct ld_map *x = a, *y = b;
+    if (x->obj != y->obj)
+        return x->obj < y->obj ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void loader_release(struct loader *ld)
+{
+    idset_release(&ld->stackset);
+    idset_release(&ld->locset);
+    idset_release(&ld->fnset);
+    idset_release(&ld->fileset);
+    free(ld->stacks);
+    free(ld->stack_lids);
+    free(ld->locs);
+    free(ld->frames);
+    free(ld->fn_names);
+    free(ld->file_names);
+}
+
+struct raw_sample {
+    int64_t stack;
+    uint32_t thread;
+    int64_t raw[PV_COUNT];
+};
+
+static const char *unpack_opt_str(struct store_unpack *u, struct profile *p)
+{
+    if (!store_unpack_u64(u))
+        return NULL;
+    size_t n;
+    const char *s = store_unpack_str(u, &n);
+    if (memchr(s, 0, n))
+        u->bad = true;
+    return u->bad ? NULL : profile_intern(p, s, n);
+}
+
+/* Decode the packed sample set into p's header, mappings and threads, and
+ * the sample list (stack ids not yet resolved). */
+static int decode_sample_set(struct loader *ld, const void *blob, size_t len,
+                             struct raw_sample **ret_samples, size_t *ret_n, size_t *ret_nall,
+                             int64_t **ret_mobj, struct hp_buf *err)
+{
+    struct store_unpack u = { blob, (const unsigned char *)blob + len, false };
+    struct profile *p = ld->p;
+    struct raw_sample *sm = NULL;
+    int64_t *mobj = NULL;
+    if (store_unpack_u64(&u) != 1)
+        return corrupt(ld, "unknown sample set version", err);
+    uint64_t fmt = store_unpack_u64(&u), scaling = store_unpack_u64(&u);
+    if (fmt > PROFILE_FORMAT_COLLAPSED || scaling > PROFILE_SCALING_V2)
+        return corrupt(ld, "bad format or scaling in the sample set", err);
+    p->format = (enum profile_format)fmt;
+    p->scaling = (enum profile_scaling)scaling;
+    p->period = store_unpack_u64(&u);
+    p->has_alloc = store_unpack_u64(&u) != 0;
+    p->has_header_totals = store_unpack_u64(&u) != 0;
+    for (int v = 0; v < PV_COUNT; v++)
+        p->header_raw[v] = store_unpack_i64(&u);
+    p->time_ns = store_unpack_i64(&u);
+    p->hint = unpack_opt_str(&u, p);
+    for (int v = 0; v < PV_COUNT; v++)
+        p->value_unit[v] = unpack_opt_str(&u, p);
+
+    uint64_t nm = store_unpack_u64(&u);
+    if (u.bad || nm > (uint64_t)(u.end - u.p))
+        return corrupt(ld, "the sample set does not decode", err);
+    mobj = hp_xcalloc(nm + 1, sizeof(*mobj));
+    for (uint64_t i = 0; i < nm && !u.bad; i++) {
+        struct profile_mapping m = { 0 };
+        mobj[i] = (int64_t)store_unpack_u64(&u);
+        m.start = store_unpack_u64(&u);
+        m.limit = store_unpack_u64(&u);
+        m.offset = store_unpack_u64(&u);
+        m.inode = store_unpack_u64(&u);
+        size_t n;
+        const char *perms = store_unpack_str(&u, &n);
+        memcpy(m.perms, perms, HP_MIN(n, sizeof(m.perms) - 1));
+        m.flags = (uint32_t)store_unpack_u64(&u);
+        const char *path = store_unpack_str(&u, &n);
+        m.path = u.bad ? "" : profile_intern(p, path, n);
+        m.build_id = unpack_opt_str(&u, p);
+        if (!u.bad)
+            profile_mapping_add(p, &m);
+    }
+    uint64_t nt = store_unpack_u64(&u);
+    if (u.bad || nt > (uint64_t)(u.end - u.p))
+        goto bad;
+    for (uint64_t i = 0; i < nt && !u.bad; i++) {
+        uint64_t id = store_unpack_u64(&u);
+        const char *name = unpack_opt_str(&u, p);
+        int64_t raw[PV_COUNT];
+        for (int v = 0; v < PV_COUNT; v++)
+            raw[v] = store_unpack_i64(&u);
+        if (!u.bad)
+            (void)profile_thread_add(p, id, name, name ? strlen(name) : 0, raw);
+    }
+    uint64_t ns = store_unpack_u64(&u);
+    if (u.bad || ns > (uint64_t)(u.end - u.p))
+        goto bad;
+    sm = hp_xcalloc(ns + 1, sizeof(*sm));
+    int64_t prev = 0;
+    for (uint64_t i = 0; i < ns && !u.bad; i++) {
+        /* Unsigned: a corrupt delta must not overflow a signed sum. */
+        prev = (int64_t)((uint64_t)prev + (uint64_t)store_unpack_i64(&u));
+        sm[i].stack = prev;
+        for (int v = 0; v < PV_COUNT; v++)
+            sm[i].raw[v] = store_unpack_i64(&u);
+    }
+    uint64_t nts = store_unpack_u64(&u);
+    if (u.bad || nts > (uint64_t)(u.end - u.p))
+        goto bad;
+    sm = hp_xrealloc(sm, (ns + nts + 1) * sizeof(*sm));
+    prev = 0;
+    for (uint64_t i = ns; i < ns + nts && !u.bad; i++) {
+        /* Unsigned: a corrupt delta must not overflow a signed sum. */
+        prev = (int64_t)((uint64_t)prev + (uint64_t)store_unpack_i64(&u));
+        sm[i].stack = prev;
+        sm[i].thread = (uint32_t)store_unpack_u64(&u);
+        if (sm[i].thread == 0 || sm[i].thread > p->nthreads)
+            u.bad = true;
+        for (int v = 0; v < PV_COUNT; v++)
+            sm[i].raw[v] = store_unpack_i64(&u);
+    }
+    if (u.bad || u.p != u.end)
+        goto bad;
+    *ret_samples = sm;
+    *ret_n = (size_t)ns;
+    *ret_nall = (size_t)(ns + nts);
+    *ret_mobj = mobj;
+    return 0;
+bad:
+    free(sm);
+    free(mobj);
+    return corrupt(ld, "the sample set does not decode", err);
+}
+
+int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
+{
+    struct loader ld = { .s = s, .snap_id = id };
+    struct raw_sample *sm = NULL;
+    struct ld_map *maps = NULL;
+    int64_t *mobj = NULL;
+    void *blob = NULL;
+    size_t blob_len, ns = 0, nall = 0;
+    int r;
+
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_SNAP_PROFILE, &st, err)) < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_row(s, st, "loading a snapshot", err)) < 0)
+        return r;
+    if (r == 0) {
+        hp_err_printf(err, "%s: no snapshot #%lld", s->path, (long long)id);
+        return HP_ENOTFOUND;
+    }
+    char status[32];
+    store_col_text(st, 0, status, sizeof(status));
+    int64_t ss_id = sqlite3_column_int64(st, 1);
+    sqlite3_reset(st);
+    if (strcmp(status, "ok") != 0 || ss_id <= 0) {
+        hp_err_printf(err, "%s: snapshot #%lld holds no profile (status %s)", s->path,
+                      (long long)id, status);
+        return HP_ENOTFOUND;
+    }
+    if ((r = store_blob_load(s, STMT_SS_GET, ss_id, &blob, &blob_len, err)) < 0)
+        return r;
+    ld.p = profile_new(PROFILE_FORMAT_UNKNOWN);
+    if ((r = decode_sample_set(&ld, blob, blob_len, &sm, &ns, &nall, &mobj, err)) < 0)
+        goto out;
+    free(blob);
+    blob = NULL;
+
+    /* Stacks: sample stack ids become dense indexes. */
+    ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
+    for (size_t i = 0; i < nall; i++)
+        sm[i].stack = idset_add(&ld.stackset, sm[i].stack);
+    ld.stacks = hp_xcalloc(ld.stackset.n + 1, sizeof(*ld.stacks));
+    if ((r = range_fetch(s, STMT_STACKS_RANGE, &ld.stackset, stack_row_cb, &ld, err)) < 0)
+        goto out;
+    for (size_t i = 0; i < ld.stackset.n; i++)
+        if (!ld.stacks[i].found) {
+            r = corrupt(&ld, "a stack it names is missing", err);
+            goto out;
+        }
+
+    /* Locations and their frames. */
+    ld.locs = hp_xcalloc(ld.locset.n + 1, sizeof(*ld.locs));
+    if ((r = range_fetch(s, STMT_LOCS_RANGE, &ld.locset, loc_row_cb, &ld, err)) < 0)
+        goto out;
+
+    /* Function and file names. */
+    for (size_t i = 0; i < ld.nframes; i++) {
+        if (ld.frames[i].fid > 0)
+            (void)idset_add(&ld.fnset, ld.frames[i].fid);
+        if (ld.frames[i].file > 0)
+            (void)idset_add(&ld.fileset, ld.frames[i].file);
+    }
+    for (size_t i = 0; i < ld.locset.n; i++) {
+        if (!ld.locs[i].found) {
+            r = corrupt(&ld, "a location it names is missing", err);
+            goto out;
+        }
+        if (ld.locs[i].object_id == -1)
+            (void)idset_add(&ld.fnset, (int64_t)ld.locs[i].address);
+    }
+    ld.fn_names = hp_xcalloc(ld.fnset.n + 1, sizeof(*ld.fn_names));
+    ld.file_names = hp_xcalloc(ld.fileset.n + 1, sizeof(*ld.file_names));
+    if ((r = range_fetch(s, STMT_FUNCS_RANGE, &ld.fnset, fn_row_cb, &ld, err)) < 0 ||
+        (r = range_fetch(s, STMT_FILES_RANGE, &ld.fileset, file_row_cb, &ld, err)) < 0)
+        goto out;
+
+    /* Runtime addresses back from (object, file-relative address) through
+     * this snapshot's own mappings. */
+    struct profile *p = ld.p;
+    maps = hp_xcalloc(p->nmappings + 1, sizeof(*maps));
+    size_t nmaps = 0;
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if (mobj[i] > 0)
+            maps[nmaps++] = (struct ld_map){ mobj[i], m->offset,
+                                             m->offset + (m->limit - m->start), i };
+    }
+    qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
+    struct profile_frame *pf = NULL;
+    size_t pf_cap = 0;
+    for (size_t i = 0; i < ld.locset.n; i++) {
+        struct ld_loc *l = &ld.locs[i];
+        uint32_t idx;
+        if (l->object_id == -1) {
+            const char *name =
+                name_of(&ld.fnset, ld.fn_names, (int64_t)l->address);
+            if (!name) {
+                free(pf);
+                r = corrupt(&ld, "a named location has no name", err);
+                goto out;
+            }
+            idx = profile_location_for_name(p, name, strlen(name));
+        } else {
+            uint64_t addr = l->address;
+            if (l->object_id > 0) {
+                size_t lo = 0, hi = nmaps;
+                struct ld_map key = { l->object_id, addr, 0, 0 };
+                while (lo < hi) {
+                    size_t mid = lo + (hi - lo) / 2;
+                    if (ld_map_cmp(&maps[mid], &key) <= 0)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (lo > 0 && maps[lo - 1].obj == l->object_id && addr < maps[lo - 1].end) {
+                    const struct profile_mapping *m = &p->mappings[maps[lo - 1].idx];
+                    addr = addr - m->offset + m->start;
+                }
+            }
+            idx = profile_location_for_address(p, addr);
+        }
+        l->pidx = idx;
+        if (l->nframes) {
+            pf = hp_xgrow(pf, &pf_cap, l->nframes, sizeof(*pf));
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                const struct ld_frame *f = &ld.frames[l->frame_off + k];
+                pf[k].function = name_of(&ld.fnset, ld.fn_names, f->fid);
+                pf[k].file = name_of(&ld.fileset, ld.file_names, f->file);
+                pf[k].line = f->line;
+            }
+            profile_location_set_frames(p, idx, pf, l->nframes);
+        }
+        p->locs[idx].flags = l->flags;
+    }
+    free(pf);
+
+    /* Stacks in order of first use, then samples. */
+    uint32_t *tmp = NULL;
+    size_t tmp_cap = 0;
+    for (size_t i = 0; i < nall; i++) {
+        struct ld_stack *sk = &ld.stacks[sm[i].stack];
+        if (!sk->pidx) {
+            tmp = hp_xgrow(tmp, &tmp_cap, sk->n + 1, sizeof(*tmp));
+            for (uint32_t j = 0; j < sk->n; j++)
+                tmp[j] = ld.locs[ld.stack_lids[sk->off + j]].pidx;
+            sk->pidx = profile_stack_add(p, tmp, sk->n) + 1;
+        }
+        (void)profile_sample_add(p, sk->pidx - 1, i < ns ? 0 : sm[i].thread, sm[i].raw);
+    }
+    free(tmp);
+    profile_finish(p);
+    *ret = p;
+    ld.p = NULL;
+    r = 0;
+out:
+    free(blob);
+    free(sm);
+    free(maps);
+    free(mobj);
+    profile_free(ld.p);
+    loader_release(&ld);
+    return r;
+}
+
+int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,
+                       struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SNAP_GET_RAW, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_row(s, st, "reading a snapshot", err)) < 0)
+        return r;
+    int64_t raw_id = r ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    if (r == 0) {
+        hp_err_printf(err, "%s: no snapshot #%lld", s->path, (long long)id);
+        return HP_ENOTFOUND;
+    }
+    if (raw_id <= 0) {
+        hp_err_printf(err, "%s: snapshot #%lld kept no raw dump", s->path, (long long)id);
+        return HP_ENOTFOUND;
+    }
+    return store_blob_load(s, STMT_RAW_GET, raw_id, ret_data, ret_len, err);
+}
+
+/* ---- snapshot info and listings ------------------------------------------- */
+
+static int64_t col_ms(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col);
+}
+
+static enum profile_format format_from_name(const char *name)
+{
+    for (int f = PROFILE_FORMAT_JEMALLOC; f <= PROFILE_FORMAT_COLLAPSED; f++)
+        if (strcmp(name, profile_format_name((enum profile_format)f)) == 0)
+            return (enum profile_format)f;
+    return PROFILE_FORMAT_UNKNOWN;
+}
+
+/* Columns of SNAP_INFO / SNAP_LIST. */
+static void info_from_row(sqlite3_stmt *st, struct store_snapshot_info *si)
+{
+    memset(si, 0, sizeof(*si));
+    si->id = sqlite3_column_int64(st, 0);
+    si->node_id = sqlite3_column_int64(st, 1);
+    store_col_text(st, 2, si->node, sizeof(si->node));
+    si->taken_at = sqlite3_column_int64(st, 3);
+    char status[32], fmt[32];
+    store_col_text(st, 4, status, sizeof(status));
+    if (store_status_parse(status, &si->status) < 0)
+        si->status = STORE_STATUS_FETCH_FAILED;
+    store_col_text(st, 5, si->error, sizeof(si->error));
+    store_col_text(st, 6, fmt, sizeof(fmt));
+    si->format = format_from_name(fmt);
+    si->period = (uint64_t)sqlite3_column_int64(st, 7);
+    for (int v = 0; v < PV_COUNT; v++)
+        si->totals[v] = sqlite3_column_double(st, 8 + v);
+    si->nsamples = sqlite3_column_int64(st, 12);
+    si->raw_size = sqlite3_column_int64(st, 13);
+    si->prof_active = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1
+                                                                  : sqlite3_column_int(st, 14);
+    si->fetch_ms = col_ms(st, 15);
+    si->parse_ms = col_ms(st, 16);
+    si->symbolize_ms = col_ms(st, 17);
+    si->store_ms = col_ms(st, 18);
+}
+
+int store_snapshot_info(struct store *s, int64_t id, struct store_snapshot_info *ret,
+                        struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SNAP_INFO, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_row(s, st, "reading a snapshot", err)) < 0)
+        return r;
+    if (r == 0) {
+        hp_err_printf(err, "%s: no snapshot #%lld", s->path, (long long)id);
+        return HP_ENOTFOUND;
+    }
+    info_from_row(st, ret);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int store_snapshots_list(struct store *s, int64_t node_id, int64_t since_ms,
+                         int64_t until_ms, bool with_failed, store_snapshot_cb cb, void *ctx,
+                         struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SNAP_LIST, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    sqlite3_bind_int(st, 4, with_failed);
+    struct store_snapshot_info si;
+    while ((r = store_step_row(s, st, "listing snapshots", err)) == 1) {
+        info_from_row(st, &si);
+        if ((r = cb(&si, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_nodes_list(struct store *s, store_node_cb cb, void *ctx, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_NODES_LIST, &st, err);
+    if (r < 0)
+        return r;
+    struct store_node_row row;
+    while ((r = store_step_row(s, st, "listing nodes", err)) == 1) {
+        memset(&row, 0, sizeof(row));
+        row.id = sqlite3_column_int64(st, 0);
+        store_col_text(st, 1, row.name, sizeof(row.name));
+        store_col_text(st, 2, row.kind, sizeof(row.kind));
+        store_col_text(st, 3, row.address, sizeof(row.address));
+        store_col_text(st, 4, row.labels, sizeof(row.labels));
+        row.nsnapshots = sqlite3_column_int64(st, 5);
+        row.last_at = sqlite3_column_int64(st, 6);
+        char status[32];
+        store_col_text(st, 7, status, sizeof(status));
+        if (store_status_parse(status, &row.last_status) < 0)
+            row.last_status = STORE_STATUS_OK;
+        store_col_text(st, 8, row.last_error, sizeof(row.last_error));
+        row.last_ok_at = sqlite3_column_int64(st, 9);
+        row.last_ok_id = sqlite3_column_int64(st, 10);
+        for (int v = 0; v < PV_COUNT; v++)
+            row.last_ok_totals[v] = sqlite3_column_double(st, 11 + v);
+        if ((r = cb(&row, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_node_find(struct store *s, const char *name, int64_t *ret_id, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_NODE_FIND, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    if ((r = store_step_row(s, st, "finding a node", err)) < 0)
+        return r;
+    if (r == 0) {
+        hp_err_printf(err, "%s: no node named \"%s\"", s->path, name);
+        return HP_ENOTFOUND;
+    }
+    *ret_id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+/* ---- times and selectors -------------------------------------------------- */
+
+static bool digits(const char *s, int n, int *ret)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *ret = v;
+    return true;
+}
+
+int store_time_parse(const char *text, int64_t now_ms, int64_t *ret_ms)
+{
+    if (!text || !*text)
+        return HP_EUSAGE;
+    if (strcmp(text, "now") == 0) {
+        *ret_ms = now_ms;
+        return 0;
+    }
+    if (text[0] == '-') {
+        int64_t sec;
+        if (hp_parse_duration(text + 1, &sec) < 0 || sec > INT64_MAX / 1000)
+            return HP_EUSAGE;
+        *ret_ms = now_ms - sec * 1000;
+        return 0;
+    }
+    /* YYYY-MM-DD[(T| )HH:MM[:SS[.fff]]][Z|(+|-)HH[:]MM] */
+    const char *p = text;
+    struct tm tm = { 0 };
+    int y, mo, d, h = 0, mi = 0, sec = 0, ms = 0;
+    if (!digits(p, 4, &y) || p[4] != '-' || !digits(p + 5, 2, &mo) || p[7] != '-' ||
+        !digits(p + 8, 2, &d))
+        return HP_EUSAGE;
+    p += 10;
+    if (*p == 'T' || *p == 't' || *p == ' ') {
+        if (!digits(p + 1, 2, &h) || p[3] != ':' || !digits(p + 4, 2, &mi))
+            return HP_EUSAGE;
+        p += 6;
+        if (*p == ':') {
+            if (!digits(p + 1, 2, &sec))
+                return HP_EUSAGE;
+            p += 3;
+            if (*p == '.' || *p == ',') {
+                p++;
+                int nd = 0;
+                while (isdigit((unsigned char)*p)) {
+                    if (nd < 3)
+                        ms = ms * 10 + (*p - '0');
+                    nd++;
+                    p++;
+                }
+                if (nd == 0)
+                    return HP_EUSAGE;
+                for (; nd < 3; nd++)
+                    ms *= 10;
+            }
+        }
+    }
+    int64_t offset_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om = 0, sign = *p == '-' ? -1 : 1;
+        if (!digits(p + 1, 2, &oh))
+            return HP_EUSAGE;
+        p += 3;
+        if (*p == ':')
+            p++;
+        if (*p) {
+            if (!digits(p, 2, &om))
+                return HP_EUSAGE;
+            p += 2;
+        }
+        if (oh > 23 || om > 59)
+            return HP_EUSAGE;
+        offset_s = sign * (oh * 3600 + om * 60);
+    }
+    if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return HP_EUSAGE;
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    time_t t = timegm(&tm);
+    if (tm.tm_mday != d) /* 2026-02-31 normalized to March */
+        return HP_EUSAGE;
+    *ret_ms = ((int64_t)t - offset_s) * 1000 + ms;
+    return 0;
+}
+
+const char *store_time_format(int64_t ms, char *out, size_t outsz)
+{
+    time_t t = (time_t)(ms / 1000 - (ms % 1000 < 0));
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, outsz, "@%lld", (long long)ms);
+    return out;
+}
+
+int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
+                           int64_t *ret_id, struct hp_buf *err)
+{
+    int r;
+    sqlite3_stmt *st;
+    if (text[0] == '#') {
+        int64_t id;
+        if (hp_parse_i64(text + 1, strlen(text + 1), &id) < 0 || id <= 0) {
+            hp_err_printf(err, "\"%s\": expected #ID with a positive number", text);
+            return HP_EUSAGE;
+        }
+        if ((r = store_stmt(s, STMT_SNAP_OK_EXISTS, &st, err)) < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, id);
+        if ((r = store_step_row(s, st, "resolving a selector", err)) < 0)
+            return r;
+        char status[32] = "";
+        if (r)
+            store_col_text(st, 0, status, sizeof(status));
+        sqlite3_reset(st);
+        if (r == 0) {
+            hp_err_printf(err, "%s: no snapshot #%lld", s->path, (long long)id);
+            return HP_ENOTFOUND;
+        }
+        if (strcmp(status, "ok") != 0) {
+            hp_err_printf(err, "%s: snapshot #%lld holds no profile (status %s)", s->path,
+                          (long long)id, status);
+            return HP_ENOTFOUND;
+        }
+        *ret_id = id;
+        return 0;
+    }
+    const char *at = strrchr(text, '@');
+    size_t nlen = at ? (size_t)(at - text) : strlen(text);
+    char *node = hp_xstrndup(text, nlen);
+    int64_t node_id, when = INT64_MAX;
+    if ((r = store_node_find(s, node, &node_id, err)) < 0)
+        goto out;
+    if (at && (r = store_time_parse(at + 1, now_ms, &when)) < 0) {
+        hp_err_printf(err,
+                      "\"%s\": unreadable time \"%s\" (expected ISO 8601 like "
+                      "2026-11-22T09:00:00Z, or relative like -6h, -2d)",
+                      text, at + 1);
+        r = HP_EUSAGE;
+        goto out;
+    }
+    if ((r = store_stmt(s, STMT_SNAP_AT, &st, err)) < 0)
+        goto out;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, when);
+    if ((r = store_step_row(s, st, "resolving a selector", err)) < 0)
+        goto out;
+    if (r == 0) {
+        char tbuf[40];
+        if (at)
+            hp_err_printf(err, "%s: node \"%s\" has no stored profile at or before %s",
+                          s->path, node, store_time_format(when, tbuf, sizeof(tbuf)));
+        else
+            hp_err_printf(err, "%s: node \"%s\" has no stored profile yet", s->path, node);
+        r = HP_ENOTFOUND;
+        goto out;
+    }
+    *ret_id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    r = 0;
+out:
+    free(node);
+    return r;
+}
+
+/* ---- series ----------------------------------------------------------------- */
+
+int store_series_node(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                      const char *stat_name, struct store_point **ret_points, size_t *ret_n,
+                      struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SERIES_NODE, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    if (stat_name)
+        sqlite3_bind_text(st, 4, stat_name, -1, SQLITE_STATIC);
+    struct store_point *pts = NULL;
+    size_t n = 0, cap = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        pts = hp_xgrow(pts, &cap, n + 1, sizeof(*pts));
+        struct store_point *pt = &pts[n++];
+        pt->snapshot_id = sqlite3_column_int64(st, 0);
+        pt->taken_at = sqlite3_column_int64(st, 1);
+        for (int v = 0; v < PV_COUNT; v++)
+            pt->totals[v] = sqlite3_column_double(st, 2 + v);
+        pt->stat = sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN
+                                                               : sqlite3_column_double(st, 6);
+    }
+    sqlite3_reset(st);
+    if (r < 0) {
+        free(pts);
+        return r;
+    }
+    *ret_points = pts;
+    *ret_n = n;
+    return 0;
+}
+
+int store_series_function(struct store *s, int64_t node_id, const char *function,
+                          int64_t since_ms, int64_t until_ms,
+                          struct store_function_point **ret_points, size_t *ret_n,
+                          struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_FUNCTION_FIND, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(st, 1, function, -1, SQLITE_STATIC);
+    if ((r = store_step_row(s, st, "finding a function", err)) < 0)
+        return r;
+    if (r == 0) {
+        hp_err_printf(err, "%s: no function named \"%s\" in any stored profile", s->path,
+                      function);
+        return HP_ENOTFOUND;
+    }
+    int64_t fid = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if ((r = store_stmt(s, STMT_SERIES_FUNC, &st, err)) < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    sqlite3_bind_int64(st, 4, fid);
+    struct store_function_point *pts = NULL;
+    size_t n = 0, cap = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        pts = hp_xgrow(pts, &cap, n + 1, sizeof(*pts));
+        struct store_function_point *pt = &pts[n++];
+        pt->snapshot_id = sqlite3_column_int64(st, 0);
+        pt->taken_at = sqlite3_column_int64(st, 1);
+        pt->flat_space = sqlite3_column_int64(st, 2);
+        pt->cum_space = sqlite3_column_int64(st, 3);
+        pt->flat_objects = sqlite3_column_int64(st, 4);
+        pt->cum_objects = sqlite3_column_int64(st, 5);
+    }
+    sqlite3_reset(st);
+    if (r < 0) {
+        free(pts);
+        return r;
+    }
+    *ret_points = pts;
+    *ret_n = n;
+    return 0;
+}
+
+int store_function_totals(struct store *s, int64_t snapshot_id, store_function_cb cb, void *ctx,
+                          struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_FT_LIST, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, snapshot_id);
+    struct store_function_total row;
+    while ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
+        row.function_id = sqlite3_column_int64(st, 0);
+        row.name = (const char *)sqlite3_column_text(st, 1);
+        row.flat_space = sqlite3_column_int64(st, 2);
+        row.cum_space = sqlite3_column_int64(st, 3);
+        row.flat_objects = sqlite3_column_int64(st, 4);
+        row.cum_objects = sqlite3_column_int64(st, 5);
+        if ((r = cb(&row, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
+                         struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_STATS_LIST, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, snapshot_id);
+    struct store_stat stat;
+    while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
+        stat.name = (const char *)sqlite3_column_text(st, 0);
+        stat.unit = (const char *)sqlite3_column_text(st, 1);
+        if (stat.unit && !*stat.unit)
+            stat.unit = NULL;
+        stat.value = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN
+                                                                 : sqlite3_column_double(st, 2);
+        if ((r = cb(&stat, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}

@@ -1,0 +1,248 @@
+/* Declarations shared by the files of store/ and by nothing else: the
+ * connection object, the prepared statement table, the packing helpers and
+ * the writer's caches. Only files in store/ (and store's own tests, which
+ * check the on-disk format) include this. */
+#ifndef HP_STORE_INTERNAL_H
+#define HP_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+#include <zstd.h>
+
+#include "store/store.h"
+
+/* "HPFL": PRAGMA application_id of every heapfleet database. */
+#define STORE_APPLICATION_ID 0x4850464c
+
+struct store_migration {
+    int version;
+    const char *name;
+    const char *sql;
+};
+/* Generated at build time from store/migrations/ (store/embed.c). */
+extern const struct store_migration store_migrations[];
+extern const int store_nmigrations;
+
+/* Every statement the store runs, prepared once per connection on first use
+ * and always with bound parameters. */
+#define STORE_STMT_MAP(X)                                                                      \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                                \
+    X(COMMIT, "COMMIT")                                                                        \
+    X(ROLLBACK, "ROLLBACK")                                                                    \
+    X(NODE_UPSERT,                                                                             \
+      "INSERT INTO nodes(name, kind, address, labels, created_at, updated_at)"                 \
+      " VALUES (?1, coalesce(?2, ''), coalesce(?3, ''), coalesce(?4, ''), ?5, ?5)"             \
+      " ON CONFLICT(name) DO UPDATE SET kind = coalesce(?2, kind),"                            \
+      " address = coalesce(?3, address), labels = coalesce(?4, labels), updated_at = ?5"       \
+      " RETURNING id")                                                                         \
+    X(NODE_FIND, "SELECT id FROM nodes WHERE name = ?1")                                       \
+    X(RAW_FIND, "SELECT id, size FROM raw_dumps WHERE hash = ?1")                              \
+    X(RAW_INSERT, "INSERT INTO raw_dumps(hash, size, base_id, data) VALUES (?1, ?2, ?3, ?4)")  \
+    X(RAW_GET, "SELECT size, base_id, data FROM raw_dumps WHERE id = ?1")                      \
+    X(RAW_EXISTS, "SELECT 1 FROM raw_dumps WHERE id = ?1")                                     \
+    X(SS_EXISTS, "SELECT 1 FROM sample_sets WHERE id = ?1")                                    \
+    X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
+    X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
+    X(NODE_LAST_BASES,                                                                         \
+      "SELECT coalesce(r.base_id, r.id), coalesce(ss.base_id, ss.id) FROM snapshots s"         \
+      " LEFT JOIN raw_dumps r ON r.id = s.raw_id"                                              \
+      " LEFT JOIN sample_sets ss ON ss.id = s.samples_id"                                      \
+      " WHERE s.node_id = ?1 AND s.status = 'ok' ORDER BY s.taken_at DESC, s.id DESC LIMIT 1") \
+    X(OBJECT_FIND, "SELECT id FROM objects WHERE key = ?1")                                    \
+    X(OBJECT_INSERT, "INSERT INTO objects(key, build_id, path) VALUES (?1, ?2, ?3)")           \
+    X(FUNCTION_FIND, "SELECT id FROM functions WHERE name = ?1")                               \
+    X(FUNCTION_INSERT, "INSERT INTO functions(name) VALUES (?1)")                              \
+    X(FILE_FIND, "SELECT id FROM files WHERE path = ?1")                                       \
+    X(FILE_INSERT, "INSERT INTO files(path) VALUES (?1)")                                      \
+    X(LOC_FIND, "SELECT id, flags, frames_packed IS NOT NULL FROM locations"                   \
+                " WHERE object_id = ?1 AND address = ?2")                                      \
+    X(LOC_INSERT, "INSERT INTO locations(object_id, address, flags, frames_packed)"            \
+                  " VALUES (?1, ?2, ?3, ?4)")                                                  \
+    X(LOC_UPDATE, "UPDATE locations SET flags = ?2, frames_packed = ?3 WHERE id = ?1")        \
+    X(STACK_FIND, "SELECT id FROM stacks WHERE hash = ?1")                                     \
+    X(STACK_INSERT, "INSERT INTO stacks(hash, depth, locs_packed) VALUES (?1, ?2, ?3)")        \
+    X(SNAP_INSERT,                                                                             \
+      "INSERT INTO snapshots(node_id, taken_at, status, error, format, scaling, period,"        \
+      " has_alloc, time_hint_ns, hint, inuse_objects, inuse_space, alloc_objects,"             \
+      " alloc_space, nsamples, raw_id, raw_size, samples_id, source, prof_active, fetch_ms,"    \
+      " parse_ms, symbolize_ms, store_ms)"                                                     \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"   \
+      " ?18, ?19, ?20, ?21, ?22, ?23, ?24)")                                                   \
+    X(SNAP_REDERIVE,                                                                           \
+      "UPDATE snapshots SET status = 'ok', error = NULL, format = ?2, scaling = ?3,"           \
+      " period = ?4, has_alloc = ?5, time_hint_ns = ?6, hint = ?7, inuse_objects = ?8,"        \
+      " inuse_space = ?9, alloc_objects = ?10, alloc_space = ?11, nsamples = ?12,"             \
+      " samples_id = ?13 WHERE id = ?1")                                                       \
+    X(SNAP_GET_RAW, "SELECT raw_id, samples_id, node_id FROM snapshots WHERE id = ?1")        \
+    X(FT_INSERT, "INSERT INTO function_totals(snapshot_id, function_id, flat_space,"           \
+                 " cum_space, flat_objects, cum_objects) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")     \
+    X(FT_DELETE, "DELETE FROM function_totals WHERE snapshot_id = ?1")                         \
+    X(STAT_NAME_FIND, "SELECT id FROM stat_names WHERE name = ?1 AND unit = ?2")               \
+    X(STAT_NAME_INSERT, "INSERT INTO stat_names(name, unit) VALUES (?1, ?2)")                  \
+    X(STAT_INSERT, "INSERT INTO node_stats(snapshot_id, seq, stat_id, value)"                  \
+                   " VALUES (?1, ?2, ?3, ?4)")                                                 \
+    X(SNAP_PROFILE, "SELECT status, samples_id FROM snapshots WHERE id = ?1")                   \
+    X(STACKS_RANGE, "SELECT id, locs_packed FROM stacks WHERE id BETWEEN ?1 AND ?2")           \
+    X(LOCS_RANGE, "SELECT id, object_id, address, flags, frames_packed FROM locations"         \
+                  " WHERE id BETWEEN ?1 AND ?2")                                               \
+    X(FUNCS_RANGE, "SELECT id, name FROM functions WHERE id BETWEEN ?1 AND ?2")                \
+    X(FILES_RANGE, "SELECT id, path FROM files WHERE id BETWEEN ?1 AND ?2")                    \
+    X(OBJECT_GET, "SELECT key, build_id, path FROM objects WHERE id = ?1")                     \
+    X(SNAP_INFO,                                                                               \
+      "SELECT s.id, s.node_id, n.name, s.taken_at, s.status, s.error, s.format, s.period,"     \
+      " s.inuse_objects, s.inuse_space, s.alloc_objects, s.alloc_space, s.nsamples,"           \
+      " s.raw_size, s.prof_active, s.fetch_ms, s.parse_ms, s.symbolize_ms, s.store_ms"         \
+      " FROM snapshots s JOIN nodes n ON n.id = s.node_id WHERE s.id = ?1")                    \
+    X(SNAP_LIST,                                                                               \
+      "SELECT s.id, s.node_id, n.name, s.taken_at, s.status, s.error, s.format, s.period,"     \
+      " s.inuse_objects, s.inuse_space, s.alloc_objects, s.alloc_space, s.nsamples,"           \
+      " s.raw_size, s.prof_active, s.fetch_ms, s.parse_ms, s.symbolize_ms, s.store_ms"         \
+      " FROM snapshots s JOIN nodes n ON n.id = s.node_id"                                     \
+      " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3 AND (?4 OR s.status = 'ok')"    \
+      " ORDER BY s.taken_at, s.id")                                                            \
+    X(NODES_LIST,                                                                              \
+      "SELECT n.id, n.name, n.kind, n.address, n.labels,"                                      \
+      " (SELECT count(*) FROM snapshots WHERE node_id = n.id),"                                \
+      " l.taken_at, l.status, l.error, o.taken_at, o.id, o.inuse_objects, o.inuse_space,"      \
+      " o.alloc_objects, o.alloc_space FROM nodes n"                                           \
+      " LEFT JOIN snapshots l ON l.id = (SELECT id FROM snapshots WHERE node_id = n.id"        \
+      "   ORDER BY taken_at DESC, id DESC LIMIT 1)"                                            \
+      " LEFT JOIN snapshots o ON o.id = (SELECT id FROM snapshots WHERE node_id = n.id"        \
+      "   AND status = 'ok' ORDER BY taken_at DESC, id DESC LIMIT 1)"                          \
+      " ORDER BY n.name")                                                                      \
+    X(SNAP_AT,                                                                                 \
+      "SELECT id FROM snapshots WHERE node_id = ?1 AND status = 'ok' AND taken_at <= ?2"       \
+      " ORDER BY taken_at DESC, id DESC LIMIT 1")                                              \
+    X(SNAP_OK_EXISTS, "SELECT status FROM snapshots WHERE id = ?1")                            \
+    X(SERIES_NODE,                                                                             \
+      "SELECT s.id, s.taken_at, s.inuse_objects, s.inuse_space, s.alloc_objects,"              \
+      " s.alloc_space, (SELECT st.value FROM node_stats st WHERE st.snapshot_id = s.id"        \
+      "   AND st.stat_id IN (SELECT id FROM stat_names WHERE name = ?4) LIMIT 1)"              \
+      " FROM snapshots s WHERE s.node_id = ?1 AND s.status = 'ok'"                             \
+      " AND s.taken_at BETWEEN ?2 AND ?3 ORDER BY s.taken_at, s.id")                           \
+    X(SERIES_FUNC,                                                                             \
+      "SELECT s.id, s.taken_at, t.flat_space, t.cum_space, t.flat_objects, t.cum_objects"     \
+      " FROM snapshots s LEFT JOIN function_totals t"                                          \
+      "   ON t.snapshot_id = s.id AND t.function_id = ?4"                                      \
+      " WHERE s.node_id = ?1 AND s.status = 'ok' AND s.taken_at BETWEEN ?2 AND ?3"             \
+      " ORDER BY s.taken_at, s.id")                                                            \
+    X(FT_LIST,                                                                                 \
+      "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
+      " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \
+      " WHERE t.snapshot_id = ?1 ORDER BY t.cum_space DESC, f.name")                           \
+    X(STATS_LIST,                                                                              \
+      "SELECT n.name, n.unit, st.value FROM node_stats st JOIN stat_names n"                   \
+      " ON n.id = st.stat_id WHERE st.snapshot_id = ?1 ORDER BY st.seq")                       \
+    X(SS_RELEASE,                                                                              \
+      "DELETE FROM sample_sets WHERE id = ?1"                                                  \
+      " AND NOT EXISTS (SELECT 1 FROM snapshots WHERE samples_id = ?1)"                        \
+      " AND NOT EXISTS (SELECT 1 FROM sample_sets WHERE base_id = ?1) RETURNING base_id")      \
+    X(RAW_RELEASE,                                                                             \
+      "DELETE FROM raw_dumps WHERE id = ?1"                                                    \
+      " AND NOT EXISTS (SELECT 1 FROM snapshots WHERE raw_id = ?1)"                            \
+      " AND NOT EXISTS (SELECT 1 FROM raw_dumps WHERE base_id = ?1) RETURNING base_id")        \
+    X(RETAIN_OLD, "SELECT id FROM snapshots WHERE taken_at < ?1 ORDER BY id LIMIT ?2")         \
+    X(RETAIN_THIN,                                                                             \
+      "SELECT id FROM (SELECT id, status, row_number() OVER (PARTITION BY node_id,"            \
+      " taken_at / 86400000, status = 'ok' ORDER BY taken_at DESC, id DESC) AS rn"             \
+      " FROM snapshots WHERE taken_at < ?1) WHERE NOT (status = 'ok' AND rn = 1) LIMIT ?2")   \
+    X(SNAP_DELETE, "DELETE FROM snapshots WHERE id = ?1 RETURNING raw_id, samples_id")        \
+    X(STATS_DELETE, "DELETE FROM node_stats WHERE snapshot_id = ?1")                           \
+    X(SYMCACHE_GET,                                                                            \
+      "SELECT frames_packed FROM symbol_cache WHERE build_id = ?1 AND address = ?2")           \
+    X(SYMCACHE_PUT,                                                                            \
+      "INSERT OR REPLACE INTO symbol_cache(build_id, address, frames_packed, created_at)"      \
+      " VALUES (?1, ?2, ?3, ?4)")
+
+enum store_stmt_id {
+#define STORE_STMT_ENUM(name, sql) STMT_##name,
+    STORE_STMT_MAP(STORE_STMT_ENUM)
+#undef STORE_STMT_ENUM
+        STMT_COUNT
+};
+
+struct store_writer; /* write.c */
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    bool writer;
+    int version;
+    sqlite3_stmt *stmts[STMT_COUNT];
+    struct store_writer *w;
+    ZSTD_CCtx *cctx;
+    ZSTD_DCtx *dctx;
+};
+
+/* ---- store.c: errors, statements, transactions ---- */
+
+/* Translate an SQLite result into an HP_E* code and, for a person, a line
+ * "PATH: what: sqlite's message". The one place SQLite errors are mapped. */
+int store_sqlite_error(struct store *s, int rc, const char *what, struct hp_buf *err);
+/* The prepared statement `id`, reset and with bindings cleared. */
+int store_stmt(struct store *s, enum store_stmt_id id, sqlite3_stmt **ret, struct hp_buf *err);
+/* Step a statement that must finish (INSERT/UPDATE/DELETE): 0 or error. */
+int store_step_done(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err);
+/* Step a query: 1 row, 0 done, <0 error. */
+int store_step_row(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err);
+int store_exec(struct store *s, const char *sql, struct hp_buf *err);
+int store_tx_begin(struct store *s, struct hp_buf *err);
+int store_tx_commit(struct store *s, struct hp_buf *err);
+/* Roll back and forget writer caches that may name rows now gone. */
+void store_tx_rollback(struct store *s);
+/* Copy a text column (NULL -> "") into a fixed buffer. */
+void store_col_text(sqlite3_stmt *st, int col, char *out, size_t outsz);
+int store_require_writer(struct store *s, const char *what, struct hp_buf *err);
+
+/* ---- pack.c: varints and zstd ---- */
+
+struct store_pack {
+    unsigned char *data;
+    size_t len, cap;
+};
+void store_pack_release(struct store_pack *b);
+void store_pack_u64(struct store_pack *b, uint64_t v);
+void store_pack_i64(struct store_pack *b, int64_t v); /* zigzag */
+void store_pack_bytes(struct store_pack *b, const void *data, size_t n);
+void store_pack_str(struct store_pack *b, const char *s); /* NULL packs as length 0 */
+
+/* A reader over packed bytes; after any read past the end `bad` is set and
+ * reads return 0, so decoders check once at the end. */
+struct store_unpack {
+    const unsigned char *p, *end;
+    bool bad;
+};
+/* A reader over a blob column (NULL or empty reads as no bytes). */
+struct store_unpack store_unpack_column(sqlite3_stmt *st, int col);
+uint64_t store_unpack_u64(struct store_unpack *u);
+int64_t store_unpack_i64(struct store_unpack *u);
+/* Returns a pointer into the input (not NUL-terminated) and its length. */
+const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
+
+/* Compress src, against base (may be NULL) as a zstd prefix. *ret is malloc'd. */
+int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
+                        size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err);
+/* Decompress exactly `size` bytes (the stored size), with the same base. */
+int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
+                          size_t base_len, size_t size, void **ret, struct hp_buf *err);
+
+/* 16-byte content hash of a raw dump (two independent 64-bit hashes). */
+void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
+
+/* ---- write.c ---- */
+void store_writer_free(struct store_writer *w);
+/* Forget every cached id (after a rollback or a deletion). */
+void store_writer_reset(struct store *s);
+
+/* Delete a sample set (raw=false) or raw dump row unless a snapshot or
+ * another row's delta still refers to it; then its own base likewise.
+ * Returns the number of rows deleted. The writer's keyframe cache must be
+ * reset by the caller. (retain.c) */
+int store_blob_release(struct store *s, bool raw, int64_t id, struct hp_buf *err);
+
+/* ---- read.c ---- */
+/* Load a packed, possibly delta-compressed row of raw_dumps (STMT_RAW_GET) or
+ * sample_sets (STMT_SS_GET). *ret is malloc'd, *ret_len its size. */
+int store_blob_load(struct store *s, enum store_stmt_id get, int64_t id, void **ret,
+                    size_t *ret_len, struct hp_buf *err);
+
+#endif

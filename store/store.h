@@ -1,0 +1,319 @@
+/* store: heapfleet's database. One SQLite file (the embedded default) keeps
+ * every raw dump exactly as fetched, the deduplicated symbolized call trees
+ * derived from it, per-snapshot totals, node statistics and a symbol cache,
+ * and answers the reads the query engine and the web front end need.
+ *
+ * This is the only public header of the module. No SQLite type or SQL text
+ * crosses it: a PostgreSQL backend can be added behind the same functions.
+ *
+ * Model. A node is a process we profile (name unique). A snapshot is one
+ * attempt to take a profile of a node at a time: either a stored profile
+ * (status "ok") or a failed attempt with its error text. Every snapshot that
+ * has raw bytes keeps them (zstd-compressed, content-addressed), committed in
+ * the same transaction as anything derived from them, so a parser or
+ * symbolizer fix can re-derive it later (store_snapshot_reindex).
+ *
+ * Times are Unix milliseconds (int64) unless a name says otherwise.
+ *
+ * Threads. A struct store is one connection and is used by one thread at a
+ * time. A process has one writer (opened with STORE_OPEN_WRITE, typically on a
+ * dedicated store thread); readers open their own handles (any number, any
+ * thread) and see committed data while the writer works (WAL mode).
+ *
+ * Errors. Functions return 0 or a negative HP_E* code; `err` (may be NULL)
+ * receives a sentence naming the database and what went wrong. Lookups return
+ * HP_ENOTFOUND when the thing asked for does not exist. */
+#ifndef HP_STORE_H
+#define HP_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/hp.h"
+#include "store/profile.h"
+
+struct store;
+
+/* ---- opening ------------------------------------------------------------- */
+
+enum store_open_flags {
+    STORE_OPEN_READ = 0,       /* read-only; the file must exist */
+    STORE_OPEN_WRITE = 1 << 0, /* create if missing, migrate, allow writes */
+};
+
+/* The database path the CLI uses: `flag` (--db) if given, else
+ * $HEAPFLEET_DB if set and non-empty, else "heapfleet.db". */
+const char *store_path_default(const char *flag);
+
+/* Open (and with STORE_OPEN_WRITE create and migrate) the database at path.
+ * Refused with a clear message: a file that is not SQLite or is corrupted
+ * (HP_ECORRUPT), an SQLite file that is not a heapfleet database
+ * (HP_EMISMATCH), a database written by a newer heapfleet (HP_EVERSION), a
+ * missing file for STORE_OPEN_READ (HP_ENOTFOUND). */
+int store_open(const char *path, unsigned flags, struct store **ret, struct hp_buf *err)
+    HP_MUST_CHECK;
+/* Close; NULL is fine. */
+void store_close(struct store *s);
+const char *store_path(const struct store *s);
+/* Schema version of the open database and the newest this build knows. */
+int store_schema_version(const struct store *s);
+int store_schema_version_latest(void);
+/* PRAGMA integrity_check: 0 when "ok", HP_ECORRUPT with the first problems
+ * in err otherwise. */
+int store_check(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- nodes --------------------------------------------------------------- */
+
+struct store_node_info {
+    const char *name;    /* unique; required */
+    const char *kind;    /* doris, starrocks, databend, agent, url; may be NULL */
+    const char *address; /* host:port or URL; may be NULL */
+    const char *labels;  /* "key=value key=value" as in be.list; may be NULL */
+};
+
+/* Insert the node or update its kind/address/labels (NULL fields are left as
+ * they are). *ret_id is the node id. Writer only. */
+int store_node_upsert(struct store *s, const struct store_node_info *n, int64_t *ret_id,
+                      struct hp_buf *err) HP_MUST_CHECK;
+/* Node id by name: 0 or HP_ENOTFOUND. */
+int store_node_find(struct store *s, const char *name, int64_t *ret_id, struct hp_buf *err)
+    HP_MUST_CHECK;
+
+/* ---- snapshots: writing ---------------------------------------------------- */
+
+/* What happened to one attempt. Stored as text (the names below) so plain SQL
+ * reads well. */
+enum store_status {
+    STORE_STATUS_OK = 0,       /* profile stored */
+    STORE_STATUS_FETCH_FAILED, /* connection, timeout or HTTP error */
+    STORE_STATUS_PARSE_FAILED, /* bytes arrived but were not a profile */
+    STORE_STATUS_TOO_BIG,      /* over the configured size limit */
+    STORE_STATUS_INACTIVE,     /* profiling is not enabled on the node */
+    STORE_STATUS_COUNT,
+};
+const char *store_status_name(enum store_status st);
+int store_status_parse(const char *name, enum store_status *ret);
+
+struct store_fetch_info {
+    const char *source;  /* URL or file path the bytes came from; may be NULL */
+    int prof_active;     /* 1 active, 0 inactive, -1 unknown */
+    int64_t fetch_ms;    /* -1 when not measured */
+    int64_t parse_ms;
+    int64_t symbolize_ms;
+};
+#define STORE_FETCH_INFO_INIT                                                             \
+    ((struct store_fetch_info){ .prof_active = -1, .fetch_ms = -1, .parse_ms = -1,        \
+                                .symbolize_ms = -1 })
+
+/* One figure the node reported besides the profile: memory tracker values,
+ * RSS, jemalloc stats.*; name and unit exactly as the node reported them. */
+struct store_stat {
+    const char *name;
+    const char *unit; /* "bytes", "count", ... or NULL */
+    double value;
+};
+
+/* Store one profile of node `node_id` taken at `taken_at_ms`: the raw bytes
+ * (may be NULL/0 when the profile did not come from bytes), the profile
+ * (finished and, if available, symbolized), the fetch info (may be NULL) and
+ * `nstats` statistics. Everything goes in one transaction; when it returns 0
+ * the snapshot is durable (WAL commit). On error nothing of it is stored.
+ * Writer only. */
+int store_snapshot_insert(struct store *s, int64_t node_id, int64_t taken_at_ms,
+                          const struct profile *p, const void *raw, size_t raw_len,
+                          const struct store_fetch_info *fi, const struct store_stat *stats,
+                          size_t nstats, int64_t *ret_id, struct hp_buf *err) HP_MUST_CHECK;
+
+/* Record an attempt that produced no profile: status (not OK) and the error
+ * text; raw bytes if some arrived (a parse failure keeps them so a parser fix
+ * can re-derive the snapshot), statistics if any were fetched. Writer only. */
+int store_snapshot_attempt_record(struct store *s, int64_t node_id, int64_t taken_at_ms,
+                                  enum store_status status, const char *error,
+                                  const void *raw, size_t raw_len,
+                                  const struct store_fetch_info *fi,
+                                  const struct store_stat *stats, size_t nstats,
+                                  int64_t *ret_id, struct hp_buf *err) HP_MUST_CHECK;
+
+/* Replace everything derived for snapshot `id` with profile p (re-parsed and
+ * re-symbolized from its raw bytes); the raw bytes, time, node and statistics
+ * stay. A failed attempt whose raw bytes now parse becomes "ok". Frames of
+ * the profile's locations replace the stored ones. Writer only. */
+int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
+                           struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- snapshots: reading ----------------------------------------------------- */
+
+struct store_snapshot_info {
+    int64_t id;
+    int64_t node_id;
+    char node[128];
+    int64_t taken_at; /* ms */
+    enum store_status status;
+    char error[256];            /* "" when none */
+    enum profile_format format; /* UNKNOWN for failed attempts */
+    uint64_t period;
+    double totals[PV_COUNT];    /* un-sampled, all threads */
+    int64_t nsamples;
+    int64_t raw_size;           /* bytes as fetched; 0 if none kept */
+    int prof_active;            /* 1, 0, -1 unknown */
+    int64_t fetch_ms, parse_ms, symbolize_ms, store_ms; /* -1 unknown */
+};
+
+/* Rebuild the stored profile of snapshot `id`: samples, stacks, mappings,
+ * threads and symbolized frames, finished and un-sampled exactly as when it
+ * was inserted. HP_ENOTFOUND for a missing snapshot or one without profile
+ * (failed attempt). *ret is owned by the caller (profile_free). */
+int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
+    HP_MUST_CHECK;
+/* The raw bytes as fetched (malloc'd; free()). HP_ENOTFOUND if none kept. */
+int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,
+                       struct hp_buf *err) HP_MUST_CHECK;
+int store_snapshot_info(struct store *s, int64_t id, struct store_snapshot_info *ret,
+                        struct hp_buf *err) HP_MUST_CHECK;
+
+/* Resolve a snapshot selector to the id of a stored profile (status ok):
+ *   #ID        that snapshot
+ *   NODE       the node's latest snapshot
+ *   NODE@TIME  the node's latest snapshot at or before TIME: ISO 8601
+ *              (2026-11-22T09:00:00Z, 2026-11-22 09:00, 2026-11-22, with
+ *              Z or +hh:mm; no zone means UTC), or relative to `now_ms`
+ *              (-6h, -2d, -90m, -1w; "now").
+ * HP_ENOTFOUND when no node of that name exists (the caller may then try the
+ * text as a file path) or when the node has no snapshot at or before TIME
+ * (err says which); HP_EUSAGE for an unreadable TIME. */
+int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
+                           int64_t *ret_id, struct hp_buf *err) HP_MUST_CHECK;
+
+/* Parse a time: ISO 8601 as above or relative to now_ms. 0 or HP_EUSAGE. */
+int store_time_parse(const char *text, int64_t now_ms, int64_t *ret_ms);
+/* Format ms as "2026-11-22T09:00:00Z" (seconds precision) into out (>= 32). */
+const char *store_time_format(int64_t ms, char *out, size_t outsz);
+
+/* ---- listings -------------------------------------------------------------- */
+
+struct store_node_row {
+    int64_t id;
+    char name[128];
+    char kind[32];
+    char address[256];
+    char labels[256];
+    int64_t nsnapshots;
+    int64_t last_at;              /* last attempt, 0 if none */
+    enum store_status last_status;
+    char last_error[256];
+    int64_t last_ok_at;           /* 0 if never */
+    int64_t last_ok_id;
+    double last_ok_totals[PV_COUNT];
+};
+
+/* Calls cb for each node, by name. A non-zero return from cb stops the walk
+ * and is returned. */
+typedef int (*store_node_cb)(const struct store_node_row *row, void *ctx);
+int store_nodes_list(struct store *s, store_node_cb cb, void *ctx, struct hp_buf *err)
+    HP_MUST_CHECK;
+
+/* Snapshots of one node with since_ms <= taken_at <= until_ms (use 0 and
+ * INT64_MAX for all), oldest first; failed attempts included when
+ * `with_failed`. */
+typedef int (*store_snapshot_cb)(const struct store_snapshot_info *row, void *ctx);
+int store_snapshots_list(struct store *s, int64_t node_id, int64_t since_ms,
+                         int64_t until_ms, bool with_failed, store_snapshot_cb cb, void *ctx,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- series for trends ------------------------------------------------------ */
+
+/* One point of a node's series: a stored profile's totals and, when asked
+ * for, the value of one statistic (NaN when the snapshot lacks it). */
+struct store_point {
+    int64_t snapshot_id;
+    int64_t taken_at;
+    double totals[PV_COUNT];
+    double stat; /* NaN when none */
+};
+
+/* The node's ok snapshots in [since, until], oldest first. `stat_name` (may
+ * be NULL) selects the statistic to put in each point. *ret_points is
+ * malloc'd (free()). */
+int store_series_node(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                      const char *stat_name, struct store_point **ret_points, size_t *ret_n,
+                      struct hp_buf *err) HP_MUST_CHECK;
+
+/* Per-function totals of one snapshot: flat (the function is the innermost
+ * frame of the leaf) and cumulative (the function is anywhere on the stack,
+ * counted once per stack), un-sampled in-use bytes and objects. Only
+ * symbolized frames have functions; unsymbolized addresses are not counted
+ * (reindex once symbols are found). */
+struct store_function_total {
+    int64_t function_id;
+    const char *name; /* valid until the callback returns */
+    int64_t flat_space, cum_space, flat_objects, cum_objects;
+};
+typedef int (*store_function_cb)(const struct store_function_total *row, void *ctx);
+/* Function totals of a snapshot, largest cumulative bytes first. */
+int store_function_totals(struct store *s, int64_t snapshot_id, store_function_cb cb, void *ctx,
+                          struct hp_buf *err) HP_MUST_CHECK;
+
+struct store_function_point {
+    int64_t snapshot_id;
+    int64_t taken_at;
+    int64_t flat_space, cum_space, flat_objects, cum_objects; /* 0 when absent */
+};
+/* One function's totals over the node's ok snapshots in [since, until],
+ * oldest first (a snapshot where the function does not appear gives zeros).
+ * HP_ENOTFOUND when no function has that exact name. */
+int store_series_function(struct store *s, int64_t node_id, const char *function,
+                          int64_t since_ms, int64_t until_ms,
+                          struct store_function_point **ret_points, size_t *ret_n,
+                          struct hp_buf *err) HP_MUST_CHECK;
+
+/* Statistics of one snapshot, in the order the node reported them. */
+typedef int (*store_stat_cb)(const struct store_stat *stat, void *ctx);
+int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- retention -------------------------------------------------------------- */
+
+struct store_retain_policy {
+    int64_t retain_s; /* delete snapshots older than this; 0 keeps forever */
+    int64_t thin_after_s; /* older than this keep one per UTC day per node (the
+                           * last ok one); 0 disables thinning */
+    int64_t vacuum_pages; /* pages to reclaim by incremental vacuum; 0 = all */
+};
+
+struct store_retain_result {
+    int64_t snapshots_deleted;
+    int64_t raw_deleted;
+    int64_t pages_freed;
+};
+
+/* Apply the policy relative to now_ms. Writer only; runs in bounded
+ * transactions so readers and the collector are not blocked for long. */
+int store_retain(struct store *s, const struct store_retain_policy *pol, int64_t now_ms,
+                 struct store_retain_result *ret, struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- symbol cache -------------------------------------------------------------- */
+
+/* Frames the symbolizer found for (build-id, address relative to the
+ * object's load bias). get: 1 found (frames and their strings are allocated
+ * in `arena`, *ret_n may be 0 for "known to have no symbols"), 0 not cached,
+ * <0 error. put replaces. Any handle (a writer for put). */
+int store_symcache_get(struct store *s, const char *build_id, uint64_t address,
+                       struct hp_arena *arena, struct profile_frame **ret_frames,
+                       uint32_t *ret_n, struct hp_buf *err) HP_MUST_CHECK;
+int store_symcache_put(struct store *s, const char *build_id, uint64_t address,
+                       const struct profile_frame *frames, uint32_t n, struct hp_buf *err)
+    HP_MUST_CHECK;
+
+/* ---- size accounting ------------------------------------------------------- */
+
+struct store_usage {
+    int64_t file_bytes;    /* page_count * page_size */
+    int64_t free_bytes;    /* freelist pages * page_size */
+    int64_t raw_bytes;     /* compressed raw dumps */
+    int64_t raw_orig_bytes; /* their sizes as fetched */
+    int64_t snapshots, stacks, locations, functions;
+};
+int store_usage_get(struct store *s, struct store_usage *ret, struct hp_buf *err) HP_MUST_CHECK;
+
+#endif

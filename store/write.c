@@ -1,0 +1,1079 @@
+/* write.c: the writer. Nodes, snapshots (profile + raw dump + statistics in
+ * one transaction), failed attempts, re-derivation after reindex.
+ *
+ * How a profile is stored (see migrations/0001-init.sql for the tables):
+ *   - mappings name objects (by build-id, else node+inode+path);
+ *   - each location becomes (object, file-relative address), deduplicated
+ *     across snapshots and nodes, carrying its symbolized frames;
+ *   - each stack becomes a row of location ids, deduplicated by hash;
+ *   - the snapshot's own data (header fields, mappings, threads, samples with
+ *     their raw values) is one packed blob in sample_sets, zstd-compressed
+ *     against the node's keyframe blob; the raw dump likewise against the
+ *     node's keyframe dump. A new keyframe starts when a delta stops paying
+ *     (over half the keyframe's own compressed size).
+ *   - per-function flat/cumulative totals go to function_totals.
+ *
+ * The writer caches database ids of objects, functions, files, locations and
+ * stacks so a steady node costs hash lookups, not queries. Caches are only
+ * ever filled with ids of committed rows or rows of the open transaction;
+ * a rollback drops them all (store_writer_reset). */
+#include "store/store-internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLE_SET_VERSION 1
+#define NODE_BASES 8
+/* Delta-compress only when base + data fit the zstd window (pack.c). */
+#define DELTA_MAX_BYTES ((size_t)1 << 27)
+
+/* string -> database id, exact (interned strings compared in full). */
+struct name_ids {
+    struct hp_arena arena;
+    struct hp_strtab tab;
+    struct hp_map64 ids; /* interned pointer -> id */
+};
+
+struct blob_base {
+    int64_t id; /* 0: none */
+    void *data;
+    size_t len;
+    size_t csize; /* its compressed size */
+};
+
+struct node_base {
+    int64_t node_id; /* 0: free slot */
+    bool loaded;
+    uint64_t used;
+    struct blob_base raw, ss;
+};
+
+struct store_writer {
+    struct name_ids objects, functions, files, stat_names;
+    struct hp_map64 obj_index; /* object id -> index into locmaps + 1 */
+    struct hp_map64 *locmaps;  /* per object: address -> location id */
+    size_t nlocmaps, locmaps_cap;
+    struct hp_map64 symbolized; /* location id -> 1 when its frames are stored */
+    struct hp_map64 stacks;     /* stack hash -> stack id */
+    struct node_base bases[NODE_BASES];
+    uint64_t tick;
+};
+
+static void name_ids_init(struct name_ids *n)
+{
+    hp_arena_init(&n->arena);
+    hp_strtab_init(&n->tab, &n->arena);
+    hp_map64_init(&n->ids);
+}
+
+static void name_ids_release(struct name_ids *n)
+{
+    hp_map64_release(&n->ids);
+    hp_strtab_release(&n->tab);
+    hp_arena_release(&n->arena);
+}
+
+static void blob_base_clear(struct blob_base *b)
+{
+    free(b->data);
+    *b = (struct blob_base){ 0 };
+}
+
+void store_writer_free(struct store_writer *w)
+{
+    if (!w)
+        return;
+    name_ids_release(&w->objects);
+    name_ids_release(&w->functions);
+    name_ids_release(&w->files);
+    name_ids_release(&w->stat_names);
+    hp_map64_release(&w->obj_index);
+    for (size_t i = 0; i < w->nlocmaps; i++)
+        hp_map64_release(&w->locmaps[i]);
+    free(w->locmaps);
+    hp_map64_release(&w->symbolized);
+    hp_map64_release(&w->stacks);
+    for (int i = 0; i < NODE_BASES; i++) {
+        blob_base_clear(&w->bases[i].raw);
+        blob_base_clear(&w->bases[i].ss);
+    }
+    free(w);
+}
+
+static struct store_writer *writer_new(void)
+{
+    struct store_writer *w = hp_xcalloc(1, sizeof(*w));
+    name_ids_init(&w->objects);
+    name_ids_init(&w->functions);
+    name_ids_init(&w->files);
+    name_ids_init(&w->stat_names);
+    hp_map64_init(&w->obj_index);
+    hp_map64_init(&w->symbolized);
+    hp_map64_init(&w->stacks);
+    return w;
+}
+
+void store_writer_reset(struct store *s)
+{
+    store_writer_free(s->w);
+    s->w = NULL;
+}
+
+static struct store_writer *writer(struct store *s)
+{
+    if (!s->w)
+        s->w = writer_new();
+    return s->w;
+}
+
+/* Id of a row keyed by one text column (two for stat names, joined by
+ * "\x1f"), inserted when missing. */
+static int name_id(struct store *s, struct name_ids *n, enum store_stmt_id find,
+                   enum store_stmt_id insert, const char *key, const char *key2, int64_t *ret,
+                   struct hp_buf *err)
+{
+    char *joined = NULL;
+    const char *k = key;
+    if (key2) {
+        joined = hp_xasprintf("%s\x1f%s", key, key2);
+        k = joined;
+    }
+    const char *interned = hp_strtab_intern(&n->tab, k, strlen(k));
+    uint64_t slot = (uint64_t)(uintptr_t)interned;
+    uint32_t v;
+    int r = 0;
+    if (hp_map64_get(&n->ids, slot, &v)) {
+        *ret = v;
+        goto out;
+    }
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, find, &st, err)) < 0)
+        goto out;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (key2)
+        sqlite3_bind_text(st, 2, key2, -1, SQLITE_STATIC);
+    int64_t id;
+    r = store_step_row(s, st, "looking up a name", err);
+    if (r < 0)
+        goto out;
+    if (r == 1) {
+        id = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    } else {
+        if ((r = store_stmt(s, insert, &st, err)) < 0)
+            goto out;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        if (key2)
+            sqlite3_bind_text(st, 2, key2, -1, SQLITE_STATIC);
+        if ((r = store_step_done(s, st, "inserting a name", err)) < 0)
+            goto out;
+        id = sqlite3_last_insert_rowid(s->db);
+    }
+    r = 0;
+    if (id > 0 && id <= UINT32_MAX)
+        (void)hp_map64_put(&n->ids, slot, (uint32_t)id, &v);
+    *ret = id;
+out:
+    free(joined);
+    return r;
+}
+
+static int object_id(struct store *s, int64_t node_id, const struct profile_mapping *m,
+                     int64_t *ret, struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    char *key;
+    if (m->build_id && *m->build_id)
+        key = hp_xasprintf("b:%s", m->build_id);
+    else
+        key = hp_xasprintf("p:%lld:%llu:%s", (long long)node_id, (unsigned long long)m->inode,
+                           m->path);
+    const char *interned = hp_strtab_intern(&w->objects.tab, key, strlen(key));
+    uint64_t slot = (uint64_t)(uintptr_t)interned;
+    uint32_t v;
+    int r = 0;
+    if (hp_map64_get(&w->objects.ids, slot, &v)) {
+        *ret = v;
+        goto out;
+    }
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_OBJECT_FIND, &st, err)) < 0)
+        goto out;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int64_t id;
+    if ((r = store_step_row(s, st, "looking up an object", err)) < 0)
+        goto out;
+    if (r == 1) {
+        id = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    } else {
+        if ((r = store_stmt(s, STMT_OBJECT_INSERT, &st, err)) < 0)
+            goto out;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        if (m->build_id && *m->build_id)
+            sqlite3_bind_text(st, 2, m->build_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, m->path, -1, SQLITE_STATIC);
+        if ((r = store_step_done(s, st, "inserting an object", err)) < 0)
+            goto out;
+        id = sqlite3_last_insert_rowid(s->db);
+    }
+    r = 0;
+    if (id <= 0 || id > UINT32_MAX) {
+        hp_err_printf(err, "%s: object id %lld out of range", s->path, (long long)id);
+        r = HP_ESTORE;
+        goto out;
+    }
+    (void)hp_map64_put(&w->objects.ids, slot, (uint32_t)id, &v);
+    *ret = id;
+out:
+    free(key);
+    return r;
+}
+
+/* The per-object address map for an object id (0 absolute, -1 named). */
+static struct hp_map64 *locmap_for(struct store_writer *w, int64_t obj)
+{
+    uint64_t key = (uint64_t)obj;
+    uint32_t idx;
+    if (!hp_map64_get(&w->obj_index, key, &idx)) {
+        w->locmaps = hp_xgrow(w->locmaps, &w->locmaps_cap, w->nlocmaps + 1,
+                              sizeof(*w->locmaps));
+        hp_map64_init(&w->locmaps[w->nlocmaps]);
+        idx = (uint32_t)++w->nlocmaps;
+        (void)hp_map64_put(&w->obj_index, key, idx, &idx);
+    }
+    return &w->locmaps[idx - 1];
+}
+
+/* Database id of a profile string (function name or file). Strings of one
+ * profile are interned, so their pointers are a per-profile key that skips
+ * hashing the text again for every frame that repeats it. */
+static int profile_name_id(struct store *s, struct hp_map64 *by_ptr, struct name_ids *n,
+                           enum store_stmt_id find, enum store_stmt_id insert,
+                           const char *str, int64_t *ret, struct hp_buf *err)
+{
+    uint32_t v;
+    if (hp_map64_get(by_ptr, (uint64_t)(uintptr_t)str, &v)) {
+        *ret = v;
+        return 0;
+    }
+    int r = name_id(s, n, find, insert, str, NULL, ret, err);
+    if (r == 0 && *ret > 0 && *ret <= UINT32_MAX)
+        (void)hp_map64_put(by_ptr, (uint64_t)(uintptr_t)str, (uint32_t)*ret, &v);
+    return r;
+}
+
+/* Function and file ids of a location's frames: fids/file_ids are indexed
+ * like p->frames. */
+static int frames_ids(struct store *s, const struct profile *p, const struct profile_location *l,
+                      struct hp_map64 *fn_ptr, struct hp_map64 *file_ptr, int64_t *fids,
+                      int64_t *file_ids, struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    for (uint32_t i = 0; i < l->nframes; i++) {
+        uint32_t k = l->frame_off + i;
+        const struct profile_frame *f = &p->frames[k];
+        int r;
+        fids[k] = file_ids[k] = 0;
+        if (f->function &&
+            (r = profile_name_id(s, fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                                 STMT_FUNCTION_INSERT, f->function, &fids[k], err)) < 0)
+            return r;
+        if (f->file && (r = profile_name_id(s, file_ptr, &w->files, STMT_FILE_FIND,
+                                            STMT_FILE_INSERT, f->file, &file_ids[k], err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* frames_packed of a location: count, then (function id, file id, line). */
+static void frames_pack(const struct profile *p, const struct profile_location *l,
+                        const int64_t *fids, const int64_t *file_ids, struct store_pack *out)
+{
+    out->len = 0;
+    store_pack_u64(out, l->nframes);
+    for (uint32_t i = 0; i < l->nframes; i++) {
+        uint32_t k = l->frame_off + i;
+        store_pack_u64(out, (uint64_t)fids[k]);
+        store_pack_u64(out, (uint64_t)file_ids[k]);
+        store_pack_u64(out, p->frames[k].line);
+    }
+}
+
+/* Everything derived from one profile, before the snapshot row exists. */
+struct derived {
+    int64_t *mobj;  /* per mapping: object id or 0 */
+    int64_t *lid;   /* per location: location id */
+    int64_t *fids;  /* per frame: function id or 0 */
+    int64_t *file_ids; /* per frame: file id or 0 */
+    int64_t *sid;   /* per stack: stack id */
+    int64_t ss_id;  /* sample set row */
+    double totals[PV_COUNT];
+};
+
+static void derived_release(struct derived *d)
+{
+    free(d->mobj);
+    free(d->lid);
+    free(d->fids);
+    free(d->file_ids);
+    free(d->sid);
+}
+
+static bool mapping_is_object(const struct profile_mapping *m)
+{
+    return m->path && *m->path && !(m->flags & (PROFILE_MAP_ANON | PROFILE_MAP_SPECIAL));
+}
+
+static int store_locations(struct store *s, int64_t node_id, const struct profile *p,
+                           bool force_frames, struct derived *d, struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    struct store_pack fp = { 0 };
+    int r = 0;
+    d->mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d->mobj));
+    d->lid = hp_xcalloc(p->nlocs + 1, sizeof(*d->lid));
+    d->fids = hp_xcalloc(p->nframes + 1, sizeof(*d->fids));
+    d->file_ids = hp_xcalloc(p->nframes + 1, sizeof(*d->file_ids));
+    struct hp_map64 fn_ptr, file_ptr;
+    hp_map64_init(&fn_ptr);
+    hp_map64_init(&file_ptr);
+    for (size_t i = 0; i < p->nmappings; i++)
+        if (mapping_is_object(&p->mappings[i]) &&
+            (r = object_id(s, node_id, &p->mappings[i], &d->mobj[i], err)) < 0)
+            goto out;
+
+    for (size_t i = 0; i < p->nlocs; i++) {
+        const struct profile_location *l = &p->locs[i];
+        int64_t obj = 0;
+        uint64_t addr = l->address;
+        bool has_frames = l->nframes > 0 || (l->flags & PROFILE_LOC_SYMBOLIZED);
+        if (l->flags & PROFILE_LOC_NAMED) {
+            const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
+            int64_t fid = 0;
+            if (name && (r = profile_name_id(s, &fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                                             STMT_FUNCTION_INSERT, name, &fid, err)) < 0)
+                goto out;
+            obj = -1;
+            addr = (uint64_t)fid;
+        } else if (l->mapping && l->mapping <= p->nmappings && d->mobj[l->mapping - 1] > 0) {
+            const struct profile_mapping *m = &p->mappings[l->mapping - 1];
+            obj = d->mobj[l->mapping - 1];
+            addr = l->address - m->start + m->offset;
+        }
+        /* SQLite integers are signed; addresses round-trip through the cast. */
+        struct hp_map64 *lm = locmap_for(w, obj);
+        uint32_t cached;
+        int64_t id = 0;
+        bool stored_frames = false;
+        if (hp_map64_get(lm, addr, &cached)) {
+            id = cached;
+            uint32_t one;
+            stored_frames = hp_map64_get(&w->symbolized, (uint64_t)id, &one);
+        } else {
+            sqlite3_stmt *st;
+            if ((r = store_stmt(s, STMT_LOC_FIND, &st, err)) < 0)
+                goto out;
+            sqlite3_bind_int64(st, 1, obj);
+            sqlite3_bind_int64(st, 2, (int64_t)addr);
+            if ((r = store_step_row(s, st, "looking up a location", err)) < 0)
+                goto out;
+            if (r == 1) {
+                id = sqlite3_column_int64(st, 0);
+                stored_frames = sqlite3_column_int(st, 2) != 0;
+                sqlite3_reset(st);
+            }
+            r = 0;
+        }
+        if ((r = frames_ids(s, p, l, &fn_ptr, &file_ptr, d->fids, d->file_ids, err)) < 0)
+            goto out;
+        if (has_frames && (id == 0 || !stored_frames || force_frames))
+            frames_pack(p, l, d->fids, d->file_ids, &fp);
+        if (id == 0) {
+            sqlite3_stmt *st;
+            if ((r = store_stmt(s, STMT_LOC_INSERT, &st, err)) < 0)
+                goto out;
+            sqlite3_bind_int64(st, 1, obj);
+            sqlite3_bind_int64(st, 2, (int64_t)addr);
+            sqlite3_bind_int64(st, 3, l->flags);
+            if (has_frames)
+                sqlite3_bind_blob(st, 4, fp.data, (int)fp.len, SQLITE_STATIC);
+            if ((r = store_step_done(s, st, "inserting a location", err)) < 0)
+                goto out;
+            id = sqlite3_last_insert_rowid(s->db);
+            stored_frames = has_frames;
+        } else if (has_frames && (!stored_frames || force_frames)) {
+            /* Newer symbolization wins: a location first stored bare gets
+             * its frames when a symbolized profile (or a reindex) brings them. */
+            sqlite3_stmt *st;
+            if ((r = store_stmt(s, STMT_LOC_UPDATE, &st, err)) < 0)
+                goto out;
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_int64(st, 2, l->flags);
+            sqlite3_bind_blob(st, 3, fp.data, (int)fp.len, SQLITE_STATIC);
+            if ((r = store_step_done(s, st, "updating a location", err)) < 0)
+                goto out;
+            stored_frames = true;
+        }
+        if (id <= 0 || id > UINT32_MAX) {
+            hp_err_printf(err, "%s: location id %lld out of range", s->path, (long long)id);
+            r = HP_ESTORE;
+            goto out;
+        }
+        uint32_t old;
+        (void)hp_map64_put(lm, addr, (uint32_t)id, &old);
+        if (stored_frames)
+            (void)hp_map64_put(&w->symbolized, (uint64_t)id, 1, &old);
+        d->lid[i] = id;
+    }
+out:
+    hp_map64_release(&fn_ptr);
+    hp_map64_release(&file_ptr);
+    store_pack_release(&fp);
+    return r;
+}
+
+static int store_stacks(struct store *s, const struct profile *p, struct derived *d,
+                        struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    struct store_pack sp = { 0 };
+    int r = 0;
+    d->sid = hp_xcalloc(p->nstacks + 1, sizeof(*d->sid));
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
+        uint32_t n = p->stacks[i].n;
+        if (n == 0) {
+            /* Parsers refuse empty stacks; a caller that builds one is wrong. */
+            hp_err_printf(err, "%s: stack %zu of the profile is empty", s->path, i);
+            r = HP_EUSAGE;
+            goto out;
+        }
+        sp.len = 0;
+        store_pack_u64(&sp, n);
+        for (uint32_t j = 0; j < n; j++)
+            store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
+        /* 63 bits so the hash is a non-negative SQLite integer. */
+        uint64_t h = hp_hash_bytes(sp.data, sp.len, UINT64_C(0x5354414b)) >> 1;
+        uint32_t cached;
+        int64_t id = 0;
+        if (hp_map64_get(&w->stacks, h, &cached)) {
+            id = cached;
+        } else {
+            sqlite3_stmt *st;
+            if ((r = store_stmt(s, STMT_STACK_FIND, &st, err)) < 0)
+                goto out;
+            sqlite3_bind_int64(st, 1, (int64_t)h);
+            if ((r = store_step_row(s, st, "looking up a stack", err)) < 0)
+                goto out;
+            if (r == 1) {
+                id = sqlite3_column_int64(st, 0);
+                sqlite3_reset(st);
+            } else {
+                if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
+                    goto out;
+                sqlite3_bind_int64(st, 1, (int64_t)h);
+                sqlite3_bind_int64(st, 2, n);
+                sqlite3_bind_blob(st, 3, sp.data, (int)sp.len, SQLITE_STATIC);
+                if ((r = store_step_done(s, st, "inserting a stack", err)) < 0)
+                    goto out;
+                id = sqlite3_last_insert_rowid(s->db);
+            }
+            r = 0;
+            if (id <= 0 || id > UINT32_MAX) {
+                hp_err_printf(err, "%s: stack id %lld out of range", s->path, (long long)id);
+                r = HP_ESTORE;
+                goto out;
+            }
+            (void)hp_map64_put(&w->stacks, h, (uint32_t)id, &cached);
+        }
+        d->sid[i] = id;
+    }
+out:
+    store_pack_release(&sp);
+    return r;
+}
+
+static void pack_opt_str(struct store_pack *b, const char *str)
+{
+    store_pack_u64(b, str != NULL);
+    if (str)
+        store_pack_str(b, str);
+}
+
+static void pack_sample_set(const struct profile *p, const struct derived *d,
+                            struct store_pack *b)
+{
+    store_pack_u64(b, SAMPLE_SET_VERSION);
+    store_pack_u64(b, (uint64_t)p->format);
+    store_pack_u64(b, (uint64_t)p->scaling);
+    store_pack_u64(b, p->period);
+    store_pack_u64(b, p->has_alloc);
+    store_pack_u64(b, p->has_header_totals);
+    for (int v = 0; v < PV_COUNT; v++)
+        store_pack_i64(b, p->header_raw[v]);
+    store_pack_i64(b, p->time_ns);
+    pack_opt_str(b, p->hint);
+    for (int v = 0; v < PV_COUNT; v++)
+        pack_opt_str(b, p->value_unit[v]);
+
+    store_pack_u64(b, p->nmappings);
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        store_pack_u64(b, (uint64_t)d->mobj[i]);
+        store_pack_u64(b, m->start);
+        store_pack_u64(b, m->limit);
+        store_pack_u64(b, m->offset);
+        store_pack_u64(b, m->inode);
+        store_pack_str(b, m->perms);
+        store_pack_u64(b, m->flags);
+        store_pack_str(b, m->path);
+        pack_opt_str(b, m->build_id);
+    }
+    store_pack_u64(b, p->nthreads);
+    for (size_t i = 0; i < p->nthreads; i++) {
+        const struct profile_thread *t = &p->threads[i];
+        store_pack_u64(b, t->id);
+        pack_opt_str(b, t->name);
+        for (int v = 0; v < PV_COUNT; v++)
+            store_pack_i64(b, t->raw[v]);
+    }
+    int64_t prev = 0;
+    store_pack_u64(b, p->nsamples);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct profile_sample *sm = &p->samples[i];
+        store_pack_i64(b, d->sid[sm->stack] - prev);
+        prev = d->sid[sm->stack];
+        for (int v = 0; v < PV_COUNT; v++)
+            store_pack_i64(b, sm->raw[v]);
+    }
+    prev = 0;
+    store_pack_u64(b, p->nthread_samples);
+    for (size_t i = 0; i < p->nthread_samples; i++) {
+        const struct profile_sample *sm = &p->thread_samples[i];
+        store_pack_i64(b, d->sid[sm->stack] - prev);
+        prev = d->sid[sm->stack];
+        store_pack_u64(b, sm->thread);
+        for (int v = 0; v < PV_COUNT; v++)
+            store_pack_i64(b, sm->raw[v]);
+    }
+}
+
+/* 1 when row `id` still exists (checked inside the write transaction). */
+static int row_exists(struct store *s, enum store_stmt_id stmt, int64_t id, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, stmt, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, id);
+    r = store_step_row(s, st, "checking a keyframe", err);
+    sqlite3_reset(st);
+    return r;
+}
+
+/* The cache slot for a node, filled with its current keyframes on first
+ * use (from its latest ok snapshot). Another process (query retain,
+ * reindex) may have deleted a cached keyframe since: each use checks, under
+ * the write lock, that both still exist, and reloads otherwise. */
+static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
+                     struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    struct node_base *nb = NULL, *victim = &w->bases[0];
+    for (int i = 0; i < NODE_BASES; i++) {
+        if (w->bases[i].node_id == node_id) {
+            nb = &w->bases[i];
+            break;
+        }
+        if (w->bases[i].used < victim->used)
+            victim = &w->bases[i];
+    }
+    if (!nb) {
+        nb = victim;
+        blob_base_clear(&nb->raw);
+        blob_base_clear(&nb->ss);
+        nb->node_id = node_id;
+        nb->loaded = false;
+    }
+    nb->used = ++w->tick;
+    if (nb->loaded) {
+        int r1 = nb->raw.id ? row_exists(s, STMT_RAW_EXISTS, nb->raw.id, err) : 1;
+        int r2 = nb->ss.id ? row_exists(s, STMT_SS_EXISTS, nb->ss.id, err) : 1;
+        if (r1 < 0 || r2 < 0)
+            return r1 < 0 ? r1 : r2;
+        if (!r1 || !r2) {
+            blob_base_clear(&nb->raw);
+            blob_base_clear(&nb->ss);
+            nb->loaded = false;
+        }
+    }
+    if (!nb->loaded) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, STMT_NODE_LAST_BASES, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, node_id);
+        if ((r = store_step_row(s, st, "finding the node's keyframes", err)) < 0)
+            return r;
+        int64_t raw_id = r ? sqlite3_column_int64(st, 0) : 0;
+        int64_t ss_id = r ? sqlite3_column_int64(st, 1) : 0;
+        sqlite3_reset(st);
+        if (raw_id > 0) {
+            if ((r = store_blob_load(s, STMT_RAW_GET, raw_id, &nb->raw.data, &nb->raw.len,
+                                     err)) < 0)
+                return r;
+            nb->raw.id = raw_id;
+            nb->raw.csize = nb->raw.len; /* unknown: assume a delta always pays */
+        }
+        if (ss_id > 0) {
+            if ((r = store_blob_load(s, STMT_SS_GET, ss_id, &nb->ss.data, &nb->ss.len, err)) < 0)
+                return r;
+            nb->ss.id = ss_id;
+            nb->ss.csize = nb->ss.len;
+        }
+        nb->loaded = true;
+    }
+    *ret = nb;
+    return 0;
+}
+
+/* Compress data against base (when it pays) and insert it with `ins`
+ * (raw_dumps binds hash first). Updates base when this row becomes the new
+ * keyframe. */
+static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned char *hash,
+                       const void *data, size_t len, struct blob_base *base, int64_t *ret_id,
+                       struct hp_buf *err)
+{
+    void *z = NULL;
+    size_t zlen = 0;
+    int64_t base_id = 0;
+    int r;
+    if (base->id && base->len + len <= DELTA_MAX_BYTES) {
+        if ((r = store_zstd_compress(s, data, len, base->data, base->len, &z, &zlen, err)) < 0)
+            return r;
+        if (zlen * 2 <= base->csize || zlen < 256)
+            base_id = base->id;
+        else {
+            free(z);
+            z = NULL;
+        }
+    }
+    if (!z && (r = store_zstd_compress(s, data, len, NULL, 0, &z, &zlen, err)) < 0)
+        return r;
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, ins, &st, err)) < 0)
+        goto out;
+    int col = 1;
+    if (hash)
+        sqlite3_bind_blob(st, col++, hash, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, col++, (int64_t)len);
+    if (base_id)
+        sqlite3_bind_int64(st, col, base_id);
+    col++;
+    sqlite3_bind_blob(st, col, z, (int)zlen, SQLITE_STATIC);
+    if ((r = store_step_done(s, st, hash ? "storing a raw dump" : "storing samples", err)) < 0)
+        goto out;
+    int64_t id = sqlite3_last_insert_rowid(s->db);
+    if (!base_id && len <= DELTA_MAX_BYTES / 2) {
+        /* A standalone row is the node's new keyframe. */
+        blob_base_clear(base);
+        base->id = id;
+        base->data = hp_xmalloc(len ? len : 1);
+        if (len)
+            memcpy(base->data, data, len);
+        base->len = len;
+        base->csize = zlen;
+    }
+    *ret_id = id;
+out:
+    free(z);
+    return r;
+}
+
+static int raw_store(struct store *s, struct node_base *nb, const void *raw, size_t len,
+                     int64_t *ret_id, struct hp_buf *err)
+{
+    if (len > (size_t)INT32_MAX) {
+        hp_err_printf(err, "%s: raw dump of %zu bytes is over SQLite's 2 GiB blob limit",
+                      s->path, len);
+        return HP_ETOOBIG;
+    }
+    unsigned char hash[16];
+    store_content_hash(raw, len, hash);
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_RAW_FIND, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_blob(st, 1, hash, 16, SQLITE_STATIC);
+    int64_t cand[8];
+    int ncand = 0;
+    while ((r = store_step_row(s, st, "looking up a raw dump", err)) == 1)
+        if (ncand < 8 && sqlite3_column_int64(st, 1) == (int64_t)len)
+            cand[ncand++] = sqlite3_column_int64(st, 0);
+    if (r < 0)
+        return r;
+    sqlite3_reset(st);
+    for (int i = 0; i < ncand; i++) {
+        /* Same hash and size: confirm before sharing the row. */
+        void *old;
+        size_t olen;
+        if ((r = store_blob_load(s, STMT_RAW_GET, cand[i], &old, &olen, err)) < 0)
+            return r;
+        bool same = olen == len && memcmp(old, raw, len) == 0;
+        free(old);
+        if (same) {
+            *ret_id = cand[i];
+            return 0;
+        }
+    }
+    return blob_insert(s, STMT_RAW_INSERT, hash, raw, len, &nb->raw, ret_id, err);
+}
+
+/* Per-function flat and cumulative totals of the all-threads samples.
+ * Allocator frames (trimmed from leaves) and unsymbolized addresses do not
+ * count; flat goes to the innermost frame of the first remaining location. */
+static int function_totals_insert(struct store *s, int64_t snap_id, const struct profile *p,
+                                  const struct derived *d, struct hp_buf *err)
+{
+    struct hp_map64 idx;
+    hp_map64_init(&idx);
+    size_t n = 0, cap = 0;
+    struct acc {
+        int64_t fid;
+        size_t last;
+        double flat_space, cum_space, flat_objects, cum_objects;
+    } *acc = NULL;
+    int r = 0;
+    /* Accumulator index of every frame, found once per frame rather than
+     * once per frame per stack through it. */
+    uint32_t *fa = hp_xmalloc((p->nframes + 1) * sizeof(*fa));
+    for (size_t k = 0; k < p->nframes; k++) {
+        int64_t fid = d->fids[k];
+        fa[k] = UINT32_MAX;
+        if (fid <= 0)
+            continue;
+        uint32_t ai;
+        if (!hp_map64_get(&idx, (uint64_t)fid, &ai)) {
+            acc = hp_xgrow(acc, &cap, n + 1, sizeof(*acc));
+            acc[n] = (struct acc){ .fid = fid, .last = SIZE_MAX };
+            ai = (uint32_t)n++;
+            (void)hp_map64_put(&idx, (uint64_t)fid, ai, &ai);
+        }
+        fa[k] = ai;
+    }
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct profile_sample *sm = &p->samples[i];
+        const uint32_t *locs = profile_stack_locs(p, sm->stack);
+        uint32_t nl = p->stacks[sm->stack].n;
+        bool leaf = true;
+        for (uint32_t j = 0; j < nl; j++) {
+            const struct profile_location *l = &p->locs[locs[j]];
+            if (leaf && (l->flags & PROFILE_LOC_ALLOCATOR))
+                continue;
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                uint32_t ai = fa[l->frame_off + k];
+                if (ai == UINT32_MAX)
+                    continue;
+                struct acc *a = &acc[ai];
+                if (leaf && k == 0) {
+                    a->flat_space += sm->value[PV_INUSE_SPACE];
+                    a->flat_objects += sm->value[PV_INUSE_OBJECTS];
+                }
+                if (a->last != i) {
+                    a->last = i;
+                    a->cum_space += sm->value[PV_INUSE_SPACE];
+                    a->cum_objects += sm->value[PV_INUSE_OBJECTS];
+                }
+            }
+            leaf = false;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct acc *a = &acc[i];
+        int64_t cs = llround(a->cum_space), co = llround(a->cum_objects);
+        if (cs == 0 && co == 0)
+            continue;
+        sqlite3_stmt *st;
+        if ((r = store_stmt(s, STMT_FT_INSERT, &st, err)) < 0)
+            goto out;
+        sqlite3_bind_int64(st, 1, snap_id);
+        sqlite3_bind_int64(st, 2, a->fid);
+        sqlite3_bind_int64(st, 3, llround(a->flat_space));
+        sqlite3_bind_int64(st, 4, cs);
+        sqlite3_bind_int64(st, 5, llround(a->flat_objects));
+        sqlite3_bind_int64(st, 6, co);
+        if ((r = store_step_done(s, st, "storing function totals", err)) < 0)
+            goto out;
+    }
+out:
+    free(fa);
+    free(acc);
+    hp_map64_release(&idx);
+    return r;
+}
+
+/* Locations, stacks and the sample set of a profile. */
+static int derive(struct store *s, int64_t node_id, struct node_base *nb,
+                  const struct profile *p, bool force_frames, struct derived *d,
+                  struct hp_buf *err)
+{
+    int r;
+    if ((r = store_locations(s, node_id, p, force_frames, d, err)) < 0 ||
+        (r = store_stacks(s, p, d, err)) < 0)
+        return r;
+    struct store_pack b = { 0 };
+    pack_sample_set(p, d, &b);
+    r = blob_insert(s, STMT_SS_INSERT, NULL, b.data, b.len, &nb->ss, &d->ss_id, err);
+    store_pack_release(&b);
+    profile_totals(p, d->totals);
+    return r;
+}
+
+static int stats_insert(struct store *s, int64_t snap_id, const struct store_stat *stats,
+                        size_t nstats, struct hp_buf *err)
+{
+    struct store_writer *w = writer(s);
+    for (size_t i = 0; i < nstats; i++) {
+        int64_t sid;
+        int r;
+        if (!stats[i].name) {
+            hp_err_printf(err, "%s: statistic %zu has no name", s->path, i);
+            return HP_EUSAGE;
+        }
+        if ((r = name_id(s, &w->stat_names, STMT_STAT_NAME_FIND, STMT_STAT_NAME_INSERT,
+                         stats[i].name, stats[i].unit ? stats[i].unit : "", &sid, err)) < 0)
+            return r;
+        sqlite3_stmt *st;
+        if ((r = store_stmt(s, STMT_STAT_INSERT, &st, err)) < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, snap_id);
+        sqlite3_bind_int64(st, 2, (int64_t)i);
+        sqlite3_bind_int64(st, 3, sid);
+        if (isfinite(stats[i].value))
+            sqlite3_bind_double(st, 4, stats[i].value);
+        if ((r = store_step_done(s, st, "storing a statistic", err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static void bind_ms(sqlite3_stmt *st, int col, int64_t v)
+{
+    if (v >= 0)
+        sqlite3_bind_int64(st, col, v);
+}
+
+/* The snapshot row; p NULL for a failed attempt. */
+static int snapshot_row(struct store *s, int64_t node_id, int64_t taken_at,
+                        enum store_status status, const char *error, const struct profile *p,
+                        const struct derived *d, int64_t raw_id, size_t raw_len,
+                        const struct store_fetch_info *fi, int64_t store_ms, int64_t *ret_id,
+                        struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SNAP_INSERT, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, taken_at);
+    sqlite3_bind_text(st, 3, store_status_name(status), -1, SQLITE_STATIC);
+    if (error)
+        sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
+    if (p) {
+        sqlite3_bind_text(st, 5, profile_format_name(p->format), -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 6, (int)p->scaling);
+        sqlite3_bind_int64(st, 7, (int64_t)p->period);
+        sqlite3_bind_int(st, 8, p->has_alloc);
+        if (p->time_ns)
+            sqlite3_bind_int64(st, 9, p->time_ns);
+        if (p->hint)
+            sqlite3_bind_text(st, 10, p->hint, -1, SQLITE_STATIC);
+        for (int v = 0; v < PV_COUNT; v++)
+            sqlite3_bind_double(st, 11 + v, d->totals[v]);
+        sqlite3_bind_int64(st, 15, (int64_t)p->nsamples);
+        sqlite3_bind_int64(st, 18, d->ss_id);
+    }
+    if (raw_id) {
+        sqlite3_bind_int64(st, 16, raw_id);
+        sqlite3_bind_int64(st, 17, (int64_t)raw_len);
+    }
+    if (fi) {
+        if (fi->source)
+            sqlite3_bind_text(st, 19, fi->source, -1, SQLITE_STATIC);
+        if (fi->prof_active >= 0)
+            sqlite3_bind_int(st, 20, fi->prof_active);
+        bind_ms(st, 21, fi->fetch_ms);
+        bind_ms(st, 22, fi->parse_ms);
+        bind_ms(st, 23, fi->symbolize_ms);
+    }
+    bind_ms(st, 24, store_ms);
+    if ((r = store_step_done(s, st, "storing a snapshot", err)) < 0)
+        return r;
+    *ret_id = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
+                         enum store_status status, const char *error, const struct profile *p,
+                         const void *raw, size_t raw_len, const struct store_fetch_info *fi,
+                         const struct store_stat *stats, size_t nstats, int64_t *ret_id,
+                         struct hp_buf *err)
+{
+    uint64_t t0 = hp_now_ns();
+    struct derived d = { 0 };
+    int64_t raw_id = 0, snap_id = 0;
+    struct node_base *nb;
+    int r;
+    if ((r = store_require_writer(s, "storing a snapshot", err)) < 0)
+        return r;
+    if ((r = store_tx_begin(s, err)) < 0)
+        return r;
+    if ((r = node_base(s, node_id, &nb, err)) < 0)
+        goto fail;
+    /* The raw dump first: whatever is derived below rests on it. */
+    if (raw && raw_len && (r = raw_store(s, nb, raw, raw_len, &raw_id, err)) < 0)
+        goto fail;
+    if (p && (r = derive(s, node_id, nb, p, false, &d, err)) < 0)
+        goto fail;
+    int64_t store_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
+    if ((r = snapshot_row(s, node_id, taken_at, status, error, p, &d, raw_id, raw_len, fi,
+                          store_ms, &snap_id, err)) < 0)
+        goto fail;
+    if (p && (r = function_totals_insert(s, snap_id, p, &d, err)) < 0)
+        goto fail;
+    if ((r = stats_insert(s, snap_id, stats, nstats, err)) < 0)
+        goto fail;
+    if ((r = store_tx_commit(s, err)) < 0)
+        goto out;
+    *ret_id = snap_id;
+    goto out;
+fail:
+    store_tx_rollback(s);
+out:
+    derived_release(&d);
+    return r;
+}
+
+int store_snapshot_insert(struct store *s, int64_t node_id, int64_t taken_at_ms,
+                          const struct profile *p, const void *raw, size_t raw_len,
+                          const struct store_fetch_info *fi, const struct store_stat *stats,
+                          size_t nstats, int64_t *ret_id, struct hp_buf *err)
+{
+    if (!p) {
+        hp_err_printf(err, "%s: store_snapshot_insert needs a profile", s->path);
+        return HP_EUSAGE;
+    }
+    return insert_common(s, node_id, taken_at_ms, STORE_STATUS_OK, NULL, p, raw, raw_len, fi,
+                         stats, nstats, ret_id, err);
+}
+
+int store_snapshot_attempt_record(struct store *s, int64_t node_id, int64_t taken_at_ms,
+                                  enum store_status status, const char *error,
+                                  const void *raw, size_t raw_len,
+                                  const struct store_fetch_info *fi,
+                                  const struct store_stat *stats, size_t nstats,
+                                  int64_t *ret_id, struct hp_buf *err)
+{
+    if (status == STORE_STATUS_OK || (unsigned)status >= STORE_STATUS_COUNT) {
+        hp_err_printf(err, "%s: a failed attempt needs a failure status", s->path);
+        return HP_EUSAGE;
+    }
+    return insert_common(s, node_id, taken_at_ms, status, error ? error : "", NULL, raw,
+                         raw_len, fi, stats, nstats, ret_id, err);
+}
+
+int store_node_upsert(struct store *s, const struct store_node_info *n, int64_t *ret_id,
+                      struct hp_buf *err)
+{
+    int r;
+    if ((r = store_require_writer(s, "adding a node", err)) < 0)
+        return r;
+    if (!n->name || !*n->name) {
+        hp_err_printf(err, "%s: a node needs a name", s->path);
+        return HP_EUSAGE;
+    }
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_NODE_UPSERT, &st, err)) < 0)
+        return r;
+    sqlite3_bind_text(st, 1, n->name, -1, SQLITE_STATIC);
+    if (n->kind)
+        sqlite3_bind_text(st, 2, n->kind, -1, SQLITE_STATIC);
+    if (n->address)
+        sqlite3_bind_text(st, 3, n->address, -1, SQLITE_STATIC);
+    if (n->labels)
+        sqlite3_bind_text(st, 4, n->labels, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, hp_wall_ms());
+    if ((r = store_step_row(s, st, "storing a node", err)) < 0)
+        return r;
+    int64_t id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    *ret_id = id;
+    return 0;
+}
+
+int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
+                           struct hp_buf *err)
+{
+    int r;
+    if ((r = store_require_writer(s, "reindexing", err)) < 0)
+        return r;
+    struct derived d = { 0 };
+    struct node_base *nb;
+    if ((r = store_tx_begin(s, err)) < 0)
+        return r;
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_SNAP_GET_RAW, &st, err)) < 0)
+        goto fail;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_row(s, st, "finding the snapshot", err)) < 0)
+        goto fail;
+    if (r == 0) {
+        hp_err_printf(err, "%s: no snapshot #%lld", s->path, (long long)id);
+        r = HP_ENOTFOUND;
+        goto fail;
+    }
+    int64_t old_ss = sqlite3_column_int64(st, 1);
+    int64_t node_id = sqlite3_column_int64(st, 2);
+    sqlite3_reset(st);
+    if ((r = node_base(s, node_id, &nb, err)) < 0 ||
+        (r = derive(s, node_id, nb, p, true, &d, err)) < 0)
+        goto fail;
+    if ((r = store_stmt(s, STMT_SNAP_REDERIVE, &st, err)) < 0)
+        goto fail;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, profile_format_name(p->format), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, (int)p->scaling);
+    sqlite3_bind_int64(st, 4, (int64_t)p->period);
+    sqlite3_bind_int(st, 5, p->has_alloc);
+    if (p->time_ns)
+        sqlite3_bind_int64(st, 6, p->time_ns);
+    if (p->hint)
+        sqlite3_bind_text(st, 7, p->hint, -1, SQLITE_STATIC);
+    for (int v = 0; v < PV_COUNT; v++)
+        sqlite3_bind_double(st, 8 + v, d.totals[v]);
+    sqlite3_bind_int64(st, 12, (int64_t)p->nsamples);
+    sqlite3_bind_int64(st, 13, d.ss_id);
+    if ((r = store_step_done(s, st, "updating the snapshot", err)) < 0)
+        goto fail;
+    if ((r = store_stmt(s, STMT_FT_DELETE, &st, err)) < 0)
+        goto fail;
+    sqlite3_bind_int64(st, 1, id);
+    if ((r = store_step_done(s, st, "deleting old function totals", err)) < 0 ||
+        (r = function_totals_insert(s, id, p, &d, err)) < 0)
+        goto fail;
+    if (old_ss && (r = store_blob_release(s, false, old_ss, err)) < 0)
+        goto fail;
+    if ((r = store_tx_commit(s, err)) < 0)
+        goto out;
+    /* The released sample set may have been the node's keyframe. */
+    store_writer_reset(s);
+    goto out;
+fail:
+    store_tx_rollback(s);
+out:
+    derived_release(&d);
+    return r;
+}

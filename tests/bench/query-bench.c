@@ -1,0 +1,301 @@
+/* query-bench: speed of the analysis cores on synthetic in-memory inputs
+ * shaped like real fleets (not part of `meson test`).
+ *
+ *   query-bench [diff|leaks|fleet] [--write-heaps DIR]
+ *
+ * diff:  two profiles of 20,000 stacks (depth 24, 3,000 functions): fold
+ *        both, then diff; goal < 50 ms for the diff.
+ * leaks: 100 nodes x 30 days of hourly snapshots (720), 1,000 stacks per
+ *        node, fed as the store will feed them (stack ids into a per-node
+ *        dictionary); goal < 2 s in all.
+ * fleet: 1,000 nodes, 400 stacks each out of a pool of 500; goal < 1 s.
+ *
+ * --write-heaps DIR also writes the two diff profiles as jemalloc heap_v2
+ * files (a.heap, b.heap) so tests/bench/query-bench.sh can time the `query`
+ * executable against jeprof on the same input. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "query/query.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    /* CPU time: the bench machine is shared, and the cores are single-threaded,
+     * so CPU time is the uncontended wall time. */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15u;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+#define DEPTH 24
+
+/* Frames of pool stack k, leaf first: a shared root path, then a branch
+ * that depends on k. Function f sits at address 0x400000 + 64 f. */
+static size_t stack_funcs(uint64_t k, size_t nfuncs, uint32_t *out)
+{
+    size_t depth = 8 + (size_t)(mix(k) % (DEPTH - 8));
+    for (size_t i = 0; i < depth; i++) {
+        size_t level = depth - 1 - i; /* 0 = root */
+        uint64_t h = level < 3 ? level : mix(k / (1 + (level < 8 ? 97 / level : 0)) * 131 + level);
+        out[i] = (uint32_t)(h % nfuncs);
+    }
+    return depth;
+}
+
+struct synth {
+    size_t nfuncs;
+    const char **names; /* per function */
+};
+
+static void synth_init(struct synth *s, size_t nfuncs)
+{
+    s->nfuncs = nfuncs;
+    s->names = hp_xmalloc(nfuncs * sizeof(*s->names));
+    static const char *ns[] = { "doris::vectorized::", "doris::segment_v2::", "doris::",
+                                "starrocks::pipeline::", "std::" };
+    static const char *kinds[] = { "AggregationNode", "HashJoinNode", "TabletSchema",
+                                   "ColumnReader", "MemTable", "PageCache", "ScanOperator",
+                                   "vector<char>" };
+    for (size_t f = 0; f < nfuncs; f++)
+        s->names[f] = hp_xasprintf("%s%s%zu::method%zu()", ns[f % 5], kinds[(f / 5) % 8], f,
+                                   f % 13);
+}
+
+/* A profile holding the given pool stacks with values from `salt`. */
+static struct profile *synth_profile(const struct synth *s, const uint64_t *ks, size_t n,
+                                     uint64_t salt, int64_t grow_on, FILE *heap)
+{
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    p->scaling = PROFILE_SCALING_V2;
+    p->period = 524288;
+    uint32_t funcs[DEPTH], locs[DEPTH];
+    if (heap)
+        fprintf(heap, "heap_v2/524288\n  t*: 0: 0 [0: 0]\n");
+    for (size_t i = 0; i < n; i++) {
+        size_t d = stack_funcs(ks[i], s->nfuncs, funcs);
+        for (size_t j = 0; j < d; j++) {
+            uint64_t addr = 0x400000 + 64 * (uint64_t)funcs[j];
+            uint32_t before = (uint32_t)p->nlocs;
+            locs[j] = profile_location_for_address(p, addr);
+            if (p->nlocs != before) {
+                struct profile_frame fr = { .function = s->names[funcs[j]] };
+                profile_location_set_frames(p, locs[j], &fr, 1);
+            }
+        }
+        uint32_t st = profile_stack_add(p, locs, (uint32_t)d);
+        uint64_t r = mix(ks[i] ^ salt);
+        int64_t c = 1 + (int64_t)(r % 50);
+        int64_t sz = 64 << (r >> 8) % 12;
+        if (grow_on >= 0 && (int64_t)(ks[i] % 97) == grow_on)
+            c *= 3;
+        int64_t raw[PV_COUNT] = { c, c * sz, 0, 0 };
+        profile_sample_add(p, st, 0, raw);
+        if (heap) {
+            fputc('@', heap);
+            for (size_t j = 0; j < d; j++)
+                fprintf(heap, " 0x%" PRIx64, (uint64_t)0x400000 + 64 * (uint64_t)funcs[j] +
+                                                  (j ? 1 : 0));
+            fprintf(heap, "\n  t*: %" PRId64 ": %" PRId64 " [0: 0]\n", c, c * sz);
+        }
+    }
+    if (heap)
+        fprintf(heap, "\nMAPPED_LIBRARIES:\n");
+    profile_finish(p);
+    return p;
+}
+
+static struct query_folded *fold(const struct profile *p)
+{
+    struct query_opts o;
+    query_opts_init(&o);
+    struct query_folded *f = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (query_fold(p, &o, &f, &err) < 0)
+        abort();
+    hp_buf_release(&err);
+    return f;
+}
+
+static void bench_diff(const struct synth *s, const char *heapdir)
+{
+    enum { N = 20000 };
+    uint64_t *ka = hp_xmalloc(N * sizeof(*ka)), *kb = hp_xmalloc(N * sizeof(*kb));
+    for (size_t i = 0; i < N; i++) {
+        ka[i] = i;
+        kb[i] = i < N / 10 ? N + i : i; /* a tenth of the stacks differ */
+    }
+    FILE *fa = NULL, *fb = NULL;
+    if (heapdir) {
+        char *pa = hp_xasprintf("%s/a.heap", heapdir), *pb = hp_xasprintf("%s/b.heap", heapdir);
+        fa = fopen(pa, "w");
+        fb = fopen(pb, "w");
+        if (!fa || !fb)
+            abort();
+        free(pa);
+        free(pb);
+    }
+    struct profile *a = synth_profile(s, ka, N, 1, -1, fa);
+    struct profile *b = synth_profile(s, kb, N, 2, 5, fb);
+    if (fa)
+        fclose(fa), fclose(fb);
+    double t0 = now_ms();
+    struct query_folded *xa = fold(a), *xb = fold(b);
+    double t1 = now_ms();
+    struct query_diff_opts o;
+    query_diff_opts_init(&o);
+    struct query_diff *d = NULL;
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double s0 = now_ms();
+        if (query_diff_build(xa, xb, &o, &d) < 0)
+            abort();
+        double s1 = now_ms();
+        if (s1 - s0 < best)
+            best = s1 - s0;
+        if (rep < 4)
+            query_diff_free(d);
+    }
+    struct hp_buf out = HP_BUF_INIT(0);
+    struct query_opts qo;
+    query_opts_init(&qo);
+    qo.top = 30;
+    double r0 = now_ms();
+    (void)query_render_diff_text(d, "a", "b", &qo, &out);
+    double r1 = now_ms();
+    printf("diff:  2 x %d stacks (%zu in the union, %zu functions): fold both %.1f ms, "
+           "diff %.1f ms (best of 5; goal < 50 ms), text render %.1f ms\n",
+           N, d->nstacks, d->nfuncs, t1 - t0, best, r1 - r0);
+    hp_buf_release(&out);
+    query_diff_free(d);
+    query_folded_free(xa);
+    query_folded_free(xb);
+    profile_free(a);
+    profile_free(b);
+    free(ka);
+    free(kb);
+}
+
+static void bench_leaks(const struct synth *s)
+{
+    enum { NODES = 100, T = 720, S = 1000 };
+    uint64_t ks[S];
+    uint32_t *ids = hp_xmalloc((size_t)T * S * sizeof(*ids));
+    double *vals = hp_xmalloc((size_t)T * S * sizeof(*vals));
+    struct query_snapshot *snaps = hp_xcalloc(T, sizeof(*snaps));
+    double total = 0, worst = 0;
+    size_t suspects = 0;
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    for (int node = 0; node < NODES; node++) {
+        for (size_t i = 0; i < S; i++)
+            ks[i] = (uint64_t)node * 7919 + i;
+        struct profile *p = synth_profile(s, ks, S, (uint64_t)node, -1, NULL);
+        struct query_folded *dict = fold(p);
+        size_t ns = dict->nentries;
+        for (size_t t = 0; t < T; t++) {
+            for (size_t k = 0; k < ns; k++) {
+                uint64_t r = mix(((uint64_t)node << 40) ^ (t << 20) ^ k);
+                double base = dict->entries[k].value[PV_INUSE_SPACE];
+                double noise = ((double)(r % 2001) - 1000.0) / 1000.0 * 0.2 * base;
+                /* One stack in 200 leaks steadily. */
+                double grow = k % 200 == 7 ? base * 0.01 * (double)t : 0;
+                ids[t * S + k] = (uint32_t)k;
+                vals[t * S + k] = base + noise + grow;
+            }
+            snaps[t] = (struct query_snapshot){ .node = "n", .time_s = 3600 * (int64_t)t,
+                                                .dict = dict, .ids = ids + t * S,
+                                                .id_values = vals + t * S, .nids = ns };
+        }
+        double t0 = now_ms();
+        struct query_leaks *l = NULL;
+        struct hp_buf err = HP_BUF_INIT(0);
+        if (query_leaks_build(snaps, T, &o, &l, &err) < 0)
+            abort();
+        double t1 = now_ms();
+        total += t1 - t0;
+        worst = HP_MAX(worst, t1 - t0);
+        suspects += l->nstacks;
+        query_leaks_free(l);
+        hp_buf_release(&err);
+        query_folded_free(dict);
+        profile_free(p);
+    }
+    printf("leaks: %d nodes x %d hourly snapshots x %d stacks: %.0f ms in all (goal < 2000 ms), "
+           "worst node %.1f ms, %zu suspect stacks (expected %d)\n",
+           NODES, T, S, total, worst, suspects, NODES * (S / 200));
+    free(ids);
+    free(vals);
+    free(snaps);
+}
+
+static void bench_fleet(const struct synth *s)
+{
+    enum { NODES = 1000, S = 400, POOL = 500 };
+    struct profile **ps = hp_xmalloc(NODES * sizeof(*ps));
+    struct query_folded **fs = hp_xmalloc(NODES * sizeof(*fs));
+    struct query_snapshot *snaps = hp_xcalloc(NODES, sizeof(*snaps));
+    char **names = hp_xmalloc(NODES * sizeof(*names));
+    uint64_t ks[S];
+    for (int n = 0; n < NODES; n++) {
+        for (size_t i = 0; i < S; i++)
+            ks[i] = (uint64_t)(mix((uint64_t)n * S + i) % POOL);
+        /* Nodes run the same code: most stacks are everywhere. Duplicated
+         * pool picks fold together; that is fine. */
+        ps[n] = synth_profile(s, ks, S, n == 17 ? 99 : 1, n == 17 ? 3 : -1, NULL);
+        fs[n] = fold(ps[n]);
+        names[n] = hp_xasprintf("be-%d", n);
+        snaps[n] = (struct query_snapshot){ .node = names[n], .folded = fs[n] };
+    }
+    struct query_fleet_opts o;
+    query_fleet_opts_init(&o);
+    o.min_bytes = 1 << 20;
+    double t0 = now_ms();
+    struct query_fleet *fl = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (query_fleet_build(snaps, NODES, &o, &fl, &err) < 0)
+        abort();
+    double t1 = now_ms();
+    printf("fleet: %d nodes x %d stacks (pool %d): %.0f ms (goal < 1000 ms), %zu function and "
+           "%zu stack outlier rows\n",
+           NODES, S, POOL, t1 - t0, fl->nfuncs, fl->nstacks);
+    query_fleet_free(fl);
+    hp_buf_release(&err);
+    for (int n = 0; n < NODES; n++) {
+        query_folded_free(fs[n]);
+        profile_free(ps[n]);
+        free(names[n]);
+    }
+    free(ps);
+    free(fs);
+    free(snaps);
+    free(names);
+}
+
+int main(int argc, char **argv)
+{
+    const char *heapdir = argc == 3 && strcmp(argv[1], "--write-heaps") == 0 ? argv[2] : NULL;
+    struct synth s;
+    synth_init(&s, 3000);
+    const char *only = argc == 2 ? argv[1] : NULL; /* diff, leaks or fleet */
+    if (!only || strcmp(only, "diff") == 0 || heapdir)
+        bench_diff(&s, heapdir);
+    if (heapdir)
+        return 0;
+    if (!only || strcmp(only, "leaks") == 0)
+        bench_leaks(&s);
+    if (!only || strcmp(only, "fleet") == 0)
+        bench_fleet(&s);
+    return 0;
+}

@@ -1,0 +1,155 @@
+/* Fuzz target for what the store parses: user-written times (selectors'
+ * TIME part) and the packed blobs it reads back from a database file, which
+ * may be corrupted or hostile (a bug report's attachment). Byte 0 picks the
+ * blob to replace in a real database built on first use: 0 a snapshot's
+ * sample set, 1 a stack's location list, 2 a location's frames, 3 a symbol
+ * cache entry. The rest of the input is the blob (compressed here when the
+ * table stores it compressed). Loading must return a profile or an error,
+ * never crash or run away. */
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "store/store.h"
+#include "tests/store/gen.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char db_path[128];
+static struct store *rd;
+static sqlite3 *raw_db;
+static int64_t snap_id;
+
+static char dir_path[64];
+
+static void cleanup(void)
+{
+    store_close(rd);
+    sqlite3_close(raw_db);
+    char path[160];
+    static const char *suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s%s", db_path, suffix[i]);
+        unlink(path);
+    }
+    rmdir(dir_path);
+}
+
+static void build_db(void)
+{
+    char dir[] = "/tmp/hf-fuzz-store-XXXXXX";
+    if (!mkdtemp(dir))
+        abort();
+    snprintf(db_path, sizeof(db_path), "%s/f.db", dir);
+    snprintf(dir_path, sizeof(dir_path), "%s", dir);
+    struct store *w;
+    if (store_open(db_path, STORE_OPEN_WRITE, &w, NULL) < 0)
+        abort();
+    struct store_node_info ni = { .name = "be-fuzz" };
+    int64_t node;
+    struct gen_params gp = { .seed = 5, .nstacks = 40, .nfuncs = 30, .nthreads = 2,
+                             .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    struct profile_frame fr = { "f", "f.c", 1 };
+    if (store_node_upsert(w, &ni, &node, NULL) < 0 ||
+        store_snapshot_insert(w, node, 1000, p, NULL, 0, NULL, NULL, 0, &snap_id, NULL) < 0 ||
+        store_symcache_put(w, "b1d", 0x10, &fr, 1, NULL) < 0)
+        abort();
+    profile_free(p);
+    store_close(w);
+    if (sqlite3_open(db_path, &raw_db) != SQLITE_OK ||
+        store_open(db_path, STORE_OPEN_READ, &rd, NULL) < 0)
+        abort();
+    atexit(cleanup);
+    /* Keep the originals to restore before each input. */
+    if (sqlite3_exec(raw_db,
+                     "CREATE TABLE keep_ss AS SELECT * FROM sample_sets;"
+                     "CREATE TABLE keep_st AS SELECT * FROM stacks;"
+                     "CREATE TABLE keep_lo AS SELECT * FROM locations;"
+                     "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        abort();
+}
+
+static void put_blob(const char *sql, const void *blob, size_t len, int64_t size)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(raw_db, sql, -1, &st, NULL) != SQLITE_OK)
+        abort();
+    sqlite3_bind_blob(st, 1, len ? blob : "", (int)len, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, size);
+    sqlite3_step(st);
+    sqlite3_finalize(st);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!rd)
+        build_db();
+    /* Times, as a user would type them. */
+    char text[128];
+    size_t n = size < sizeof(text) - 1 ? size : sizeof(text) - 1;
+    memcpy(text, data, n);
+    text[n] = 0;
+    int64_t ms;
+    if (store_time_parse(text, INT64_C(1763798400000), &ms) == 0) {
+        char out[64];
+        (void)store_time_format(ms, out, sizeof(out));
+    }
+    if (size < 1 || size > (1 << 20))
+        return 0;
+    if (sqlite3_exec(raw_db,
+                     "PRAGMA synchronous = OFF; BEGIN;"
+                     "DELETE FROM sample_sets; INSERT INTO sample_sets SELECT * FROM keep_ss;"
+                     "DELETE FROM stacks; INSERT INTO stacks SELECT * FROM keep_st;"
+                     "DELETE FROM locations; INSERT INTO locations SELECT * FROM keep_lo;"
+                     "DELETE FROM symbol_cache; INSERT INTO symbol_cache SELECT * FROM keep_sc;",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        abort();
+    const uint8_t *blob = data + 1;
+    size_t len = size - 1;
+    switch (data[0] % 4) {
+    case 0: {
+        size_t bound = ZSTD_compressBound(len);
+        void *z = malloc(bound + 1);
+        size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
+        if (ZSTD_isError(zl))
+            abort();
+        put_blob("UPDATE sample_sets SET data = ?1, size = ?2, base_id = NULL", z, zl,
+                 (int64_t)len);
+        free(z);
+        break;
+    }
+    case 1:
+        put_blob("UPDATE stacks SET locs_packed = ?1 WHERE ?2 >= 0", blob, len, 0);
+        break;
+    case 2:
+        put_blob("UPDATE locations SET frames_packed = ?1 WHERE ?2 >= 0", blob, len, 0);
+        break;
+    default:
+        put_blob("UPDATE symbol_cache SET frames_packed = ?1 WHERE ?2 >= 0", blob, len, 0);
+        break;
+    }
+    if (sqlite3_exec(raw_db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        abort();
+    struct profile *p = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (store_snapshot_load(rd, snap_id, &p, &err) == 0) {
+        char *c = gen_canon(p);
+        free(c);
+        profile_free(p);
+    }
+    struct hp_arena a;
+    hp_arena_init(&a);
+    struct profile_frame *fr;
+    uint32_t nf;
+    if (store_symcache_get(rd, "b1d", 0x10, &a, &fr, &nf, &err) == 1 && nf)
+        (void)strlen(fr[0].function ? fr[0].function : "");
+    hp_arena_release(&a);
+    hp_buf_release(&err);
+    return 0;
+}

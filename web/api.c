@@ -1,0 +1,800 @@
+/* The API's handlers: each reads through the data source and answers with
+ * the query library, so a number on a web page is the number `query` prints.
+ * The tree endpoint (flame graphs) and the diff view are built here from
+ * query_fold's folded profile; everything else is query_* output wrapped in
+ * JSON.
+ *
+ * Thread context: worker threads (called from web_api_run). Each request owns
+ * its arena and body; the source is shared and thread-safe. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "web/web-internal.h"
+
+void web_h_nodes(struct web_request *r);
+void web_h_snapshots(struct web_request *r);
+void web_h_snapshot(struct web_request *r);
+void web_h_top(struct web_request *r);
+void web_h_tree(struct web_request *r);
+void web_h_profile(struct web_request *r);
+void web_h_diff(struct web_request *r);
+void web_h_symbolization(struct web_request *r);
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static void reply_json(struct web_request *r, json_t *root)
+{
+    char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    hp_buf_reset(&r->body);
+    if (!text || hp_buf_puts(&r->body, text) < 0 || hp_buf_puts(&r->body, "\n") < 0) {
+        free(text);
+        web_api_error(r, 500, "response larger than the configured cap");
+        return;
+    }
+    free(text);
+    r->status = 200;
+    r->content_type = "application/json";
+}
+
+/* Map a source/query error to a response. */
+static void reply_failure(struct web_request *r, int rc, const struct hp_buf *err)
+{
+    const char *msg = err->len ? err->data : hp_strerror(rc);
+    int status = rc == HP_ENOTFOUND ? 404 : rc == HP_EPARSE || rc == HP_EUSAGE ? 400
+                                          : rc == HP_ETOOBIG                   ? 413
+                                                                               : 500;
+    web_api_error(r, status, "%s", msg);
+}
+
+static json_t *jnum(double v)
+{
+    if (isnan(v))
+        return json_null();
+    if (fabs(v) < 9e15 && v == floor(v))
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static json_t *jstr(const char *s)
+{
+    struct hp_arena tmp;
+    hp_arena_init(&tmp);
+    json_t *j = json_string(query_utf8_clean(&tmp, s ? s : ""));
+    hp_arena_release(&tmp);
+    return j ? j : json_string("");
+}
+
+static json_t *jtime(int64_t ms)
+{
+    if (ms <= 0)
+        return json_null();
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[40];
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return json_string(buf);
+}
+
+static void set_fig(json_t *o, const char *k, double v)
+{
+    if (!isnan(v))
+        json_object_set_new(o, k, jnum(v));
+}
+
+static json_t *snapshot_json(const struct web_snapshot_info *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(s->id));
+    json_object_set_new(o, "node", jstr(s->node));
+    char sel[32];
+    snprintf(sel, sizeof(sel), "#%lld", (long long)s->id);
+    json_object_set_new(o, "selector", json_string(sel));
+    json_object_set_new(o, "time_ms", json_integer(s->time_ms));
+    json_object_set_new(o, "time", jtime(s->time_ms));
+    json_object_set_new(o, "format", jstr(s->format ? s->format : "unknown"));
+    json_object_set_new(o, "raw_bytes", json_integer(s->raw_bytes));
+    json_t *t = json_object();
+    for (int i = 0; i < PV_COUNT; i++)
+        json_object_set_new(t, profile_value_name((enum profile_value)i),
+                            jnum(isnan(s->total[i]) ? NAN : round(s->total[i])));
+    json_object_set_new(o, "totals", t);
+    json_t *f = json_object();
+    set_fig(f, "rss", s->fig.rss);
+    set_fig(f, "jemalloc_allocated", s->fig.je_allocated);
+    set_fig(f, "jemalloc_active", s->fig.je_active);
+    set_fig(f, "jemalloc_resident", s->fig.je_resident);
+    set_fig(f, "jemalloc_metadata", s->fig.je_metadata);
+    set_fig(f, "jemalloc_retained", s->fig.je_retained);
+    set_fig(f, "tracker_total", s->fig.tracker_total);
+    json_object_set_new(o, "figures", f);
+    if (s->ntrackers) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < s->ntrackers; i++) {
+            json_t *tr = json_object();
+            json_object_set_new(tr, "name", jstr(s->trackers[i].name));
+            json_object_set_new(tr, "bytes", jnum(s->trackers[i].bytes));
+            json_array_append_new(a, tr);
+        }
+        json_object_set_new(o, "trackers", a);
+    }
+    return o;
+}
+
+static const char *unit_of(enum profile_value v)
+{
+    return v == PV_INUSE_SPACE || v == PV_ALLOC_SPACE ? "bytes" : "objects";
+}
+
+static void figures_init_nan(struct web_snapshot_info *s)
+{
+    s->fig.rss = s->fig.je_allocated = s->fig.je_active = s->fig.je_resident = NAN;
+    s->fig.je_metadata = s->fig.je_retained = s->fig.tracker_total = NAN;
+    for (int i = 0; i < PV_COUNT; i++)
+        s->total[i] = NAN;
+}
+
+static int load(struct web_request *r, const struct web_selector *sel,
+                struct web_snapshot_info *info, struct profile **ret, struct hp_buf *err)
+{
+    if (!r->src->load_snapshot) {
+        hp_err_printf(err, "this data source cannot load snapshots");
+        return HP_EUSAGE;
+    }
+    memset(info, 0, sizeof(*info));
+    figures_init_nan(info);
+    return r->src->load_snapshot(r->src_ctx, sel, &r->arena, info, ret, err);
+}
+
+/* ---- nodes ---------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "growing": at least 3 points, the last over 10% above the first and most
+ * steps up; a hint for the fleet page, not the leak analysis. */
+static bool spark_growing(const double *v, size_t n)
+{
+    if (n < 3 || !(v[0] > 0) || !(v[n - 1] > v[0] * 1.1))
+        return false;
+    size_t ups = 0;
+    for (size_t i = 1; i < n; i++)
+        ups += v[i] >= v[i - 1];
+    return ups * 4 >= (n - 1) * 3;
+}
+
+void web_h_nodes(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_node_info *nodes = NULL;
+    size_t n = 0;
+    if (!r->src->list_nodes) {
+        web_api_error(r, 501, "this data source cannot list nodes");
+        return;
+    }
+    int rc = r->src->list_nodes(r->src_ctx, &r->arena, &nodes, &n, &err);
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+        hp_buf_release(&err);
+        return;
+    }
+    double *totals = hp_xcalloc(n + 1, sizeof(*totals));
+    size_t ntot = 0;
+    double sum = 0;
+    size_t failing = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (nodes[i].has_latest && !isnan(nodes[i].latest.total[PV_INUSE_SPACE])) {
+            totals[ntot++] = nodes[i].latest.total[PV_INUSE_SPACE];
+            sum += nodes[i].latest.total[PV_INUSE_SPACE];
+        }
+        failing += nodes[i].status && strcmp(nodes[i].status, "failing") == 0;
+    }
+    qsort(totals, ntot, sizeof(*totals), cmp_double);
+    double median = ntot ? (ntot % 2 ? totals[ntot / 2]
+                                     : (totals[ntot / 2 - 1] + totals[ntot / 2]) / 2)
+                         : NAN;
+    json_t *arr = json_array();
+    double *spark = hp_xcalloc(r->p.spark + 1, sizeof(*spark));
+    for (size_t i = 0; i < n; i++) {
+        const struct web_node_info *ni = &nodes[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jstr(ni->name));
+        json_object_set_new(o, "kind", jstr(ni->kind ? ni->kind : "unknown"));
+        if (ni->address)
+            json_object_set_new(o, "address", jstr(ni->address));
+        json_object_set_new(o, "status", jstr(ni->status ? ni->status : "never"));
+        json_object_set_new(o, "error", ni->error ? jstr(ni->error) : json_null());
+        json_object_set_new(o, "last_attempt", jtime(ni->last_attempt_ms));
+        json_object_set_new(o, "snapshots", json_integer(ni->nsnapshots));
+        json_object_set_new(o, "latest", ni->has_latest ? snapshot_json(&ni->latest) : json_null());
+        json_t *anom = json_array();
+        if (ni->status && strcmp(ni->status, "failing") == 0)
+            json_array_append_new(anom, json_string("failing"));
+        size_t ns = 0;
+        if (r->p.spark && r->src->list_snapshots) {
+            struct web_snapshot_info *snaps = NULL;
+            size_t nsnap = 0;
+            hp_buf_reset(&err);
+            if (r->src->list_snapshots(r->src_ctx, ni->name, 0, r->p.spark, &r->arena, &snaps,
+                                       &nsnap, &err) == 0) {
+                json_t *sp = json_array();
+                for (size_t k = 0; k < nsnap && ns < r->p.spark; k++) {
+                    double v = snaps[k].total[PV_INUSE_SPACE];
+                    if (isnan(v))
+                        continue;
+                    spark[ns++] = v;
+                    json_array_append_new(sp, jnum(round(v)));
+                }
+                json_object_set_new(o, "spark", sp);
+            }
+        }
+        if (spark_growing(spark, ns))
+            json_array_append_new(anom, json_string("growing"));
+        if (ntot >= 3 && ni->has_latest && ni->latest.total[PV_INUSE_SPACE] > 2 * median)
+            json_array_append_new(anom, json_string("outlier"));
+        json_object_set_new(o, "anomalies", anom);
+        json_array_append_new(arr, o);
+    }
+    json_t *root = json_object();
+    json_t *fleet = json_object();
+    json_object_set_new(fleet, "nodes", json_integer((json_int_t)n));
+    json_object_set_new(fleet, "failing", json_integer((json_int_t)failing));
+    json_object_set_new(fleet, "heap_total", jnum(round(sum)));
+    json_object_set_new(fleet, "heap_median", jnum(isnan(median) ? NAN : round(median)));
+    json_object_set_new(root, "fleet", fleet);
+    json_object_set_new(root, "nodes", arr);
+    free(totals);
+    free(spark);
+    hp_buf_release(&err);
+    reply_json(r, root);
+}
+
+void web_h_snapshots(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_snapshot_info *snaps = NULL;
+    size_t n = 0;
+    if (!r->src->list_snapshots) {
+        web_api_error(r, 501, "this data source cannot list snapshots");
+        return;
+    }
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms,
+                                    r->p.limit ? r->p.limit : 1000, &r->arena, &snaps, &n, &err);
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+        hp_buf_release(&err);
+        return;
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "node", jstr(r->p.node));
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, snapshot_json(&snaps[i]));
+    json_object_set_new(root, "snapshots", arr);
+    hp_buf_release(&err);
+    reply_json(r, root);
+}
+
+void web_h_snapshot(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_snapshot_info info;
+    struct profile *p = NULL;
+    int rc = load(r, &r->p.sel, &info, &p, &err);
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+        hp_buf_release(&err);
+        return;
+    }
+    json_t *root = snapshot_json(&info);
+    json_t *pm = json_object();
+    json_object_set_new(pm, "format", json_string(profile_format_name(p->format)));
+    json_object_set_new(pm, "period", json_integer((json_int_t)p->period));
+    json_object_set_new(pm, "stacks", json_integer((json_int_t)p->nsamples));
+    json_object_set_new(pm, "locations", json_integer((json_int_t)p->nlocs));
+    json_object_set_new(pm, "mappings", json_integer((json_int_t)p->nmappings));
+    json_object_set_new(pm, "threads", json_integer((json_int_t)p->nthreads));
+    json_object_set_new(pm, "has_alloc", json_boolean(p->has_alloc));
+    size_t sym = 0;
+    for (size_t i = 0; i < p->nlocs; i++)
+        sym += (p->locs[i].flags & (PROFILE_LOC_SYMBOLIZED | PROFILE_LOC_NAMED)) != 0 ||
+               p->locs[i].nframes > 0;
+    json_object_set_new(pm, "symbolized_locations", json_integer((json_int_t)sym));
+    if (p->hint)
+        json_object_set_new(pm, "hint", jstr(p->hint));
+    json_object_set_new(root, "profile", pm);
+    profile_free(p);
+    hp_buf_release(&err);
+    reply_json(r, root);
+}
+
+/* ---- top ---------------------------------------------------------------------------- */
+
+/* Load, fold and rank one selector. On failure the response is already set. */
+static int fold_one(struct web_request *r, const struct web_selector *sel,
+                    struct web_snapshot_info *info, struct profile **ret_p,
+                    struct query_folded **ret_f, struct query_top **ret_t)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct profile *p = NULL;
+    struct query_folded *f = NULL;
+    struct query_top *t = NULL;
+    int rc = load(r, sel, info, &p, &err);
+    if (rc == 0)
+        rc = query_fold(p, &r->p.qo, &f, &err);
+    if (rc == 0 && ret_t)
+        rc = query_top_build(f, r->p.qo.sample, &t);
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+        query_folded_free(f);
+        profile_free(p);
+        hp_buf_release(&err);
+        return rc;
+    }
+    *ret_p = p;
+    *ret_f = f;
+    if (ret_t)
+        *ret_t = t;
+    hp_buf_release(&err);
+    return 0;
+}
+
+void web_h_top(struct web_request *r)
+{
+    struct web_snapshot_info info;
+    struct profile *p;
+    struct query_folded *f;
+    struct query_top *t;
+    if (fold_one(r, &r->p.sel, &info, &p, &f, &t) < 0)
+        return;
+    enum profile_value v = r->p.qo.sample;
+    size_t rows = r->p.qo.top ? HP_MIN(r->p.qo.top, t->n) : t->n;
+    json_t *root = json_object();
+    json_object_set_new(root, "snapshot", snapshot_json(&info));
+    json_object_set_new(root, "sample", json_string(profile_value_name(v)));
+    json_object_set_new(root, "unit", json_string(unit_of(v)));
+    json_object_set_new(root, "total", jnum(round(f->total[v])));
+    json_object_set_new(root, "functions_total", json_integer((json_int_t)t->n));
+    json_t *arr = json_array();
+    for (size_t i = 0; i < rows; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jstr(t->funcs[i].name));
+        json_object_set_new(o, "flat", jnum(round(t->funcs[i].flat[v])));
+        json_object_set_new(o, "cum", jnum(round(t->funcs[i].cum[v])));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, "functions", arr);
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+    reply_json(r, root);
+}
+
+/* ---- trees (flame graphs) --------------------------------------------------------- */
+
+/* A call tree merged from one or two folded profiles (two for a diff: slot 0
+ * is the base A, slot 1 the new B). Children are found by (parent, name id)
+ * in one hash map; names are interned by content so both profiles share ids. */
+struct tnode {
+    uint32_t name;
+    uint32_t child, sibling; /* first child, next sibling; 0 = none (0 is the root) */
+    int64_t v[2];
+};
+
+struct tree {
+    struct hp_arena arena;
+    struct hp_strtab strs;
+    struct hp_map64 name_ids; /* interned pointer -> id */
+    const char **names;
+    size_t nnames, names_cap;
+    struct hp_map64 kids;     /* parent << 32 | name -> node */
+    struct tnode *nodes;
+    size_t n, cap;
+};
+
+static void tree_init(struct tree *t)
+{
+    memset(t, 0, sizeof(*t));
+    hp_arena_init(&t->arena);
+    hp_strtab_init(&t->strs, &t->arena);
+    hp_map64_init(&t->name_ids);
+    hp_map64_init(&t->kids);
+}
+
+static void tree_release(struct tree *t)
+{
+    hp_map64_release(&t->kids);
+    hp_map64_release(&t->name_ids);
+    hp_strtab_release(&t->strs);
+    hp_arena_release(&t->arena);
+    free(t->names);
+    free(t->nodes);
+}
+
+static uint32_t tree_name(struct tree *t, const char *s)
+{
+    const char *k = hp_strtab_intern(&t->strs, s, strlen(s));
+    uint32_t id;
+    if (hp_map64_put(&t->name_ids, (uint64_t)(uintptr_t)k, (uint32_t)t->nnames, &id) == 0) {
+        t->names = hp_xgrow(t->names, &t->names_cap, t->nnames + 1, sizeof(*t->names));
+        t->names[t->nnames++] = k;
+    }
+    return id;
+}
+
+static uint32_t tree_node(struct tree *t, uint32_t name)
+{
+    t->nodes = hp_xgrow(t->nodes, &t->cap, t->n + 1, sizeof(*t->nodes));
+    struct tnode *nd = &t->nodes[t->n];
+    memset(nd, 0, sizeof(*nd));
+    nd->name = name;
+    return (uint32_t)t->n++;
+}
+
+static void tree_start(struct tree *t)
+{
+    tree_name(t, "all");
+    tree_name(t, "(small frames)");
+    tree_node(t, 0);
+}
+
+static void tree_add(struct tree *t, const struct query_folded *f, enum profile_value v, int slot)
+{
+    int64_t *ints = hp_xmalloc((f->nentries + 1) * sizeof(*ints));
+    double *vals = hp_xmalloc((f->nentries + 1) * sizeof(*vals));
+    for (size_t i = 0; i < f->nentries; i++)
+        vals[i] = f->entries[i].value[v];
+    query_round_preserving_sum(vals, f->nentries, ints);
+    for (size_t i = 0; i < f->nentries; i++) {
+        const struct query_fold_entry *e = &f->entries[i];
+        const char *const *names = query_fold_frames(f, e);
+        uint32_t cur = 0;
+        t->nodes[0].v[slot] += ints[i];
+        for (uint32_t k = 0; k < e->n; k++) {
+            uint32_t name = tree_name(t, names[k]);
+            uint64_t key = ((uint64_t)cur << 32) | name;
+            uint32_t idx;
+            if (!hp_map64_get(&t->kids, key, &idx)) {
+                idx = tree_node(t, name);
+                uint32_t dummy;
+                (void)hp_map64_put(&t->kids, key, idx, &dummy);
+                t->nodes[idx].sibling = t->nodes[cur].child;
+                t->nodes[cur].child = idx;
+            }
+            t->nodes[idx].v[slot] += ints[i];
+            cur = idx;
+        }
+    }
+    free(ints);
+    free(vals);
+}
+
+struct emit {
+    struct tree *t;
+    struct hp_buf *out;
+    int slots;           /* 1 or 2 */
+    int64_t min;         /* children below this (both slots) merge into one */
+    uint32_t *scratch;   /* child lists for sorting */
+    size_t scratch_cap;
+    const char **sort_names;
+};
+
+static int cmp_child(const void *a, const void *b, void *arg)
+{
+    const struct emit *e = arg;
+    const struct tnode *x = &e->t->nodes[*(const uint32_t *)a];
+    const struct tnode *y = &e->t->nodes[*(const uint32_t *)b];
+    return strcmp(e->t->names[x->name], e->t->names[y->name]);
+}
+
+static void emit_values(struct emit *e, uint32_t name, const int64_t v[2])
+{
+    if (e->slots == 2)
+        hp_buf_printf(e->out, "{\"n\":%u,\"v\":%lld,\"b\":%lld", name, (long long)v[1],
+                      (long long)v[0]);
+    else
+        hp_buf_printf(e->out, "{\"n\":%u,\"v\":%lld", name, (long long)v[0]);
+}
+
+/* Depth is bounded by the ingest frame cap (4096), so recursion is fine. */
+static void emit_node(struct emit *e, uint32_t idx)
+{
+    struct tnode *nd = &e->t->nodes[idx];
+    emit_values(e, nd->name, nd->v);
+    size_t nkids = 0;
+    for (uint32_t c = nd->child; c; c = e->t->nodes[c].sibling)
+        nkids++;
+    if (nkids) {
+        /* Sort this node's children by name (flame graph order) in place:
+         * rebuild the sibling chain from a sorted array. */
+        uint32_t *arr = hp_xmalloc(nkids * sizeof(*arr));
+        size_t k = 0;
+        for (uint32_t c = nd->child; c; c = e->t->nodes[c].sibling)
+            arr[k++] = c;
+        qsort_r(arr, nkids, sizeof(*arr), cmp_child, e);
+        hp_buf_puts(e->out, ",\"c\":[");
+        bool first = true;
+        int64_t small[2] = { 0, 0 };
+        size_t nsmall = 0;
+        for (k = 0; k < nkids; k++) {
+            const struct tnode *c = &e->t->nodes[arr[k]];
+            if (e->min > 0 && c->v[0] < e->min && (e->slots == 1 || c->v[1] < e->min)) {
+                small[0] += c->v[0];
+                small[1] += c->v[1];
+                nsmall++;
+                continue;
+            }
+            if (!first)
+                hp_buf_puts(e->out, ",");
+            first = false;
+            emit_node(e, arr[k]);
+        }
+        if (nsmall) {
+            if (!first)
+                hp_buf_puts(e->out, ",");
+            emit_values(e, 1, small);
+            hp_buf_printf(e->out, ",\"m\":%zu}", nsmall);
+        }
+        hp_buf_puts(e->out, "]");
+        free(arr);
+    }
+    hp_buf_puts(e->out, "}");
+}
+
+/* Append "names":[...],"root":{...} to out. */
+static void tree_emit(struct tree *t, struct hp_buf *out, int slots, double prune)
+{
+    hp_buf_puts(out, "\"names\":[");
+    for (size_t i = 0; i < t->nnames; i++) {
+        if (i)
+            hp_buf_puts(out, ",");
+        web_json_str(out, t->names[i]);
+    }
+    hp_buf_puts(out, "],\"root\":");
+    struct emit e = { .t = t, .out = out, .slots = slots };
+    int64_t top = HP_MAX(t->nodes[0].v[0], slots == 2 ? t->nodes[0].v[1] : 0);
+    e.min = prune > 0 ? (int64_t)(prune * (double)top) : 0;
+    emit_node(&e, 0);
+}
+
+/* Wrap a jansson header object and a manually written tree into one body:
+ * the header's closing brace is replaced by ",<tree>}". */
+static void reply_with_tree(struct web_request *r, json_t *head, struct tree *t, int slots)
+{
+    char *text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(head);
+    hp_buf_reset(&r->body);
+    size_t len = text ? strlen(text) : 0;
+    if (len < 2) {
+        free(text);
+        web_api_error(r, 500, "could not encode the response");
+        return;
+    }
+    hp_buf_append(&r->body, text, len - 1);
+    free(text);
+    hp_buf_puts(&r->body, ",");
+    tree_emit(t, &r->body, slots, r->p.prune);
+    hp_buf_puts(&r->body, "}\n");
+    r->status = 200;
+}
+
+void web_h_tree(struct web_request *r)
+{
+    struct web_snapshot_info info;
+    struct profile *p;
+    struct query_folded *f;
+    if (fold_one(r, &r->p.sel, &info, &p, &f, NULL) < 0)
+        return;
+    enum profile_value v = r->p.qo.sample;
+    struct tree t;
+    tree_init(&t);
+    tree_start(&t);
+    tree_add(&t, f, v, 0);
+    json_t *head = json_object();
+    json_object_set_new(head, "snapshot", snapshot_json(&info));
+    json_object_set_new(head, "sample", json_string(profile_value_name(v)));
+    json_object_set_new(head, "unit", json_string(unit_of(v)));
+    json_object_set_new(head, "total", json_integer(t.nodes[0].v[0]));
+    json_object_set_new(head, "nodes", json_integer((json_int_t)t.n));
+    reply_with_tree(r, head, &t, 1);
+    tree_release(&t);
+    query_folded_free(f);
+    profile_free(p);
+}
+
+/* ---- diff -------------------------------------------------------------------------- */
+
+struct drow {
+    const char *name;
+    double fa, fb, ca, cb;
+};
+
+static int cmp_drow(const void *x, const void *y)
+{
+    const struct drow *a = x, *b = y;
+    double da = fabs(a->fb - a->fa), db = fabs(b->fb - b->fa);
+    if (da != db)
+        return da > db ? -1 : 1;
+    double ca = fabs(a->cb - a->ca), cb = fabs(b->cb - b->ca);
+    if (ca != cb)
+        return ca > cb ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+void web_h_diff(struct web_request *r)
+{
+    struct web_snapshot_info ia, ib;
+    struct profile *pa = NULL, *pb = NULL;
+    struct query_folded *fa = NULL, *fb = NULL;
+    struct query_top *ta = NULL, *tb = NULL;
+    if (fold_one(r, &r->p.a, &ia, &pa, &fa, &ta) < 0)
+        return;
+    if (fold_one(r, &r->p.b, &ib, &pb, &fb, &tb) < 0)
+        goto out;
+    enum profile_value v = r->p.qo.sample;
+    /* Function table: every function of either side, B minus A. */
+    struct drow *rows = hp_xcalloc(ta->n + tb->n + 1, sizeof(*rows));
+    size_t n = 0;
+    for (size_t i = 0; i < tb->n; i++) {
+        const struct query_func *fnb = &tb->funcs[i];
+        const struct query_func *fna = query_top_find(ta, fnb->name);
+        rows[n++] = (struct drow){ fnb->name, fna ? fna->flat[v] : 0, fnb->flat[v],
+                                   fna ? fna->cum[v] : 0, fnb->cum[v] };
+    }
+    for (size_t i = 0; i < ta->n; i++) {
+        const struct query_func *fna = &ta->funcs[i];
+        if (!query_top_find(tb, fna->name))
+            rows[n++] = (struct drow){ fna->name, fna->flat[v], 0, fna->cum[v], 0 };
+    }
+    qsort(rows, n, sizeof(*rows), cmp_drow);
+    size_t shown = r->p.qo.top ? HP_MIN(r->p.qo.top, n) : HP_MIN((size_t)200, n);
+    json_t *head = json_object();
+    json_t *ja = json_object(), *jb = json_object();
+    json_object_set_new(ja, "selector", jstr(r->p.a_text));
+    json_object_set_new(ja, "snapshot", snapshot_json(&ia));
+    json_object_set_new(ja, "total", jnum(round(fa->total[v])));
+    json_object_set_new(jb, "selector", jstr(r->p.b_text));
+    json_object_set_new(jb, "snapshot", snapshot_json(&ib));
+    json_object_set_new(jb, "total", jnum(round(fb->total[v])));
+    json_object_set_new(head, "a", ja);
+    json_object_set_new(head, "b", jb);
+    json_object_set_new(head, "sample", json_string(profile_value_name(v)));
+    json_object_set_new(head, "unit", json_string(unit_of(v)));
+    json_object_set_new(head, "delta", jnum(round(fb->total[v] - fa->total[v])));
+    json_object_set_new(head, "functions_total", json_integer((json_int_t)n));
+    json_t *arr = json_array();
+    for (size_t i = 0; i < shown; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jstr(rows[i].name));
+        json_object_set_new(o, "a_flat", jnum(round(rows[i].fa)));
+        json_object_set_new(o, "b_flat", jnum(round(rows[i].fb)));
+        json_object_set_new(o, "delta_flat", jnum(round(rows[i].fb) - round(rows[i].fa)));
+        json_object_set_new(o, "a_cum", jnum(round(rows[i].ca)));
+        json_object_set_new(o, "b_cum", jnum(round(rows[i].cb)));
+        json_object_set_new(o, "delta_cum", jnum(round(rows[i].cb) - round(rows[i].ca)));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(head, "functions", arr);
+    free(rows);
+    struct tree t;
+    tree_init(&t);
+    tree_start(&t);
+    tree_add(&t, fa, v, 0);
+    tree_add(&t, fb, v, 1);
+    json_object_set_new(head, "nodes", json_integer((json_int_t)t.n));
+    reply_with_tree(r, head, &t, 2);
+    tree_release(&t);
+out:
+    query_top_free(ta);
+    query_top_free(tb);
+    query_folded_free(fa);
+    query_folded_free(fb);
+    profile_free(pa);
+    profile_free(pb);
+}
+
+/* ---- profile exports ----------------------------------------------------------------- */
+
+typedef int web_render_fn(const struct profile *p, const struct query_folded *f,
+                          const struct query_top *t, const struct query_opts *o,
+                          struct hp_buf *out);
+
+static int render_collapsed(const struct profile *p, const struct query_folded *f,
+                            const struct query_top *t, const struct query_opts *o,
+                            struct hp_buf *out)
+{
+    (void)p, (void)t;
+    return query_render_collapsed(f, o, out);
+}
+
+/* One table of export formats: a renderer that is not in the query library
+ * yet has fn NULL and answers 501. */
+static const struct {
+    enum query_format format;
+    const char *content_type;
+    const char *ext;
+    web_render_fn *fn;
+} renderers[] = {
+    { QUERY_FORMAT_TEXT, "text/plain; charset=utf-8", "txt", query_render_top_text },
+    { QUERY_FORMAT_COLLAPSED, "text/plain; charset=utf-8", "collapsed", render_collapsed },
+    { QUERY_FORMAT_JSON, "application/json", "json", query_render_json },
+    { QUERY_FORMAT_DOT, "text/vnd.graphviz", "dot", NULL },
+    { QUERY_FORMAT_SVG, "image/svg+xml", "svg", NULL },
+    { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", NULL },
+};
+
+bool web_api_format_ready(enum query_format f)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(renderers); i++)
+        if (renderers[i].format == f)
+            return renderers[i].fn != NULL;
+    return false;
+}
+
+void web_h_profile(struct web_request *r)
+{
+    enum query_format fmt = r->p.has_format ? r->p.format : QUERY_FORMAT_JSON;
+    size_t i;
+    for (i = 0; i < HP_ARRAY_SIZE(renderers); i++)
+        if (renderers[i].format == fmt)
+            break;
+    if (i == HP_ARRAY_SIZE(renderers) || !renderers[i].fn) {
+        web_api_error(r, 501, "format %s: that renderer is not in this build yet "
+                              "(available: text, collapsed, json)",
+                      query_format_name(fmt));
+        return;
+    }
+    /* The CLI's defaults: 30 rows of text, everything otherwise. */
+    bool top_given = r->p.qo.top != 0;
+    if (!top_given && fmt == QUERY_FORMAT_TEXT)
+        r->p.qo.top = 30;
+    struct web_snapshot_info info;
+    struct profile *p;
+    struct query_folded *f;
+    struct query_top *t;
+    if (fold_one(r, &r->p.sel, &info, &p, &f, &t) < 0)
+        return;
+    hp_buf_reset(&r->body);
+    int rc = renderers[i].fn(p, f, t, &r->p.qo, &r->body);
+    if (rc < 0) {
+        web_api_error(r, rc == HP_ETOOBIG ? 500 : 500, "rendering %s failed: %s",
+                      query_format_name(fmt), hp_strerror(rc));
+    } else {
+        r->status = 200;
+        r->content_type = renderers[i].content_type;
+        if (r->p.download) {
+            char *d = hp_xasprintf("attachment; filename=\"%s-%lld.%s\"",
+                                   info.node ? info.node : "snapshot", (long long)info.id,
+                                   renderers[i].ext);
+            r->disposition = hp_arena_strdup(&r->arena, d);
+            free(d);
+        }
+    }
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+}
+
+void web_h_symbolization(struct web_request *r)
+{
+    if (!r->src->symbolization) {
+        web_api_error(r, 501, "this data source keeps no symbolization status "
+                              "(the collector's store does)");
+        return;
+    }
+    struct hp_buf err = HP_BUF_INIT(0);
+    hp_buf_reset(&r->body);
+    int rc = r->src->symbolization(r->src_ctx, &r->body, &err);
+    if (rc < 0)
+        reply_failure(r, rc, &err);
+    else
+        r->status = 200;
+    hp_buf_release(&err);
+}

@@ -1,0 +1,149 @@
+// Time-series chart on a canvas: several byte series over time, points you
+// can hover and click (each point is a snapshot).
+import { fmtBytes, fmtTime, esc, showTooltip, hideTooltip } from "./util.js";
+
+export class TimeChart {
+  constructor(container, opts = {}) {
+    this.opts = opts;
+    this.wrap = document.createElement("div");
+    this.wrap.className = "chartwrap";
+    this.canvas = document.createElement("canvas");
+    this.canvas.setAttribute("role", "img");
+    this.canvas.setAttribute("aria-label", opts.label || "chart over time");
+    this.wrap.appendChild(this.canvas);
+    this.legend = document.createElement("div");
+    this.legend.className = "legend";
+    this.legend.style.padding = "8px 4px 0";
+    container.appendChild(this.wrap);
+    container.appendChild(this.legend);
+    this.ctx = this.canvas.getContext("2d");
+    this.series = [];
+    this.hidden = new Set();
+    this.hoverIdx = null;
+    this.canvas.addEventListener("mousemove", (e) => this.onMove(e));
+    this.canvas.addEventListener("mouseleave", () => { this.hover = null; hideTooltip(); this.draw(); });
+    this.canvas.addEventListener("click", (e) => {
+      const h = this.nearest(e);
+      if (h && h.pt.ref !== undefined && this.opts.onClick) this.opts.onClick(h.pt.ref);
+    });
+    this.ro = new ResizeObserver(() => this.draw());
+    this.ro.observe(this.wrap);
+  }
+
+  destroy() { this.ro.disconnect(); hideTooltip(); }
+
+  setSeries(series) {
+    this.series = series.filter((s) => s.points.some((p) => p.v !== null && p.v !== undefined));
+    this.legend.innerHTML = this.series.map((s, i) => `<span data-i="${i}" style="cursor:pointer;${this.hidden.has(s.name) ? "opacity:.4" : ""}"><i style="background:${s.color}"></i>${esc(s.name)}</span>`).join("");
+    this.legend.querySelectorAll("span[data-i]").forEach((el) => el.addEventListener("click", () => {
+      const s = this.series[+el.dataset.i];
+      if (this.hidden.has(s.name)) this.hidden.delete(s.name); else this.hidden.add(s.name);
+      el.style.opacity = this.hidden.has(s.name) ? ".4" : "1";
+      this.draw();
+    }));
+    this.draw();
+  }
+
+  layout() {
+    const W = Math.max(300, this.wrap.clientWidth), H = 300;
+    const pad = { l: 72, r: 16, t: 12, b: 28 };
+    const vis = this.series.filter((s) => !this.hidden.has(s.name));
+    let tmin = Infinity, tmax = -Infinity, vmax = 0;
+    for (const s of vis) for (const p of s.points) {
+      if (p.v === null || p.v === undefined) continue;
+      tmin = Math.min(tmin, p.t); tmax = Math.max(tmax, p.t); vmax = Math.max(vmax, p.v);
+    }
+    if (!Number.isFinite(tmin)) { tmin = Date.now() - 3600e3; tmax = Date.now(); }
+    if (tmax === tmin) { tmin -= 1800e3; tmax += 1800e3; }
+    const step = niceStep(vmax || 1024);
+    vmax = Math.ceil((vmax || 1024) / step) * step;
+    const span = tmax - tmin;
+    tmin -= span * 0.03; tmax += span * 0.03;
+    return { W, H, pad, vis, tmin, tmax, vmax, step,
+      x: (t) => pad.l + ((t - tmin) / (tmax - tmin)) * (W - pad.l - pad.r),
+      y: (v) => H - pad.b - (v / vmax) * (H - pad.t - pad.b) };
+  }
+
+  draw() {
+    const L = this.layout();
+    this.L = L;
+    const dpr = window.devicePixelRatio || 1;
+    if (this.canvas.width !== Math.round(L.W * dpr)) { this.canvas.width = Math.round(L.W * dpr); this.canvas.height = Math.round(L.H * dpr); }
+    const ctx = this.ctx;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, L.W, L.H);
+    ctx.font = "12px " + getComputedStyle(document.body).getPropertyValue("--sans");
+    ctx.textBaseline = "middle";
+    // Grid and y labels.
+    ctx.strokeStyle = "#eceef2"; ctx.fillStyle = "#6b7385"; ctx.lineWidth = 1;
+    for (let v = 0; v <= L.vmax + 1e-9; v += L.step) {
+      const y = Math.round(L.y(v)) + 0.5;
+      ctx.beginPath(); ctx.moveTo(L.pad.l, y); ctx.lineTo(L.W - L.pad.r, y); ctx.stroke();
+      ctx.textAlign = "right"; ctx.fillText(fmtBytes(v), L.pad.l - 8, y);
+    }
+    // x labels.
+    ctx.textAlign = "center";
+    const n = Math.max(2, Math.floor((L.W - L.pad.l - L.pad.r) / 140));
+    for (let i = 0; i <= n; i++) {
+      const t = L.tmin + ((L.tmax - L.tmin) * i) / n;
+      const label = fmtTime(t);
+      ctx.fillText((L.tmax - L.tmin) < 2 * 86400e3 ? label.slice(11) : label.slice(5), L.x(t), L.H - L.pad.b + 16);
+    }
+    for (const s of L.vis) {
+      const pts = s.points.filter((p) => p.v !== null && p.v !== undefined);
+      ctx.strokeStyle = s.color; ctx.lineWidth = 2; ctx.lineJoin = "round";
+      ctx.beginPath();
+      pts.forEach((p, i) => { const x = L.x(p.t), y = L.y(p.v); if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y); });
+      ctx.stroke();
+      for (const p of pts) {
+        const big = this.hover && this.hover.pt === p;
+        ctx.beginPath(); ctx.arc(L.x(p.t), L.y(p.v), big ? 5.5 : 3.5, 0, Math.PI * 2);
+        ctx.fillStyle = "#fff"; ctx.fill(); ctx.lineWidth = 2; ctx.strokeStyle = s.color; ctx.stroke();
+      }
+    }
+    // Where the points are, for tests and tools (CSS pixels in the canvas).
+    this.canvas.points = L.vis.length ? L.vis[0].points.filter((p) => p.v !== null && p.v !== undefined).map((p) => ({ x: L.x(p.t), y: L.y(p.v), ref: p.ref })) : [];
+    if (this.hover) {
+      const x = Math.round(L.x(this.hover.pt.t)) + 0.5;
+      ctx.strokeStyle = "rgba(29,35,48,.25)"; ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.moveTo(x, L.pad.t); ctx.lineTo(x, L.H - L.pad.b); ctx.stroke();
+    }
+  }
+
+  nearest(e) {
+    if (!this.L) return null;
+    const r = this.canvas.getBoundingClientRect();
+    const mx = e.clientX - r.left, my = e.clientY - r.top;
+    let best = null, bd = 24 * 24;
+    for (const s of this.L.vis) for (const p of s.points) {
+      if (p.v === null || p.v === undefined) continue;
+      const dx = this.L.x(p.t) - mx, dy = this.L.y(p.v) - my, d = dx * dx + dy * dy * 0.25;
+      if (d < bd) { bd = d; best = { s, pt: p }; }
+    }
+    return best;
+  }
+
+  onMove(e) {
+    const h = this.nearest(e);
+    const changed = (h && h.pt) !== (this.hover && this.hover.pt);
+    this.hover = h;
+    if (changed) this.draw();
+    if (!h) { hideTooltip(); this.canvas.style.cursor = "crosshair"; return; }
+    this.canvas.style.cursor = h.pt.ref !== undefined ? "pointer" : "crosshair";
+    const rows = this.L.vis.map((s) => {
+      const p = s.points.find((q) => q.t === h.pt.t);
+      return p && p.v !== null ? `<div class="trow"><span><i style="display:inline-block;width:8px;height:8px;border-radius:2px;background:${s.color};margin-right:6px"></i>${esc(s.name)}</span><span>${fmtBytes(p.v)}</span></div>` : "";
+    }).join("");
+    showTooltip(e, `<div class="tname">${fmtTime(h.pt.t)}${h.pt.label ? " · " + esc(h.pt.label) : ""}</div>${rows}${h.pt.ref !== undefined ? '<div class="muted small" style="margin-top:4px;color:#aab3c5">click to open this snapshot</div>' : ""}`);
+  }
+}
+
+// A round step for about five grid lines, in the unit the labels will use.
+function niceStep(max) {
+  const base = max >= 1024 ** 3 ? 1024 ** 3 : max >= 1024 ** 2 ? 1024 ** 2 : max >= 1024 ? 1024 : 1;
+  const raw = max / base / 5;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const r = raw / mag;
+  const m = r <= 1 ? 1 : r <= 2 ? 2 : r <= 2.5 ? 2.5 : r <= 5 ? 5 : 10;
+  return Math.max(1, m * mag * base);
+}

@@ -1,0 +1,153 @@
+/* web: heapfleet's HTTP API and UI, served by h2o on a libuv loop the caller
+ * owns (the collector's loop, or hf-web's own for development).
+ *
+ * The server knows nothing about SQLite, polling or files: it reads through a
+ * narrow data source (struct web_source_ops) and answers with the query
+ * library (query/query.h), so the API prints what the `query` CLI prints. Two
+ * sources exist: web_source_dir_new() (a folder of profile files, for
+ * development and tests) and the store-backed one the collector provides.
+ *
+ * Threads: web_server_start/stop run on the loop thread. Source callbacks run
+ * on libuv worker threads (uv_queue_work), possibly several at once, so a
+ * source must be thread-safe. Results come back to the loop thread, which
+ * writes the responses.
+ *
+ * The process must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)), as with any
+ * libuv server: a client that hangs up mid-response must not kill it. */
+#ifndef HP_WEB_H
+#define HP_WEB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/hp.h"
+#include "store/profile.h"
+
+struct uv_loop_s;
+struct web_server;
+
+/* ---- the data source ------------------------------------------------------ */
+
+/* A parsed snapshot selector, as the CLI takes it (DESIGN.md): NODE (latest),
+ * NODE@TIME (at or before TIME) or #ID. The web layer has validated it. */
+struct web_selector {
+    const char *node; /* NULL for #ID */
+    int64_t at_ms;    /* NODE@TIME: wall clock ms; 0 for "latest" */
+    int64_t id;       /* #ID, else 0 */
+};
+
+/* Memory figures a snapshot may carry besides the profile itself (the node's
+ * /metrics, jemalloc stats, its memory tracker). NaN when unknown. */
+struct web_figures {
+    double rss;
+    double je_allocated, je_active, je_resident, je_metadata, je_retained;
+    double tracker_total; /* the node's own accounting of what it uses */
+};
+
+struct web_tracker {
+    const char *name; /* as the node reports it ("Query", "SegmentCache", ...) */
+    double bytes;
+};
+
+struct web_snapshot_info {
+    int64_t id;
+    const char *node;
+    int64_t time_ms;            /* when it was taken */
+    const char *format;         /* "jemalloc", "gperf", "pprof", "collapsed" */
+    int64_t raw_bytes;          /* size of the stored dump */
+    double total[PV_COUNT];     /* un-sampled totals; NaN when not computed */
+    struct web_figures fig;
+    struct web_tracker *trackers; /* may be NULL */
+    size_t ntrackers;
+};
+
+struct web_node_info {
+    const char *name;
+    const char *kind;       /* doris, starrocks, databend, agent, url, dir */
+    const char *address;    /* HOST:PORT or URL; may be NULL */
+    const char *status;     /* "ok", "failing", "never" */
+    const char *error;      /* last failure in words, or NULL */
+    int64_t last_attempt_ms; /* 0 when never */
+    int64_t nsnapshots;
+    bool has_latest;
+    struct web_snapshot_info latest; /* valid when has_latest */
+};
+
+/* Everything returned is allocated in the arena the caller passes (strings
+ * and arrays alike) and lives as long as that arena. Return codes: 0, or
+ * HP_ENOTFOUND (unknown node or nothing matches the selector, message in err),
+ * or another HP_E* with a message in err. A NULL op means "this source cannot
+ * answer that" and the endpoint says 501. Called on worker threads. */
+struct web_source_ops {
+    int (*list_nodes)(void *ctx, struct hp_arena *a, struct web_node_info **ret, size_t *ret_n,
+                      struct hp_buf *err);
+    /* Snapshots of one node taken at or after since_ms (0: all), oldest
+     * first, at most `limit` (the newest ones). */
+    int (*list_snapshots)(void *ctx, const char *node, int64_t since_ms, size_t limit,
+                          struct hp_arena *a, struct web_snapshot_info **ret, size_t *ret_n,
+                          struct hp_buf *err);
+    /* Resolve a selector and load that snapshot's profile (symbolized where
+     * the source can). *ret_profile is owned by the caller (profile_free). */
+    int (*load_snapshot)(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                         struct web_snapshot_info *ret_info, struct profile **ret_profile,
+                         struct hp_buf *err);
+    /* Symbolization status as a JSON object text appended to out. */
+    int (*symbolization)(void *ctx, struct hp_buf *out, struct hp_buf *err);
+    /* Extra Prometheus exposition lines (the collector's own health:
+     * rounds, failures, fetch latency, store size), appended to out. */
+    int (*metrics)(void *ctx, struct hp_buf *out);
+};
+
+/* A source backed by a folder: each subfolder is a node (its name), each
+ * regular file in it a snapshot of that node, taken at the file's mtime.
+ * Files are parsed on demand (any format ingest detects) and their totals
+ * cached by (path, size, mtime). Snapshot ids are assigned in scan order and
+ * stay stable for the life of the source. Thread-safe. */
+struct web_source_dir;
+int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_buf *err);
+void web_source_dir_free(struct web_source_dir *d);
+extern const struct web_source_ops web_source_dir_ops;
+
+/* A source backed by the SQLite store (what the collector serves): a small
+ * pool of read-only connections, so worker threads never share one. The
+ * database must exist. Thread-safe. */
+struct web_source_store;
+int web_source_store_new(const char *db, struct web_source_store **ret, struct hp_buf *err);
+void web_source_store_free(struct web_source_store *w);
+extern const struct web_source_ops web_source_store_ops;
+
+/* ---- the server ------------------------------------------------------------ */
+
+struct web_config {
+    const char *listen;     /* "HOST:PORT"; port 0 picks a free one. Default 127.0.0.1:7070 */
+    const char *static_dir; /* folder of the UI files; NULL serves no UI */
+    const char *token;      /* bearer token required for all but /metrics; NULL: none */
+    unsigned max_jobs;      /* data requests in flight before 503 (default 16) */
+    size_t max_body;        /* cap on one response body (default 256 MiB) */
+};
+
+void web_config_init(struct web_config *c);
+
+/* Read a token file: the first line, trailing whitespace dropped; refuses
+ * empty tokens and files over 4 KiB. *ret is malloc'd. */
+int web_token_read(const char *path, char **ret, struct hp_buf *err) HP_MUST_CHECK;
+
+/* Bind and start serving on `loop` (loop thread). The source is borrowed and
+ * must outlive the server. On failure err says why (bad address, port in
+ * use) and at most a closing handle is left, gone after the loop runs once. */
+int web_server_start(struct uv_loop_s *loop, const struct web_config *cfg,
+                     const struct web_source_ops *src, void *src_ctx, struct web_server **ret,
+                     struct hp_buf *err) HP_MUST_CHECK;
+
+/* The bound port (useful with port 0). */
+int web_server_port(const struct web_server *s);
+
+typedef void web_server_stopped_cb(void *arg);
+/* Stop (loop thread): stop accepting, cancel queued jobs, let running ones
+ * finish, close every connection and every handle h2o opened, then free the
+ * server and call cb(arg) on the loop. After cb the loop holds nothing of the
+ * server, so uv_loop_close() can return 0. cb may be NULL. */
+void web_server_stop(struct web_server *s, web_server_stopped_cb *cb, void *arg);
+
+#endif
