@@ -5,12 +5,13 @@
  * when it is missing or does not cover an address, the CU headers are walked
  * once to read each CU's own ranges). A compilation unit is parsed on the
  * first request that falls into it: its line table is copied into a sorted
- * array, and the DIE tree is walked once, descending only into DIEs that can
- * hold code (namespaces, subprograms, inlined subroutines, lexical blocks,
- * types that may nest member functions) and recording every subprogram and
- * inlined subroutine that has addresses, in preorder with the index one past
- * its last descendant, so a lookup finds the outermost function by binary
- * search and descends into the inline chain child by child. Names are
+ * array, and the DIE tree is walked down to the functions (namespaces and
+ * lexical scopes only; types are skipped), recording each subprogram that
+ * has addresses. A function's own subtree (inlined subroutines, lexical
+ * blocks) is read when an address first lands in it, appended as one block
+ * of scopes in preorder, each with the index one past its last descendant,
+ * so a lookup finds the outermost function by binary search and descends
+ * into the inline chain child by child. Names are
  * resolved only for the scopes an address lands in (through abstract_origin
  * and specification) and cached by DIE offset.
  *
