@@ -5,12 +5,13 @@
  * when it is missing or does not cover an address, the CU headers are walked
  * once to read each CU's own ranges). A compilation unit is parsed on the
  * first request that falls into it: its line table is copied into a sorted
- * array, and the DIE tree is walked once, descending only into DIEs that can
- * hold code (namespaces, subprograms, inlined subroutines, lexical blocks,
- * types that may nest member functions) and recording every subprogram and
- * inlined subroutine that has addresses, in preorder with the index one past
- * its last descendant, so a lookup finds the outermost function by binary
- * search and descends into the inline chain child by child. Names are
+ * array, and the DIE tree is walked down to the functions (namespaces and
+ * lexical scopes only; types are skipped), recording each subprogram that
+ * has addresses. A function's own subtree (inlined subroutines, lexical
+ * blocks) is read when an address first lands in it, appended as one block
+ * of scopes in preorder, each with the index one past its last descendant,
+ * so a lookup finds the outermost function by binary search and descends
+ * into the inline chain child by child. Names are
  * resolved only for the scopes an address lands in (through abstract_origin
  * and specification) and cached by DIE offset.
  *
@@ -43,7 +44,9 @@ struct dw_range {
 
 struct dw_scope {
     uint32_t range_off, nranges; /* into cu->ranges */
-    uint32_t end;                /* one past the last descendant */
+    uint32_t first_child;        /* children are [first_child, end), each */
+    uint32_t end;                /* followed by its own descendants */
+    bool lazy;                   /* subtree not read yet (scope_expand) */
     int32_t parent;              /* -1 for a top-level subprogram */
     uint64_t die_off;            /* for the name, resolved lazily */
     uint32_t call_file, call_line;
@@ -67,6 +70,7 @@ struct dw_cu {
     uint64_t die_off;
     int state;
     uint16_t version;
+    uint64_t base; /* CU base address for DWARF 4 range lists */
     struct hp_arena arena;
     const char **files;
     uint32_t nfiles;
@@ -512,6 +516,7 @@ struct walk {
     struct dw_cu *cu;
     uint64_t cu_base;
     unsigned dies;
+    bool in_sub; /* inside a subprogram's subtree */
 };
 
 static bool tag_descends(Dwarf_Half tag)
@@ -589,10 +594,22 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
             s->call_file = attr_udata(w->dbg, die, DW_AT_call_file);
             s->call_line = attr_udata(w->dbg, die, DW_AT_call_line);
         }
+        if (!w->in_sub) {
+            /* A function seen from namespace level: its inline tree is read
+             * only when an address lands in it (scope_expand), so a CU
+             * costs its line table and function list, plus the trees of
+             * the functions asked about. */
+            s->lazy = true;
+            return;
+        }
+        s->first_child = (uint32_t)self + 1;
     } else if (!tag_descends(tag)) {
         return;
     }
 
+    bool was_in_sub = w->in_sub;
+    if (self != parent)
+        w->in_sub = true;
     Dwarf_Die child = NULL;
     int r = dwarf_child(die, &child, &e);
     while (r == DW_DLV_OK) {
@@ -603,8 +620,56 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
         child = next;
     }
     dw_err_free(w->dbg, &e);
+    w->in_sub = was_in_sub;
     if (self != parent)
         cu->scopes[self].end = (uint32_t)cu->nscopes;
+}
+
+/* Read the inline tree of a function recorded lazily; its scopes are
+ * appended to the CU's array as one block. */
+static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
+{
+    if (!cu->scopes[idx].lazy)
+        return;
+    cu->scopes[idx].lazy = false;
+    Dwarf_Error e = NULL;
+    Dwarf_Die die = NULL;
+    if (dwarf_offdie_b(dbg, cu->scopes[idx].die_off, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return;
+    }
+    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = cu->base, .in_sub = true };
+    uint32_t start = (uint32_t)cu->nscopes;
+    Dwarf_Die child = NULL;
+    int r = dwarf_child(die, &child, &e);
+    while (r == DW_DLV_OK) {
+        walk_die(&w, child, (int32_t)idx, 1);
+        Dwarf_Die next = NULL;
+        r = dwarf_siblingof_b(dbg, child, 1, &next, &e);
+        dwarf_dealloc_die(child);
+        child = next;
+    }
+    dw_err_free(dbg, &e);
+    dwarf_dealloc_die(die);
+    cu->scopes[idx].first_child = start;
+    cu->scopes[idx].end = (uint32_t)cu->nscopes;
+}
+
+/* The function (top-level scope) holding addr, or -1. */
+static int32_t top_for(const struct dw_cu *cu, uint64_t addr)
+{
+    size_t lo = 0, hi = cu->ntops;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cu->tops[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++)
+        if (addr >= cu->tops[i - 1].lo && addr < cu->tops[i - 1].hi)
+            return (int32_t)cu->tops[i - 1].scope;
+    return -1;
 }
 
 static int top_cmp(const void *a, const void *b)
@@ -635,6 +700,7 @@ static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
         dw_err_free(dbg, &e);
         base = 0;
     }
+    cu->base = base;
     cu_load_lines(dbg, cu, cudie);
     struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base };
     walk_die(&w, cudie, -1, 0);
@@ -920,13 +986,43 @@ size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total)
     return n;
 }
 
+struct prep_pair {
+    uint32_t cu;
+    uint64_t addr;
+};
+
 struct prep_job {
     struct sym_dw *d;
-    uint32_t *cus;
+    uint32_t *cus;           /* CUs to load */
+    size_t *first, *count;   /* their addresses in pairs */
+    struct prep_pair *pairs; /* sorted by CU */
     size_t ncus;
     size_t next; /* shared cursor, under mu */
     pthread_mutex_t mu;
 };
+
+/* Load CU i of the job and read the inline trees of the functions its
+ * addresses fall in, all with one handle. */
+static void prep_one(Dwarf_Debug dbg, struct prep_job *j, size_t i)
+{
+    struct dw_cu *cu = &j->d->cus[j->cus[i]];
+    cu_load(dbg, cu);
+    if (cu->state != CU_LOADED)
+        return;
+    for (size_t k = j->first[i]; k < j->first[i] + j->count[i]; k++) {
+        int32_t t = top_for(cu, j->pairs[k].addr);
+        if (t >= 0)
+            scope_expand(dbg, cu, (uint32_t)t);
+    }
+}
+
+static size_t prep_next(struct prep_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    size_t i = j->next < j->ncus ? j->next++ : SIZE_MAX;
+    pthread_mutex_unlock(&j->mu);
+    return i;
+}
 
 static void *prep_worker(void *arg)
 {
@@ -939,14 +1035,8 @@ static void *prep_worker(void *arg)
         close(fd);
         return NULL;
     }
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        size_t i = j->next < j->ncus ? j->next++ : SIZE_MAX;
-        pthread_mutex_unlock(&j->mu);
-        if (i == SIZE_MAX)
-            break;
-        cu_load(dbg, &j->d->cus[j->cus[i]]);
-    }
+    for (size_t i; (i = prep_next(j)) != SIZE_MAX;)
+        prep_one(dbg, j, i);
     Dwarf_Error e = NULL;
     if (dwarf_finish(dbg, &e) != DW_DLV_OK && e)
         dwarf_dealloc_error(NULL, e);
@@ -954,51 +1044,61 @@ static void *prep_worker(void *arg)
     return NULL;
 }
 
+static int pair_cmp(const void *a, const void *b)
+{
+    const struct prep_pair *x = a, *y = b;
+    if (x->cu != y->cu)
+        return x->cu < y->cu ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
 void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threads)
 {
-    struct hp_map64 seen;
-    hp_map64_init(&seen);
-    uint32_t *todo = NULL;
-    size_t ntodo = 0, cap = 0;
+    /* Pair every address with its CU (cu_find may extend the CU table, so
+     * this stays on the calling thread), keep the CUs not loaded yet. */
+    struct prep_pair *pairs = hp_xmalloc((n ? n : 1) * sizeof(*pairs));
+    size_t np = 0;
     for (size_t i = 0; i < n; i++) {
         int c = cu_find(d, addrs[i]);
-        if (c < 0 || d->cus[c].state != CU_UNLOADED)
-            continue;
-        uint32_t dummy;
-        if (hp_map64_put(&seen, (uint64_t)c, 1, &dummy) == 0) {
-            todo = hp_xgrow(todo, &cap, ntodo + 1, sizeof(*todo));
-            todo[ntodo++] = (uint32_t)c;
-        }
+        if (c >= 0 && d->cus[c].state == CU_UNLOADED)
+            pairs[np++] = (struct prep_pair){ (uint32_t)c, addrs[i] };
     }
-    hp_map64_release(&seen);
+    qsort(pairs, np, sizeof(*pairs), pair_cmp);
+    struct prep_job j = { .d = d, .pairs = pairs };
+    size_t cap = 0, cap2 = 0, cap3 = 0;
+    for (size_t k = 0; k < np; k++) {
+        if (k == 0 || pairs[k].cu != pairs[k - 1].cu) {
+            j.cus = hp_xgrow(j.cus, &cap, j.ncus + 1, sizeof(*j.cus));
+            j.first = hp_xgrow(j.first, &cap2, j.ncus + 1, sizeof(*j.first));
+            j.count = hp_xgrow(j.count, &cap3, j.ncus + 1, sizeof(*j.count));
+            j.cus[j.ncus] = pairs[k].cu;
+            j.first[j.ncus] = k;
+            j.count[j.ncus] = 0;
+            j.ncus++;
+        }
+        j.count[j.ncus - 1]++;
+    }
+    pthread_mutex_init(&j.mu, NULL);
     /* Extra handles cost a second copy of the sections libdwarf reads; only
      * worth it with enough CUs to share. */
-    if (threads > 1 && ntodo >= 8) {
-        struct prep_job j = { .d = d, .cus = todo, .ncus = ntodo };
-        pthread_mutex_init(&j.mu, NULL);
+    int started = 0;
+    pthread_t tids[15];
+    if (threads > 1 && j.ncus >= 8) {
         int nt = HP_MIN(threads - 1, 15);
-        pthread_t tids[15];
-        int started = 0;
         for (int t = 0; t < nt; t++)
             if (pthread_create(&tids[t], NULL, prep_worker, &j) == 0)
                 started++;
-        /* The calling thread works too, with the main handle. */
-        for (;;) {
-            pthread_mutex_lock(&j.mu);
-            size_t i = j.next < j.ncus ? j.next++ : SIZE_MAX;
-            pthread_mutex_unlock(&j.mu);
-            if (i == SIZE_MAX)
-                break;
-            cu_load(d->dbg, &d->cus[todo[i]]);
-        }
-        for (int t = 0; t < started; t++)
-            pthread_join(tids[t], NULL);
-        pthread_mutex_destroy(&j.mu);
-    } else {
-        for (size_t i = 0; i < ntodo; i++)
-            cu_load(d->dbg, &d->cus[todo[i]]);
     }
-    free(todo);
+    /* The calling thread works too, with the main handle. */
+    for (size_t i; (i = prep_next(&j)) != SIZE_MAX;)
+        prep_one(d->dbg, &j, i);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+    free(j.cus);
+    free(j.first);
+    free(j.count);
+    free(pairs);
 }
 
 static bool scope_contains(const struct dw_cu *cu, const struct dw_scope *s, uint64_t addr)
@@ -1047,22 +1147,9 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     }
 
     /* Scope: the top-level subprogram, then down the inline chain. */
-    int32_t cur = -1;
-    lo = 0;
-    hi = cu->ntops;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cu->tops[mid].lo <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++) {
-        if (addr >= cu->tops[i - 1].lo && addr < cu->tops[i - 1].hi) {
-            cur = (int32_t)cu->tops[i - 1].scope;
-            break;
-        }
-    }
+    int32_t cur = top_for(cu, addr);
+    if (cur >= 0)
+        scope_expand(d->dbg, cu, (uint32_t)cur);
     if (cur < 0) {
         if (!file)
             return 0;
@@ -1072,7 +1159,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     for (int guard = 0; guard < SYM_MAX_INLINE_DEPTH; guard++) {
         const struct dw_scope *s = &cu->scopes[cur];
         int32_t next = -1;
-        for (uint32_t ch = (uint32_t)cur + 1; ch < s->end; ch = cu->scopes[ch].end) {
+        for (uint32_t ch = s->first_child; ch < s->end; ch = cu->scopes[ch].end) {
             if (cu->scopes[ch].end <= ch)
                 break; /* malformed nesting; never loop */
             if (scope_contains(cu, &cu->scopes[ch], addr)) {

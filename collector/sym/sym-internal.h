@@ -3,11 +3,12 @@
  *   dwarf.c    the only file that includes libdwarf: line tables and inlined
  *              subroutines per compilation unit, loaded lazily;
  *   object.c   libelf: PT_LOAD headers and the ELF symbol tables;
- *   find.c     where files come from (--binary, --symbols, maps path,
- *              debuglink, /usr/lib/debug/.build-id, debuginfod);
  *   debuginfod.c  the only file that includes curl;
  *   demangle.c libiberty and jeprof's naming rules;
- *   sym.c      the public API: profile walking, caches, allocator trimming. */
+ *   sym.c      the public API: where files come from (--binary, --symbols,
+ *              maps path, debuglink, /usr/lib/debug/.build-id, debuginfod)
+ *              and their checks, profile walking, caches, allocator
+ *              trimming. */
 #ifndef HP_SYM_INTERNAL_H
 #define HP_SYM_INTERNAL_H
 

@@ -321,6 +321,7 @@ struct want {
     const char *path;     /* profile's path, " (deleted)" removed */
     const char *build_id; /* expected, or NULL */
     bool main;
+    bool deleted;         /* the node had replaced the file after mapping it */
     bool exec;            /* check this mapping against PT_LOAD */
     uint64_t offset, len;
 };
@@ -447,7 +448,11 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
     hp_buf_reset(&why);
     rt->obj = obj_for_image(s, e, w->path, &why);
     struct sym_obj *o = rt->obj;
-    if (o->note)
+    if (w->deleted && !w->build_id && strcmp(o->used, w->path) == 0)
+        rt->message = hp_xasprintf("the node had replaced this file after mapping it; using %s "
+                                   "as found here (segments checked, no build-id to compare)%s%s",
+                                   o->used, o->note ? "; " : "", o->note ? o->note : "");
+    else if (o->note)
         rt->message = hp_xasprintf("%s%s%s", o->note, why.len ? ": " : "", why.len ? why.data : "");
     else if (!w->build_id && !o->build_id[0])
         rt->message = hp_xstrdup("ok (unverified: neither the dump nor the file has a build-id)");
@@ -675,6 +680,13 @@ static bool allocator_object(const struct profile *p, const struct profile_locat
 static void trim_allocator(struct profile *p, struct sym_stats *st)
 {
     char buf[512];
+    /* Whether a location is an allocator entry point, worked out once per
+     * location (0 unknown, 1 no, 2 yes) and once per distinct function
+     * string (frames are interned, so the pointer identifies the name):
+     * stacks share most of their locations. */
+    uint8_t *is_alloc = hp_xcalloc(p->nlocs ? p->nlocs : 1, 1);
+    struct hp_map64 byname;
+    hp_map64_init(&byname);
     for (size_t si = 0; si < p->nstacks; si++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)si);
         uint32_t n = p->stacks[si].n;
@@ -687,13 +699,25 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
                 continue;
             }
             leading = false;
-            for (uint32_t k = 0; k < l->nframes; k++) {
-                const char *f = p->frames[l->frame_off + k].function;
-                if (f && sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)))) {
-                    cut = i;
-                    break;
+            if (!is_alloc[locs[i]]) {
+                is_alloc[locs[i]] = 1;
+                for (uint32_t k = 0; k < l->nframes; k++) {
+                    const char *f = p->frames[l->frame_off + k].function;
+                    if (!f)
+                        continue;
+                    uint32_t v;
+                    if (!hp_map64_get(&byname, (uint64_t)(uintptr_t)f, &v)) {
+                        v = sym_is_allocator_function(sym_function_short(f, buf, sizeof(buf)));
+                        (void)hp_map64_put(&byname, (uint64_t)(uintptr_t)f, v, &v);
+                    }
+                    if (v) {
+                        is_alloc[locs[i]] = 2;
+                        break;
+                    }
                 }
             }
+            if (is_alloc[locs[i]] == 2)
+                cut = i;
         }
         for (int64_t i = 0; i <= cut; i++) {
             struct profile_location *l = &p->locs[locs[i]];
@@ -703,6 +727,8 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
             }
         }
     }
+    hp_map64_release(&byname);
+    free(is_alloc);
 }
 
 int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_stats,
@@ -762,6 +788,7 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
         os->addresses = (uint32_t)gr->njobs;
         struct want w = { .path = strip_deleted(&s->call_arena, gr->path),
                           .build_id = gr->m->build_id,
+                          .deleted = (gr->m->flags & PROFILE_MAP_DELETED) != 0,
                           .main = gr->path == mainp || (mainp && strcmp(gr->path, mainp) == 0) };
         const struct profile_mapping *xm = exec_mapping_of(p, gr->path);
         if (xm) {

@@ -59,27 +59,33 @@ python3 "$HERE/sym-addrs.py" "$heap" bigprog > addrs.txt
 echo "profile: $(grep -c '^@' "$heap") distinct stacks, $(wc -l < addrs.txt) unique addresses in bigprog"
 cat bigprog > /dev/null # page cache warm for everyone
 
-# measure NAME CMD...: wall seconds and peak RSS (MB) into $NAME.time
+# measure NAME CMD...: wall seconds, CPU seconds (user + sys) and peak RSS
+# (MB) into $NAME.time. The machine may be shared: CPU time is the steadier
+# figure under load, wall time the one a user waits for.
 measure() {
     name=$1
     shift
     if ! command -v "$1" >/dev/null 2>&1; then
         echo "$name: skipped ($1 not installed)"
-        echo "- -" > "$name.time"
+        echo "- - -" > "$name.time"
         return
     fi
     /usr/bin/time -v timeout "$TIMEOUT" "$@" > "$name.out" 2> "$name.err" || true
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s }' "$name.err")
+    cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$name.err")
     rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$name.err")
-    echo "$wall $rss" > "$name.time"
-    printf '%-22s %8.3f s %6s MB\n' "$name" "$wall" "$rss"
+    echo "$wall $cpu $rss" > "$name.time"
+    printf '%-22s %8.3f s wall %8.3f s cpu %6s MB\n' "$name" "$wall" "$cpu" "$rss"
 }
 
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo "--- same unique addresses of bigprog"
 measure heapfleet-cold "$SYMTOOL" addr bigprog - < addrs.txt
 measure llvm-symbolizer llvm-symbolizer --obj=bigprog < addrs.txt
 measure addr2line addr2line -i -f -C -e bigprog < addrs.txt
-measure eu-addr2line eu-addr2line -i -f -C -e bigprog < addrs.txt
+if [ "${SKIP_EU:-0}" = 1 ]; then echo "- - -" > eu-addr2line.time; echo "eu-addr2line: skipped (SKIP_EU=1)"; else
+    measure eu-addr2line eu-addr2line -i -f -C -e bigprog < addrs.txt
+fi
 echo "--- whole profile, end to end"
 measure heapfleet-profile "$SYMTOOL" heap --stats --binary bigprog "$heap"
 measure jeprof-text jeprof --text bigprog "$heap"
@@ -88,18 +94,18 @@ grep '^symtool: locations' warm.err | tail -1 > warm.txt
 warm=$(sed 's/.*time_ms=//' warm.txt)
 echo "heapfleet warm (cached) sym_profile: $warm ms  [$(cat warm.txt | cut -d' ' -f2-8)]"
 
-echo "--- ratios (peer / heapfleet)"
-hc=$(cut -d' ' -f1 heapfleet-cold.time)
-hm=$(cut -d' ' -f2 heapfleet-cold.time)
+echo "--- ratios (peer / heapfleet): wall, cpu, peak RSS"
+set -- $(cat heapfleet-cold.time)
+hw=$1 hc=$2 hm=$3
 for t in llvm-symbolizer addr2line eu-addr2line; do
     set -- $(cat $t.time)
     [ "$1" = "-" ] && continue
-    awk -v n=$t -v a="$1" -v b="$hc" -v m="$2" -v hm="$hm" \
-        'BEGIN { printf "%-16s time %7.1fx   peak RSS %5.1fx\n", n, a / b, m / hm }'
+    awk -v n=$t -v w="$1" -v c="$2" -v m="$3" -v hw="$hw" -v hc="$hc" -v hm="$hm" \
+        'BEGIN { printf "%-16s wall %6.1fx  cpu %6.1fx  rss %5.2fx\n", n, w / hw, c / hc, m / hm }'
 done
+set -- $(cat heapfleet-profile.time)
+pw=$1 pc=$2 pm=$3
 set -- $(cat jeprof-text.time)
-hp=$(cut -d' ' -f1 heapfleet-profile.time)
-hpm=$(cut -d' ' -f2 heapfleet-profile.time)
-awk -v a="$1" -v b="$hp" -v m="$2" -v hm="$hpm" \
-    'BEGIN { printf "jeprof --text    time %7.1fx   peak RSS %5.1fx   (end to end)\n", a / b, m / hm }'
+awk -v w="$1" -v c="$2" -v m="$3" -v hw="$pw" -v hc="$pc" -v hm="$pm" \
+    'BEGIN { printf "jeprof --text    wall %6.1fx  cpu %6.1fx  rss %5.2fx  (end to end)\n", w / hw, c / hc, m / hm }'
 awk -v w="$warm" 'BEGIN { printf "warm cache: %s ms for the whole profile (target < 50 ms)\n", w }'

@@ -273,6 +273,25 @@ static void test_sym_profile_symbolizes_and_counts(void **state)
     hp_buf_release(&err);
 }
 
+static void test_sym_profile_deleted_file_said_so(void **state)
+{
+    /* "(deleted)" on the node: the file here may be a newer build. It is
+     * used when its segments fit, and the status says it is unverified. */
+    struct built b = build_profile(jefixture, jefixture, NULL);
+    for (size_t i = 0; i < b.p->nmappings; i++)
+        if (strcmp(b.p->mappings[i].path, jefixture) == 0)
+            b.p->mappings[i].flags |= PROFILE_MAP_DELETED;
+    struct symbolizer *s = sym_new(&(struct sym_options){ .debuginfod_urls = "" });
+    struct sym_stats st;
+    assert_int_equal(sym_profile(s, b.p, &st, NULL), 0);
+    const struct sym_object_status *os = status_for(&st, jefixture);
+    assert_int_equal(os->status, 0);
+    assert_non_null(strstr(os->message, "replaced"));
+    assert_int_equal(st.resolved, 2);
+    profile_free(b.p);
+    sym_free(s);
+}
+
 static void test_sym_profile_mismatched_binary_reported(void **state)
 {
     /* The dump says /nonexistent/jefixture; --binary points at symtool. */
@@ -518,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_sym_batch_resolves_function_file_line),
         cmocka_unit_test(test_sym_dwarf_is_lazy),
         cmocka_unit_test(test_sym_profile_symbolizes_and_counts),
+        cmocka_unit_test(test_sym_profile_deleted_file_said_so),
         cmocka_unit_test(test_sym_profile_mismatched_binary_reported),
         cmocka_unit_test(test_sym_profile_missing_binary_reported),
         cmocka_unit_test(test_sym_profile_truncated_elf_is_clean_error),
