@@ -791,6 +791,22 @@ done:
 
 /* ---- public -------------------------------------------------------------- */
 
+/* libdwarf 20210528 keeps process-wide state that dwarf_init_b and
+ * dwarf_finish touch without locks (ThreadSanitizer showed a race in its
+ * dwarfstring code between two handles opened on different threads, and
+ * heap corruption followed under load). Opening and closing handles is
+ * rare and cheap next to parsing, so both are serialized; the handles are
+ * then used by one thread each. */
+static pthread_mutex_t libdwarf_init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int finish_handle(Dwarf_Debug dbg, Dwarf_Error *e)
+{
+    pthread_mutex_lock(&libdwarf_init_mu);
+    int r = dwarf_finish(dbg, e);
+    pthread_mutex_unlock(&libdwarf_init_mu);
+    return r;
+}
+
 static int open_handle(int fd, Dwarf_Debug *ret)
 {
     /* libdwarf's allocation tracking (dwarf_set_de_alloc_flag) stays on:
@@ -799,7 +815,9 @@ static int open_handle(int fd, Dwarf_Debug *ret)
      * hostile file must not grow memory. */
     Dwarf_Error e = NULL;
     Dwarf_Debug dbg = NULL;
+    pthread_mutex_lock(&libdwarf_init_mu);
     int r = dwarf_init_b(fd, DW_DLC_READ, DW_GROUPNUMBER_ANY, NULL, NULL, &dbg, &e);
+    pthread_mutex_unlock(&libdwarf_init_mu);
     if (r == DW_DLV_ERROR) {
         if (e)
             dwarf_dealloc_error(NULL, e);
@@ -967,7 +985,7 @@ void sym_dw_free(struct sym_dw *d)
     hp_arena_release(&d->arena);
     if (d->dbg) {
         Dwarf_Error e = NULL;
-        if (dwarf_finish(d->dbg, &e) != DW_DLV_OK && e)
+        if (finish_handle(d->dbg, &e) != DW_DLV_OK && e)
             dwarf_dealloc_error(NULL, e);
     }
     if (d->fd >= 0)
@@ -1038,7 +1056,7 @@ static void *prep_worker(void *arg)
     for (size_t i; (i = prep_next(j)) != SIZE_MAX;)
         prep_one(dbg, j, i);
     Dwarf_Error e = NULL;
-    if (dwarf_finish(dbg, &e) != DW_DLV_OK && e)
+    if (finish_handle(dbg, &e) != DW_DLV_OK && e)
         dwarf_dealloc_error(NULL, e);
     close(fd);
     return NULL;
