@@ -182,6 +182,8 @@ int query_cli_symbolize(const char *prog, const char *binary, const char *symbol
             if (o->status < 0 && o->addresses > 0)
                 fprintf(stderr, "%s: warning: %s: %s (%u addresses left unsymbolized)\n",
                         prog, o->path, o->message, o->addresses);
+            else if (o->message && strstr(o->message, "not used: "))
+                fprintf(stderr, "%s: warning: %s: %s\n", prog, o->path, o->message);
         }
     } else {
         hp_err_printf(err, "symbolization failed: %s", warn.len ? warn.data : hp_strerror(r));

@@ -445,6 +445,9 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
     rt->image = hp_xstrdup(e->path);
     if (stat(rt->image, &rt->st) != 0)
         memset(&rt->st, 0, sizeof(rt->st));
+    /* Candidates rejected before this one (a wrong --binary, say) are told,
+     * not dropped: the user asked for them. */
+    char *rejected = why.len ? hp_xstrdup(why.data) : NULL;
     hp_buf_reset(&why);
     rt->obj = obj_for_image(s, e, w->path, &why);
     struct sym_obj *o = rt->obj;
@@ -460,6 +463,12 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
         rt->message = hp_xstrdup("ok (the dump records no build-id; checked segments only)");
     else
         rt->message = hp_xstrdup("ok (build-id verified)");
+    if (rejected) {
+        char *m = hp_xasprintf("%s; used %s; not used: %s", rt->message, o->used, rejected);
+        free(rt->message);
+        rt->message = m;
+        free(rejected);
+    }
     hp_buf_release(&why);
     return rt;
 }
@@ -790,6 +799,20 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
                           .build_id = gr->m->build_id,
                           .deleted = (gr->m->flags & PROFILE_MAP_DELETED) != 0,
                           .main = gr->path == mainp || (mainp && strcmp(gr->path, mainp) == 0) };
+        /* Dumps carry no build-id. When the mapped file is on this host
+         * (same path, same inode as the maps line says), it is the file
+         * the process ran, and its build-id is the identity every other
+         * candidate (--binary, --symbols, debuginfod) must have. */
+        char local_id[2 * SYM_BUILD_ID_MAX + 1] = "";
+        struct stat lst;
+        if ((!w.build_id || !*w.build_id) && !w.deleted && gr->m->inode &&
+            stat(w.path, &lst) == 0 && (uint64_t)lst.st_ino == gr->m->inode) {
+            struct sym_elf_identity lid;
+            if (sym_elf_identity_read(w.path, &lid, NULL) == 0 && lid.build_id[0]) {
+                memcpy(local_id, lid.build_id, sizeof(local_id));
+                w.build_id = local_id;
+            }
+        }
         const struct profile_mapping *xm = exec_mapping_of(p, gr->path);
         if (xm) {
             w.exec = true;
