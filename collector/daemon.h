@@ -144,5 +144,9 @@ struct collector_sym_config {
  * dumps symbolized once per binary with the store's symbol cache. */
 int collector_storesink_new(const char *db, const struct collector_sym_config *symcfg,
                             struct collector_sink **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* The collector's health in Prometheus text (rounds, polls per node by
+ * outcome, poll time histogram), appended to out. Any thread; the sink must
+ * be a store sink and still open. */
+void collector_storesink_metrics(struct collector_sink *sink, struct hp_buf *out);
 
 #endif

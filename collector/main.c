@@ -277,8 +277,8 @@ int main(int argc, char **argv)
     if (strcmp(listen, "off") != 0 && out) {
         hp_log_warn("collector", "msg=\"--out keeps files, not a database: the web UI is off\"");
     } else if (strcmp(listen, "off") != 0) {
-        if (collector_web_service_new(listen, store_path_default(db), static_dir, token_file, &web,
-                                      &err) < 0) {
+        if (collector_web_service_new(listen, store_path_default(db), static_dir, token_file,
+                                      sink, &web, &err) < 0) {
             fprintf(stderr, "collector: %s\n", err.data ? err.data : "bad web settings");
             hp_buf_release(&err);
             if (sink->close)

@@ -8,6 +8,7 @@
  * cache. The raw dump is stored in the same transaction as everything derived
  * from it; a dump that did not parse is stored raw with its error, so a later
  * `query reindex` can re-derive it. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,29 @@
 #include "store/profile.h"
 #include "store/store.h"
 
+/* The collector's own health, for GET /metrics: counted here because the
+ * sink sees every result; read by the web server's worker threads. */
+static const double fetch_buckets[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+#define NBUCKETS (sizeof(fetch_buckets) / sizeof(fetch_buckets[0]))
+
+struct node_health {
+    char *name;
+    uint64_t ok, failed;
+};
+
+struct health {
+    pthread_mutex_t mu;
+    uint64_t rounds;
+    struct node_health *nodes;
+    size_t nnodes, cap;
+    uint64_t bucket[NBUCKETS + 1]; /* last: +Inf */
+    double sum_s;
+    uint64_t count;
+};
+
 struct store_sink {
     struct collector_sink base;
+    struct health health;
     struct store *st;
     struct symbolizer *sym;
     struct sym_cache_ops cache_ops;
@@ -72,10 +94,87 @@ static enum store_status failure_status(const struct collector_result *r)
     return STORE_STATUS_FETCH_FAILED;
 }
 
+static void health_note(struct health *h, const struct collector_result *r)
+{
+    pthread_mutex_lock(&h->mu);
+    if (r->round > h->rounds)
+        h->rounds = r->round;
+    struct node_health *nh = NULL;
+    for (size_t i = 0; i < h->nnodes && !nh; i++)
+        if (strcmp(h->nodes[i].name, r->node->name) == 0)
+            nh = &h->nodes[i];
+    if (!nh) {
+        h->nodes = hp_xgrow(h->nodes, &h->cap, h->nnodes + 1, sizeof(*h->nodes));
+        nh = &h->nodes[h->nnodes++];
+        nh->name = hp_xstrdup(r->node->name);
+        nh->ok = nh->failed = 0;
+    }
+    if (r->status == 0)
+        nh->ok++;
+    else
+        nh->failed++;
+    double secs = (double)(r->finished_ms - r->started_ms) / 1000.0;
+    size_t b = 0;
+    while (b < NBUCKETS && secs > fetch_buckets[b])
+        b++;
+    h->bucket[b]++;
+    h->sum_s += secs;
+    h->count++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+void collector_storesink_metrics(struct collector_sink *base, struct hp_buf *out)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    struct health *h = &s->health;
+    pthread_mutex_lock(&h->mu);
+    hp_buf_printf(out,
+                  "# HELP heapfleet_collector_rounds_total Polling rounds started.\n"
+                  "# TYPE heapfleet_collector_rounds_total counter\n"
+                  "heapfleet_collector_rounds_total %llu\n",
+                  (unsigned long long)h->rounds);
+    hp_buf_puts(out, "# HELP heapfleet_collector_polls_total Polls of each node by outcome.\n"
+                     "# TYPE heapfleet_collector_polls_total counter\n");
+    for (size_t i = 0; i < h->nnodes; i++) {
+        struct hp_buf name = HP_BUF_INIT(0);
+        for (const char *c = h->nodes[i].name; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                hp_buf_append(&name, "\\", 1);
+            if (*c == '\n')
+                hp_buf_puts(&name, "\\n");
+            else
+                hp_buf_append(&name, c, 1);
+        }
+        hp_buf_printf(out,
+                      "heapfleet_collector_polls_total{node=\"%s\",result=\"ok\"} %llu\n"
+                      "heapfleet_collector_polls_total{node=\"%s\",result=\"failed\"} %llu\n",
+                      name.data, (unsigned long long)h->nodes[i].ok, name.data,
+                      (unsigned long long)h->nodes[i].failed);
+        hp_buf_release(&name);
+    }
+    hp_buf_puts(out, "# HELP heapfleet_collector_poll_seconds Time to poll one node (dump and "
+                     "figures).\n"
+                     "# TYPE heapfleet_collector_poll_seconds histogram\n");
+    uint64_t cum = 0;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        cum += h->bucket[b];
+        hp_buf_printf(out, "heapfleet_collector_poll_seconds_bucket{le=\"%g\"} %llu\n",
+                      fetch_buckets[b], (unsigned long long)cum);
+    }
+    cum += h->bucket[NBUCKETS];
+    hp_buf_printf(out,
+                  "heapfleet_collector_poll_seconds_bucket{le=\"+Inf\"} %llu\n"
+                  "heapfleet_collector_poll_seconds_sum %.3f\n"
+                  "heapfleet_collector_poll_seconds_count %llu\n",
+                  (unsigned long long)cum, h->sum_s, (unsigned long long)h->count);
+    pthread_mutex_unlock(&h->mu);
+}
+
 static int store_sink_record(struct collector_sink *base, const struct collector_result *r,
                              struct hp_buf *err)
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    health_note(&s->health, r);
     const struct poll_node *node = r->node;
     struct hp_buf labels = HP_BUF_INIT(0);
     for (size_t i = 0; i < node->nlabels; i++)
@@ -154,6 +253,10 @@ static void store_sink_close(struct collector_sink *base)
                 store_path(s->st));
     sym_free(s->sym);
     store_close(s->st);
+    for (size_t i = 0; i < s->health.nnodes; i++)
+        free(s->health.nodes[i].name);
+    free(s->health.nodes);
+    pthread_mutex_destroy(&s->health.mu);
     hp_arena_release(&s->cache_arena);
     free(s);
 }
@@ -167,6 +270,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         return r;
     struct store_sink *s = hp_xcalloc(1, sizeof(*s));
     s->st = st;
+    pthread_mutex_init(&s->health.mu, NULL);
     hp_arena_init(&s->cache_arena);
     s->cache_ops = (struct sym_cache_ops){
         .ctx = s,

@@ -11,12 +11,54 @@
 
 struct web_service {
     struct collector_service base;
+    struct web_source_ops ops;  /* the store source's, with the collector's health added */
+    struct collector_sink *sink; /* borrowed: the store sink, for health figures */
     struct web_config cfg;
     char *db;
     char *token;
     struct web_source_store *src;
     struct web_server *srv;
 };
+
+/* The source calls are the store source's; metrics adds the collector's own
+ * health (rounds, polls by outcome, poll times) to the store's figures. */
+static int svc_list_nodes(void *ctx, struct hp_arena *a, struct web_node_info **ret,
+                          size_t *ret_n, struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.list_nodes(w->src, a, ret, ret_n, err);
+}
+
+static int svc_list_snapshots(void *ctx, const char *node, int64_t since_ms, size_t limit,
+                              struct hp_arena *a, struct web_snapshot_info **ret, size_t *ret_n,
+                              struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.list_snapshots(w->src, node, since_ms, limit, a, ret, ret_n,
+                                               err);
+}
+
+static int svc_load_snapshot(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                             struct web_snapshot_info *ret_info, struct profile **ret_profile,
+                             struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.load_snapshot(w->src, sel, a, ret_info, ret_profile, err);
+}
+
+static int svc_symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.symbolization(w->src, out, err);
+}
+
+static int svc_metrics(void *ctx, struct hp_buf *out)
+{
+    struct web_service *w = ctx;
+    if (w->sink)
+        collector_storesink_metrics(w->sink, out);
+    return web_source_store_ops.metrics(w->src, out);
+}
 
 static int web_service_start(struct collector_service *base, uv_loop_t *loop,
                              struct hp_buf *err)
@@ -25,7 +67,7 @@ static int web_service_start(struct collector_service *base, uv_loop_t *loop,
     int r = web_source_store_new(w->db, &w->src, err);
     if (r < 0)
         return r;
-    r = web_server_start(loop, &w->cfg, &web_source_store_ops, w->src, &w->srv, err);
+    r = web_server_start(loop, &w->cfg, &w->ops, w, &w->srv, err);
     if (r < 0) {
         web_source_store_free(w->src);
         w->src = NULL;
@@ -54,10 +96,17 @@ static void web_service_stop(struct collector_service *base)
 }
 
 int collector_web_service_new(const char *listen, const char *db, const char *static_dir,
-                              const char *token_file, struct collector_service **ret,
-                              struct hp_buf *err)
+                              const char *token_file, struct collector_sink *sink,
+                              struct collector_service **ret, struct hp_buf *err)
 {
     struct web_service *w = hp_xcalloc(1, sizeof(*w));
+    w->sink = sink;
+    w->ops = web_source_store_ops;
+    w->ops.list_nodes = svc_list_nodes;
+    w->ops.list_snapshots = svc_list_snapshots;
+    w->ops.load_snapshot = svc_load_snapshot;
+    w->ops.symbolization = svc_symbolization;
+    w->ops.metrics = svc_metrics;
     web_config_init(&w->cfg);
     w->cfg.listen = listen;
     w->cfg.static_dir = static_dir;

@@ -74,4 +74,29 @@ if "$collector" --nodes "$dir/notoken.list" --once --db "$dir/hf2.db" --listen o
     fail "collector succeeded without the agent's token"
 fi
 grep -q '401' "$dir/notoken.log" || fail "no 401 reported without the token"
-echo "ok: agent + collector stored and symbolized rw-cn-1 and $doris; 401 without token"
+# The collector as a daemon: its /metrics (on an ephemeral port) carries its
+# own health (rounds, polls by outcome, poll times) beside the nodes' figures.
+"$collector" --nodes "$dir/be.list" --interval 1h --spread 0 --db "$dir/hf3.db" \
+    --listen 127.0.0.1:0 > "$dir/daemon.log" 2>&1 &
+dpid=$!
+pids="$pids $dpid"
+wait_for "$dir/daemon.log" 'msg="round finished"'
+wport=$(sed -n 's/.*url=http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$dir/daemon.log" | head -n 1)
+[ -n "$wport" ] || fail "no web port in the collector's log"
+curl -sf "http://127.0.0.1:$wport/metrics" > "$dir/metrics.txt" || fail "GET /metrics failed"
+grep -q '^heapfleet_collector_rounds_total 1$' "$dir/metrics.txt" || fail "no rounds counter"
+grep -q '^heapfleet_collector_polls_total{node="rw-cn-1",result="ok"} 1$' "$dir/metrics.txt" ||
+    fail "no ok poll counted for rw-cn-1"
+grep -q '^heapfleet_collector_poll_seconds_count 2$' "$dir/metrics.txt" || fail "no poll-time histogram"
+grep -q '^heapfleet_node_heap_inuse_bytes{node="rw-cn-1"' "$dir/metrics.txt" ||
+    fail "no per-node heap total"
+# Every sample line is NAME{LABELS} VALUE with a declared TYPE (text format 0.0.4).
+awk '/^# TYPE /{t[$3]=1; next} /^#/ || /^$/ {next}
+     { n=$1; sub(/\{.*/, "", n); b=n; sub(/_(bucket|sum|count)$/, "", b);
+       if (!(n in t) && !(b in t)) { print "undeclared: " $0; bad=1 }
+       if ($NF !~ /^[-+]?([0-9.]+([eE][-+]?[0-9]+)?|Inf|NaN)$/) { print "bad value: " $0; bad=1 } }
+     END { exit bad }' "$dir/metrics.txt" || fail "/metrics is not valid exposition text"
+kill "$dpid"
+wait "$dpid" 2>/dev/null || true
+
+echo "ok: agent + collector stored and symbolized rw-cn-1 and $doris; 401 without token; /metrics"
