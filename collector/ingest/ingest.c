@@ -397,6 +397,11 @@ static int parse_num(const char **sp, const char *end, int64_t *ret)
     const char *s = *sp;
     const char *d = s;
     uint64_t v = 0;
+    /* Up to 18 digits cannot overflow, so the common case needs no check
+     * per digit; longer numbers take the checked path. */
+    const char *fast_end = end - s > 18 ? s + 18 : end;
+    while (d < fast_end && (unsigned)(*d - '0') <= 9)
+        v = v * 10 + (unsigned)(*d++ - '0');
     while (d < end && (unsigned)(*d - '0') <= 9) {
         unsigned dig = (unsigned)(*d - '0');
         if (v > ((uint64_t)INT64_MAX - dig) / 10)
@@ -482,14 +487,24 @@ int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
                                  ps->lim.max_frames);
         if (end - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
             p += 2;
+        /* Lines reach the readers followed by a byte that is not a hex digit
+         * (their newline or CR, or the NUL that ends a carried line), so the
+         * digit loop needs no bounds check; `end` still ends the token. */
+        const char *digits_start = p;
         uint64_t v = 0;
-        int digits = 0, h;
-        while (p < end && (h = hex_digit1[(unsigned char)*p] - 1) >= 0) {
-            if (digits == 16 && v >> 60)
-                goto bad;
-            v = (v << 4) | (uint64_t)h;
-            digits++;
+        unsigned h;
+        while ((h = hex_digit1[(unsigned char)*p]) != 0) {
+            v = (v << 4) | (h - 1);
             p++;
+        }
+        size_t digits = (size_t)(p - digits_start);
+        if (digits > 16) {
+            /* Leading zeros are fine; more than 64 bits of value is not. */
+            const char *q = digits_start;
+            while (q < p && *q == '0')
+                q++;
+            if (p - q > 16)
+                goto bad;
         }
         if (digits == 0 || (p < end && *p != ' ' && *p != '\t'))
             goto bad;
