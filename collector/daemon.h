@@ -138,6 +138,8 @@ int collector_dirsink_new(const char *dir, struct collector_sink **ret,
 struct collector_sym_config {
     const char *binary;      /* the main executable, or NULL */
     const char *symbols_dir; /* folder of binaries and debug files, or NULL */
+    int64_t retain_s;        /* delete snapshots older than this; 0 keeps all */
+    int64_t thin_after_s;    /* then one per node per day; 0 does not thin */
 };
 
 /* The SQLite sink (sink-store.c): every attempt into the store at `db`,

@@ -54,6 +54,8 @@ static void usage(FILE *f)
             "                        bad line\n"
             "  --db FILE             SQLite database (default $HEAPFLEET_DB or heapfleet.db)\n"
             "  --out DIR             instead of a database: dumps and a JSON line per attempt\n"
+            "  --retain DUR          delete snapshots older than DUR (default 90d; 0 keeps all)\n"
+            "  --thin-after DUR      older snapshots: one per node per day (default 7d; 0 off)\n"
             "  --binary FILE         the nodes' main executable, for symbolization\n"
             "  --symbols DIR         binaries and debug files (also .build-id/xx/rest.debug)\n"
             "  --listen ADDR         HTTP API and UI (default 127.0.0.1:7070; off disables)\n"
@@ -148,7 +150,7 @@ int main(int argc, char **argv)
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = NULL, *out = NULL;
-    struct collector_sym_config symcfg = { 0 };
+    struct collector_sym_config symcfg = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400 };
     /* The installed UI files, or the source tree's when running uninstalled. */
     const char *static_dir = web_static_dir_default();
     const char *token_file = NULL;
@@ -231,6 +233,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--token-file")) {
             NEED_VALUE();
             token_file = v;
+        } else if (!strcmp(a, "--retain") || !strcmp(a, "--thin-after")) {
+            NEED_VALUE();
+            int64_t secs;
+            if (hp_parse_duration(v, &secs) < 0)
+                BAD_VALUE("a duration (90d, 12w, 0 to keep everything)");
+            *(!strcmp(a, "--retain") ? &symcfg.retain_s : &symcfg.thin_after_s) = secs;
         } else if (!strcmp(a, "--binary")) {
             NEED_VALUE();
             symcfg.binary = v;

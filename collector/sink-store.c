@@ -46,7 +46,32 @@ struct store_sink {
     struct sym_cache_ops cache_ops;
     struct hp_arena cache_arena; /* strings of the last cache answer */
     uint64_t stored, failed;
+    struct store_retain_policy retain;
+    int64_t last_retain_ms; /* 0: not yet this run */
 };
+
+/* Retention runs on the store's own schedule: at most hourly, between two
+ * records (the sink is the only writer, so this needs no lock), in bounded
+ * transactions that keep readers going (store_retain). */
+#define RETAIN_EVERY_MS (3600 * 1000)
+
+static void maybe_retain(struct store_sink *s)
+{
+    if (!s->retain.retain_s && !s->retain.thin_after_s)
+        return;
+    int64_t now = hp_wall_ms();
+    if (s->last_retain_ms && now - s->last_retain_ms < RETAIN_EVERY_MS)
+        return;
+    s->last_retain_ms = now;
+    struct store_retain_result res;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (store_retain(s->st, &s->retain, now, &res, &err) < 0)
+        hp_log_warn("sink", "msg=\"retention failed: %s\"", err.data ? err.data : "?");
+    else if (res.snapshots_deleted)
+        hp_log_info("sink", "deleted=%lld pages_freed=%lld msg=\"retention\"",
+                    (long long)res.snapshots_deleted, (long long)res.pages_freed);
+    hp_buf_release(&err);
+}
 
 static int cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
                          const struct profile_frame **ret_frames, uint32_t *ret_n)
@@ -175,6 +200,7 @@ static int store_sink_record(struct collector_sink *base, const struct collector
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
     health_note(&s->health, r);
+    maybe_retain(s);
     const struct poll_node *node = r->node;
     struct hp_buf labels = HP_BUF_INIT(0);
     for (size_t i = 0; i < node->nlabels; i++)
@@ -270,6 +296,10 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         return r;
     struct store_sink *s = hp_xcalloc(1, sizeof(*s));
     s->st = st;
+    if (symcfg) {
+        s->retain.retain_s = symcfg->retain_s;
+        s->retain.thin_after_s = symcfg->thin_after_s;
+    }
     pthread_mutex_init(&s->health.mu, NULL);
     hp_arena_init(&s->cache_arena);
     s->cache_ops = (struct sym_cache_ops){

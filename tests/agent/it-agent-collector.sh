@@ -67,6 +67,19 @@ grep -q 'leak_tablet_schema' "$dir/rw.txt" || fail "rw-cn-1 lacks the fixture's 
 grep -q 'tablet_schema_cache_grow\|leaf_alloc' "$dir/doris.txt" ||
     fail "Doris node not symbolized: $(head -n 12 "$dir/doris.txt")"
 
+# Retention runs on the collector's schedule: a snapshot imported as 100 days
+# old is gone after a round with --retain 90d, the fresh ones stay.
+"$query" import --db "$dir/hf.db" --node old-node --time -100d "$dir/rw/compute-node.4242.0.i0.heap" \
+    > /dev/null 2>&1 || fail "import of an old dump failed"
+"$query" snapshots old-node --db "$dir/hf.db" --all | grep -Eq '^ *[0-9]+ ' ||
+    fail "the old snapshot was not imported"
+"$collector" --nodes "$dir/be.list" --once --db "$dir/hf.db" --listen off --retain 90d \
+    > "$dir/retain.log" 2>&1 || fail "collector --once --retain failed"
+"$query" snapshots old-node --db "$dir/hf.db" --all > "$dir/old.txt" 2>&1 || true
+if grep -Eq '^ *[0-9]+ ' "$dir/old.txt"; then fail "the 100-day-old snapshot survived --retain 90d"; fi
+"$query" snapshots rw-cn-1 --db "$dir/hf.db" > "$dir/kept.txt" 2>&1
+[ "$(grep -Ec '^ *[0-9]+ ' "$dir/kept.txt")" -ge 2 ] || fail "fresh snapshots were lost: $(cat "$dir/kept.txt")"
+
 # Without the token the agent refuses, and the collector says so in words.
 sed 's/ token_file=[^ ]*//' "$dir/be.list" > "$dir/notoken.list"
 if "$collector" --nodes "$dir/notoken.list" --once --db "$dir/hf2.db" --listen off \
