@@ -615,23 +615,6 @@ void web_h_tree(struct web_request *r)
 
 /* ---- diff -------------------------------------------------------------------------- */
 
-struct drow {
-    const char *name;
-    double fa, fb, ca, cb;
-};
-
-static int cmp_drow(const void *x, const void *y)
-{
-    const struct drow *a = x, *b = y;
-    double da = fabs(a->fb - a->fa), db = fabs(b->fb - b->fa);
-    if (da != db)
-        return da > db ? -1 : 1;
-    double ca = fabs(a->cb - a->ca), cb = fabs(b->cb - b->ca);
-    if (ca != cb)
-        return ca > cb ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
 void web_h_diff(struct web_request *r)
 {
     struct web_snapshot_info ia, ib;
@@ -643,21 +626,17 @@ void web_h_diff(struct web_request *r)
     if (fold_one(r, &r->p.b, &ib, &pb, &fb, &tb) < 0)
         goto out;
     enum profile_value v = r->p.qo.sample;
-    /* Function table: every function of either side, B minus A. */
-    struct drow *rows = hp_xcalloc(ta->n + tb->n + 1, sizeof(*rows));
-    size_t n = 0;
-    for (size_t i = 0; i < tb->n; i++) {
-        const struct query_func *fnb = &tb->funcs[i];
-        const struct query_func *fna = query_top_find(ta, fnb->name);
-        rows[n++] = (struct drow){ fnb->name, fna ? fna->flat[v] : 0, fnb->flat[v],
-                                   fna ? fna->cum[v] : 0, fnb->cum[v] };
+    /* The function table is query diff's (one query layer, two front ends):
+     * B minus A per function, with each delta's sampling standard error. */
+    struct query_diff_opts dopt;
+    query_diff_opts_init(&dopt);
+    dopt.sample = v;
+    struct query_diff *d = NULL;
+    if (query_diff_build(fa, fb, &dopt, &d) < 0) {
+        web_api_error(r, 500, "diff failed");
+        goto out;
     }
-    for (size_t i = 0; i < ta->n; i++) {
-        const struct query_func *fna = &ta->funcs[i];
-        if (!query_top_find(tb, fna->name))
-            rows[n++] = (struct drow){ fna->name, fna->flat[v], 0, fna->cum[v], 0 };
-    }
-    hp_qsort(rows, n, sizeof(*rows), cmp_drow);
+    size_t n = d->nfuncs;
     size_t shown = r->p.qo.top ? HP_MIN(r->p.qo.top, n) : HP_MIN((size_t)200, n);
     json_t *head = json_object();
     json_t *ja = json_object(), *jb = json_object();
@@ -672,21 +651,29 @@ void web_h_diff(struct web_request *r)
     json_object_set_new(head, "sample", json_string(profile_value_name(v)));
     json_object_set_new(head, "unit", json_string(unit_of(v)));
     json_object_set_new(head, "delta", jnum(round(fb->total[v] - fa->total[v])));
+    json_object_set_new(head, "sigma", jnum(round(d->sigma)));
+    json_object_set_new(head, "noise", json_boolean(d->noise));
+    json_object_set_new(head, "noise_sigmas", jnum(dopt.noise_sigmas));
     json_object_set_new(head, "functions_total", json_integer((json_int_t)n));
     json_t *arr = json_array();
     for (size_t i = 0; i < shown; i++) {
+        const struct query_diff_row *row = &d->funcs[i];
         json_t *o = json_object();
-        json_object_set_new(o, "name", jstr(rows[i].name));
-        json_object_set_new(o, "a_flat", jnum(round(rows[i].fa)));
-        json_object_set_new(o, "b_flat", jnum(round(rows[i].fb)));
-        json_object_set_new(o, "delta_flat", jnum(round(rows[i].fb) - round(rows[i].fa)));
-        json_object_set_new(o, "a_cum", jnum(round(rows[i].ca)));
-        json_object_set_new(o, "b_cum", jnum(round(rows[i].cb)));
-        json_object_set_new(o, "delta_cum", jnum(round(rows[i].cb) - round(rows[i].ca)));
+        json_object_set_new(o, "name", jstr(row->name));
+        json_object_set_new(o, "a_flat", jnum(round(row->a)));
+        json_object_set_new(o, "b_flat", jnum(round(row->b)));
+        json_object_set_new(o, "delta_flat", jnum(round(row->b) - round(row->a)));
+        json_object_set_new(o, "sigma_flat", jnum(round(row->sigma)));
+        json_object_set_new(o, "noise_flat", json_boolean(row->noise));
+        json_object_set_new(o, "a_cum", jnum(round(row->a_cum)));
+        json_object_set_new(o, "b_cum", jnum(round(row->b_cum)));
+        json_object_set_new(o, "delta_cum", jnum(round(row->b_cum) - round(row->a_cum)));
+        json_object_set_new(o, "sigma_cum", jnum(round(row->sigma_cum)));
+        json_object_set_new(o, "noise_cum", json_boolean(row->noise_cum));
         json_array_append_new(arr, o);
     }
     json_object_set_new(head, "functions", arr);
-    free(rows);
+    query_diff_free(d);
     struct tree t;
     tree_init(&t);
     tree_start(&t);

@@ -337,7 +337,7 @@ async function comparePage(q) {
     <div class="cards">
       <div class="card"><div class="label">A</div><div class="value" style="font-size:18px">${fmtValue(ta, unit)}</div><div class="small">${label(d.a)}</div></div>
       <div class="card"><div class="label">B</div><div class="value" style="font-size:18px">${fmtValue(tb, unit)}</div><div class="small">${label(d.b)}</div></div>
-      <div class="card"><div class="label">Change</div><div class="value ${d.delta > 0 ? "grow" : d.delta < 0 ? "shrink" : ""}" data-test="diff-delta">${fmtSigned(d.delta, unit)}</div><div class="small muted">${ta ? (d.delta >= 0 ? "+" : "−") + fmtPct(Math.abs(d.delta) / ta) : ""}</div></div>
+      <div class="card"><div class="label">Change</div><div class="value ${d.delta > 0 ? "grow" : d.delta < 0 ? "shrink" : ""}" data-test="diff-delta">${fmtSigned(d.delta, unit)}</div><div class="small muted">${ta ? (d.delta >= 0 ? "+" : "−") + fmtPct(Math.abs(d.delta) / ta) : ""}${d.sigma ? ` · ±${fmtValue(d.sigma, unit)} sampling noise${d.noise ? " (within noise)" : ""}` : ""}</div></div>
       <div class="card"><div class="label">Functions changed</div><div class="value">${d.functions.filter((f) => f.delta_flat || f.delta_cum).length}${d.functions_total > d.functions.length ? "+" : ""}</div></div>
     </div>
     <div class="panel flush"><div class="panelhead"><h2>Differential flame graph</h2><span class="muted small">widths are B; colour is the change from A</span><span style="flex:1"></span>
@@ -359,6 +359,8 @@ async function comparePage(q) {
     { key: "a_cum", label: "A cum", num: true, fmt: (r) => fmtValue(r.a_cum, unit) },
     { key: "b_cum", label: "B cum", num: true, fmt: (r) => fmtValue(r.b_cum, unit) },
     { key: "delta_cum", label: "Δ cum", num: true, get: (r) => Math.abs(r.delta_cum), fmt: (r) => `<span class="${dcls(r.delta_cum)}">${fmtSigned(r.delta_cum, unit)}</span>` },
+    { key: "sigma_flat", label: "± noise", num: true, title: () => `standard error of Δ flat from sampling; ~ marks a change within ${d.noise_sigmas}σ`,
+      fmt: (r) => `<span class="muted">${r.noise_flat ? "~ " : ""}${r.sigma_flat ? "±" + fmtValue(r.sigma_flat, unit) : "exact"}</span>` },
   ], d.functions, { sortKey: "delta_flat", testid: "delta-table", onRow: (r) => {
     s.value = "^" + r.name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$"; fg.setSearch(s.value);
   } });
