@@ -14,6 +14,13 @@
 
 #include "query/query.h"
 
+struct json_t;
+
+/* Write a JSON document (pretty, keys in insertion order, doubles round-trip
+ * exactly) and a newline to out; takes the reference to root. HP_EPARSE if
+ * jansson could not serialize it. */
+int qa_json_emit(struct json_t *root, struct hp_buf *out);
+
 struct qa_stack {
     uint32_t off; /* first name in qa_stacks.names */
     uint32_t n;   /* frames, root first */

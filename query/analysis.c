@@ -2,6 +2,8 @@
  * and small numeric helpers the analyses share. */
 #include "query/analysis-internal.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -203,5 +205,17 @@ int query_figure_find(const struct query_figure *figs, size_t n, const char *nam
             *ret = figs[i].value;
             return 1;
         }
+    return 0;
+}
+
+int qa_json_emit(json_t *root, struct hp_buf *out)
+{
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    if (!text)
+        return HP_EPARSE;
+    hp_buf_puts(out, text);
+    hp_buf_puts(out, "\n");
+    free(text);
     return 0;
 }

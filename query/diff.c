@@ -416,13 +416,7 @@ int query_render_diff_json(const struct query_diff *d, const char *a_label, cons
         json_array_append_new(stacks, row_json(&tmp, &d->stacks[i], false));
     json_object_set_new(root, "functions", funcs);
     json_object_set_new(root, "stacks", stacks);
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(root);
-    hp_arena_release(&tmp);
-    if (!text)
-        return HP_EPARSE;
-    hp_buf_puts(out, text);
-    hp_buf_puts(out, "\n");
-    free(text);
-    return 0;
+    int r = qa_json_emit(root, out);
+    hp_arena_release(&tmp); /* after: names may point into it */
+    return r;
 }

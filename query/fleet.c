@@ -278,13 +278,7 @@ int query_render_fleet_json(const struct query_fleet *f, const struct query_flee
             json_array_append_new(a, fleet_row_json(&tmp, &lists[l].v[i]));
         json_object_set_new(root, lists[l].key, a);
     }
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(root);
-    hp_arena_release(&tmp);
-    if (!text)
-        return HP_EPARSE;
-    hp_buf_puts(out, text);
-    hp_buf_puts(out, "\n");
-    free(text);
-    return 0;
+    int r = qa_json_emit(root, out);
+    hp_arena_release(&tmp); /* after: names may point into it */
+    return r;
 }

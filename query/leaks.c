@@ -752,13 +752,7 @@ int query_render_leaks_json(const struct query_leaks *const *ls, size_t n,
         json_array_append_new(nodes, jn);
     }
     json_object_set_new(root, "nodes", nodes);
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(root);
-    hp_arena_release(&tmp);
-    if (!text)
-        return HP_EPARSE;
-    hp_buf_puts(out, text);
-    hp_buf_puts(out, "\n");
-    free(text);
-    return 0;
+    int r = qa_json_emit(root, out);
+    hp_arena_release(&tmp); /* after: names may point into it */
+    return r;
 }

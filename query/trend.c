@@ -297,16 +297,9 @@ int query_render_trend(const struct query_trend *t, enum query_format format,
         }
         json_object_set_new(root, "columns", cols);
         json_object_set_new(root, "rows", rows);
-        char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER |
-                                          JSON_REAL_PRECISION(17));
-        json_decref(root);
-        hp_arena_release(&tmp);
-        if (!text)
-            return HP_EPARSE;
-        hp_buf_puts(out, text);
-        hp_buf_puts(out, "\n");
-        free(text);
-        return 0;
+        int r = qa_json_emit(root, out);
+        hp_arena_release(&tmp); /* after: names may point into it */
+        return r;
     }
     case QUERY_FORMAT_TEXT: {
         /* Columns as a legend, then an aligned table of short headers. */
