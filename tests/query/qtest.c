@@ -2,6 +2,7 @@
 #include "tests/query/qtest.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,23 +29,19 @@ char *qt_tmpdir(void)
     return t;
 }
 
+static int remove_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 void qt_tmpdir_remove(char *dir)
 {
     if (!dir)
         return;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char *p = qt_path(dir, de->d_name);
-            unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    /* Depth first, not following links: tests leave folders (go caches) too. */
+    nftw(dir, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
 }
 
@@ -87,6 +84,15 @@ const char *qt_jefixture(void)
 int qt_jefixture_run(const char *dir, int lg_sample, const char *const *args,
                      const char *const *dumps, size_t ndumps)
 {
+    char *conf = hp_xasprintf("prof:true,prof_active:true,lg_prof_sample:%d", lg_sample);
+    int rc = qt_jefixture_conf(dir, conf, args, dumps, ndumps);
+    free(conf);
+    return rc;
+}
+
+int qt_jefixture_conf(const char *dir, const char *malloc_conf, const char *const *args,
+                      const char *const *dumps, size_t ndumps)
+{
     char *argv[64];
     size_t n = 0;
     argv[n++] = (char *)qt_jefixture();
@@ -96,8 +102,7 @@ int qt_jefixture_run(const char *dir, int lg_sample, const char *const *args,
     for (size_t i = 0; i < ndumps && i < 16; i++)
         argv[n++] = paths[i] = qt_path(dir, dumps[i]);
     argv[n] = NULL;
-    char *conf = hp_xasprintf("MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:%d",
-                              lg_sample);
+    char *conf = hp_xasprintf("MALLOC_CONF=%s", malloc_conf);
     char *env[] = { conf, NULL };
     int rc = qt_run(argv, env, NULL);
     for (size_t i = 0; i < ndumps && i < 16; i++)

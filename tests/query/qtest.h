@@ -10,7 +10,8 @@
 
 #include "query/query.h"
 
-/* A fresh temporary directory (removed by qt_tmpdir_remove). */
+/* A fresh temporary directory (removed, with everything in it, by
+ * qt_tmpdir_remove, which also frees the string). */
 char *qt_tmpdir(void);
 void qt_tmpdir_remove(char *dir);
 /* "<dir>/<name>", malloc'd. */
@@ -29,6 +30,10 @@ const char *qt_jefixture(void);
  * Returns 0 on success. */
 int qt_jefixture_run(const char *dir, int lg_sample, const char *const *args,
                      const char *const *dumps, size_t ndumps);
+
+/* The same with a whole MALLOC_CONF value (e.g. "prof:true,prof_accum:true"). */
+int qt_jefixture_conf(const char *dir, const char *malloc_conf, const char *const *args,
+                      const char *const *dumps, size_t ndumps);
 
 /* Parse a profile file; fails the test on error. */
 struct profile *qt_parse(const char *path);

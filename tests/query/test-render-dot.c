@@ -18,32 +18,25 @@
 
 #include "collector/ingest/ingest.h"
 #include "query/query.h"
+#include "tests/query/qtest.h"
 
-static char tmpdir[256];
+static char *tmpdir;
 static char *je_dump;
 static bool have_dot;
 
 static char *tmp_path(const char *name)
 {
-    return hp_xasprintf("%s/%s", tmpdir, name);
+    return qt_path(tmpdir, name);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/hf-render-dot-XXXXXX", t ? t : "/tmp");
-    if (!mkdtemp(tmpdir))
-        return -1;
-    const char *jf = getenv("JEFIXTURE");
-    if (!jf)
-        return -1;
+    tmpdir = qt_tmpdir();
     je_dump = tmp_path("je.heap");
-    char *cmd = hp_xasprintf("MALLOC_CONF=prof:true,lg_prof_sample:0 %s --threads 2 --rounds 1 %s",
-                             jf, je_dump);
-    int rc = system(cmd);
-    free(cmd);
-    if (rc != 0)
+    static const char *const args[] = { "--threads", "2", "--rounds", "1", NULL };
+    static const char *const dumps[] = { "je.heap" };
+    if (qt_jefixture_run(tmpdir, 0, args, dumps, 1) != 0)
         return -1;
     have_dot = system("dot -V >/dev/null 2>&1") == 0;
     if (!have_dot)
@@ -54,9 +47,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    char *cmd = hp_xasprintf("rm -rf '%s'", tmpdir);
-    (void)system(cmd);
-    free(cmd);
+    qt_tmpdir_remove(tmpdir);
     free(je_dump);
     return 0;
 }

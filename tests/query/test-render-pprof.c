@@ -20,14 +20,15 @@
 
 #include "collector/ingest/ingest.h"
 #include "query/query.h"
+#include "tests/query/qtest.h"
 
-static char tmpdir[256];
+static char *tmpdir;
 static char *je_dump, *je_sampled;
 static bool have_go;
 
 static char *tmp_path(const char *name)
 {
-    return hp_xasprintf("%s/%s", tmpdir, name);
+    return qt_path(tmpdir, name);
 }
 
 static char *data_path(const char *name)
@@ -73,29 +74,17 @@ static void write_file(const char *path, const struct hp_buf *b)
 static int group_setup(void **state)
 {
     (void)state;
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/hf-render-pprof-XXXXXX", t ? t : "/tmp");
-    if (!mkdtemp(tmpdir))
-        return -1;
-    const char *jf = getenv("JEFIXTURE");
-    if (!jf)
-        return -1;
+    tmpdir = qt_tmpdir();
     je_dump = tmp_path("je.heap");
-    char *cmd = hp_xasprintf("MALLOC_CONF=prof:true,lg_prof_sample:0,prof_accum:true %s "
-                             "--threads 4 --rounds 2 %s",
-                             jf, je_dump);
-    int rc = system(cmd);
-    free(cmd);
-    if (rc != 0)
+    static const char *const args[] = { "--threads", "4", "--rounds", "2", NULL };
+    static const char *const exact[] = { "je.heap" }, *const sampled[] = { "sampled.heap" };
+    if (qt_jefixture_conf(tmpdir, "prof:true,lg_prof_sample:0,prof_accum:true", args, exact,
+                          1) != 0)
         return -1;
     /* A sampled dump, as nodes write them: un-sampled values are fractional. */
     je_sampled = tmp_path("sampled.heap");
-    cmd = hp_xasprintf("MALLOC_CONF=prof:true,lg_prof_sample:10,prof_accum:true %s "
-                       "--threads 4 --rounds 2 %s",
-                       jf, je_sampled);
-    rc = system(cmd);
-    free(cmd);
-    if (rc != 0)
+    if (qt_jefixture_conf(tmpdir, "prof:true,lg_prof_sample:10,prof_accum:true", args, sampled,
+                          1) != 0)
         return -1;
     /* go wants writable cache and module folders; keep them in the temp dir
      * (`go tool pprof` itself needs no network). */
@@ -116,9 +105,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    char *cmd = hp_xasprintf("rm -rf '%s'", tmpdir);
-    (void)system(cmd);
-    free(cmd);
+    qt_tmpdir_remove(tmpdir);
     free(je_dump);
     free(je_sampled);
     return 0;

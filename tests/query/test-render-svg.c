@@ -19,32 +19,25 @@
 
 #include "collector/ingest/ingest.h"
 #include "query/query.h"
+#include "tests/query/qtest.h"
 
-static char tmpdir[256];
+static char *tmpdir;
 static char *je_dump;
 static const char *xml_checker; /* shell command prefix, or NULL */
 
 static char *tmp_path(const char *name)
 {
-    return hp_xasprintf("%s/%s", tmpdir, name);
+    return qt_path(tmpdir, name);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/hf-render-svg-XXXXXX", t ? t : "/tmp");
-    if (!mkdtemp(tmpdir))
-        return -1;
-    const char *jf = getenv("JEFIXTURE");
-    if (!jf)
-        return -1;
+    tmpdir = qt_tmpdir();
     je_dump = tmp_path("je.heap");
-    char *cmd = hp_xasprintf("MALLOC_CONF=prof:true,lg_prof_sample:0 %s --threads 3 --rounds 2 %s",
-                             jf, je_dump);
-    int rc = system(cmd);
-    free(cmd);
-    if (rc != 0)
+    static const char *const args[] = { "--threads", "3", "--rounds", "2", NULL };
+    static const char *const dumps[] = { "je.heap" };
+    if (qt_jefixture_run(tmpdir, 0, args, dumps, 1) != 0)
         return -1;
     if (system("xmllint --version >/dev/null 2>&1") == 0)
         xml_checker = "xmllint --noout";
@@ -59,9 +52,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    char *cmd = hp_xasprintf("rm -rf '%s'", tmpdir);
-    (void)system(cmd);
-    free(cmd);
+    qt_tmpdir_remove(tmpdir);
     free(je_dump);
     return 0;
 }
