@@ -84,6 +84,7 @@ enum agent_route {
     AGENT_ROUTE_PROC,
     AGENT_ROUTE_BUILDID_EXEC,
     AGENT_ROUTE_BUILDID_DEBUG,
+    AGENT_ROUTE_DELETE, /* POST /dumps/delete?path=ABS: the collector stored it */
 };
 
 #define AGENT_BUILD_ID_HEX_MAX 128
@@ -117,6 +118,13 @@ struct agent_proc_fields {
 void agent_proc_parse(const char *text, size_t len, struct agent_proc_fields *ret);
 /* 1 and *ret_value when key is present, else 0. */
 int agent_proc_get(const struct agent_proc_fields *p, const char *key, uint64_t *ret_value);
+/* The process start time from /proc/<pid>/stat (its 22nd field, clock
+ * ticks after boot; the command name in parentheses may hold anything, so
+ * fields count from the last ')') and /proc/stat's "btime" line (boot time,
+ * Unix seconds): 1 and *ret_s (Unix seconds, fractional), 0 when either
+ * text does not say. ticks_per_s is sysconf(_SC_CLK_TCK). */
+int agent_proc_start_time(const char *stat, size_t stat_len, const char *sys_stat,
+                          size_t sys_len, long ticks_per_s, double *ret_s);
 
 /* ---- the served folders --------------------------------------------------- */
 
@@ -174,15 +182,24 @@ int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn);
  * negative error. Blocking: worker threads only. */
 int agent_dumps_prune(const struct agent_folders *f, unsigned keep, struct hp_buf *err);
 
-/* Extract the absolute file paths of a MAPPED_LIBRARIES section (the tail of
- * a jemalloc dump, /proc/<pid>/maps format). Calls cb for each distinct path
+/* Delete one dump the agent serves (the collector's delete_after_fetch=yes):
+ * the same checks as serving it by path (absolute, no "."/".." components,
+ * in a served folder, a dump file name, a regular file with one link), then
+ * unlinked in its folder. 0, HP_ENOTFOUND, or a negative error (EACCES for
+ * anything the agent would not serve) with err saying why. Blocking. */
+int agent_dump_delete_path(const struct agent_folders *f, const char *path, struct hp_buf *err);
+
+/* The --keep default: dumps kept per prefix in each folder. Doris writes a
+ * new file on every /jeheap/dump and never deletes one; a collector polling
+ * hourly has stored every dump long before 24 newer ones exist. */
+#define AGENT_KEEP_DEFAULT 24
+
+/* Extract the absolute file paths of /proc/<pid>/maps text (also the format
+ * of a jemalloc dump's MAPPED_LIBRARIES tail). Calls cb for each distinct path
  * in order of first appearance; stops early when cb returns non-zero. Lines
  * that are not maps lines are skipped. */
 void agent_maps_paths(const char *text, size_t len, int (*cb)(const char *path, void *arg),
                       void *arg);
 
-/* Read the MAPPED_LIBRARIES section of an open dump into *ret (bounded by
- * 4 MiB; HP_ENOTFOUND when the tail has none). */
-int agent_dump_read_maps(int fd, uint64_t size, struct hp_buf *ret);
 
 #endif

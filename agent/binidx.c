@@ -1,12 +1,16 @@
 /* Index of the binaries the agent may describe and serve (see
- * agent-internal.h for the rule of what is in it).
+ * agent-internal.h for the rule of what is in it): the files mapped by the
+ * live processes it watches, read from /proc/PID/maps at most every 2 s
+ * (never from a dump's MAPPED_LIBRARIES, which anyone who can write into a
+ * dump folder controls), and what --binaries names.
  *
  * Entries are keyed by path and remember the (dev, inode, size, mtime) their
  * identity was read at; an entry whose file changed is re-read before it is
  * used, and a file is served only if the descriptor opened for sending still
  * has those figures, so a binary replaced by an upgrade is never served under
- * the old build-id. Sizes are bounded: at most BINIDX_MAX entries, the newest
- * DUMPS_SCANNED dumps' maps, BINARIES_WALK_MAX files under --binaries. */
+ * the old build-id. Sizes are bounded: at most BINIDX_MAX entries, the
+ * processes of the newest DUMPS_SCANNED dumps, BINARIES_WALK_MAX files under
+ * --binaries. */
 #include "agent/agent-internal.h"
 
 #include <dirent.h>
@@ -27,6 +31,7 @@
 struct entry {
     char *path;
     bool from_config; /* --binaries: the operator vouches for it */
+    bool live;        /* mapped by a watched process at the last refresh */
     bool valid;       /* identity read and still matches st_* */
     dev_t dev;
     ino_t ino;
@@ -35,22 +40,14 @@ struct entry {
     struct sym_elf_identity id;
 };
 
-struct seen_dump {
-    size_t folder;
-    char name[AGENT_NAME_MAX + 1];
-    int64_t mtime_ns;
-    uint64_t size;
-};
-
 struct agent_binidx {
     uv_mutex_t mu;
     const struct agent_folders *folders;
     struct entry *e;
     size_t n, cap;
-    struct seen_dump *seen;
-    size_t nseen, seen_cap;
     char **config_paths;
     size_t nconfig;
+    const char *pid_file;
     uint64_t refreshed_ns;
 };
 
@@ -67,20 +64,28 @@ static struct entry *find(struct agent_binidx *x, const char *path)
     return NULL;
 }
 
-static void add_path(struct agent_binidx *x, const char *path, bool from_config)
+static bool served(const struct entry *e)
+{
+    return e->from_config || e->live;
+}
+
+static struct entry *add_path(struct agent_binidx *x, const char *path, bool from_config)
 {
     struct entry *e = find(x, path);
     if (e) {
         e->from_config |= from_config;
-        return;
+        e->live |= !from_config;
+        return e;
     }
     if (x->n == BINIDX_MAX)
-        return;
+        return NULL;
     x->e = hp_xgrow(x->e, &x->cap, x->n + 1, sizeof(*x->e));
     e = &x->e[x->n++];
     memset(e, 0, sizeof(*e));
     e->path = hp_xstrdup(path);
     e->from_config = from_config;
+    e->live = !from_config;
+    return e;
 }
 
 /* Bring e's identity up to date. 0 usable, <0 not an ELF file or gone. */
@@ -143,35 +148,58 @@ static void walk(struct agent_binidx *x, int dfd, const char *path, int depth, s
     closedir(d);
 }
 
-struct maps_ctx {
-    struct agent_binidx *x;
-};
-
 static int maps_path_cb(const char *path, void *arg)
 {
-    struct maps_ctx *c = arg;
-    add_path(c->x, path, false);
-    return c->x->n == BINIDX_MAX;
+    struct agent_binidx *x = arg;
+    (void)add_path(x, path, false);
+    return x->n == BINIDX_MAX;
 }
 
-static bool dump_seen(struct agent_binidx *x, const struct agent_dump *d)
+int agent_pid_file_read(const char *path, int64_t *ret_pid, struct hp_buf *err)
 {
-    for (size_t i = 0; i < x->nseen; i++) {
-        const struct seen_dump *s = &x->seen[i];
-        if (s->folder == d->folder && s->mtime_ns == d->mtime_ns && s->size == d->size &&
-            strcmp(s->name, d->name) == 0)
-            return true;
+    char *data = NULL;
+    size_t len = 0;
+    int r = hp_file_read(path, 64, &data, &len, err);
+    if (r < 0)
+        return r;
+    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' ' || data[len - 1] == '\r'))
+        len--;
+    uint64_t v;
+    r = hp_parse_u64(data, len, &v);
+    free(data);
+    if (r < 0 || v == 0 || v > INT32_MAX) {
+        hp_err_printf(err, "%s: not a pid", path);
+        return HP_EPARSE;
     }
-    return false;
+    *ret_pid = (int64_t)v;
+    return 0;
 }
 
-/* Called with the mutex held. */
+static void add_pid(int64_t *pids, size_t *n, size_t cap, int64_t pid)
+{
+    if (pid <= 0 || pid > INT32_MAX || *n == cap)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (pids[i] == pid)
+            return;
+    pids[(*n)++] = pid;
+}
+
+/* Called with the mutex held. The watched processes are the --pid-file's,
+ * else those the newest dumps' names give; each one still running has its
+ * /proc/PID/maps read now, and only what it maps is served. */
 static void refresh(struct agent_binidx *x)
 {
     uint64_t now = hp_now_ns();
     if (x->refreshed_ns && now - x->refreshed_ns < REFRESH_EVERY_NS)
         return;
     x->refreshed_ns = now;
+
+    /* Start from nothing served; what --binaries still holds and what a
+     * watched process still maps is marked again below, the rest dropped
+     * (identities read before are kept for the files that stay). */
+    for (size_t i = 0; i < x->n; i++)
+        x->e[i].from_config = x->e[i].live = false;
 
     size_t budget = BINARIES_WALK_MAX;
     for (size_t i = 0; i < x->nconfig; i++) {
@@ -184,54 +212,50 @@ static void refresh(struct agent_binidx *x)
             if (dfd >= 0)
                 walk(x, dfd, p, 0, &budget);
         } else {
-            add_path(x, p, true);
+            (void)add_path(x, p, true);
         }
     }
-
-    struct agent_dump *v = NULL;
-    size_t nv = 0;
-    if (agent_dumps_list(x->folders, &v, &nv, NULL) < 0)
-        return;
-    struct hp_buf maps = HP_BUF_INIT(8u << 20);
-    for (size_t i = 0; i < nv && i < DUMPS_SCANNED; i++) {
-        if (dump_seen(x, &v[i]))
-            continue;
-        int fd;
-        struct agent_dump d;
-        char *path = hp_xasprintf("%s/%s", x->folders->dir[v[i].folder].path, v[i].name);
-        int r = agent_dump_open_path(x->folders, path, &fd, &d, NULL);
-        free(path);
-        if (r < 0)
-            continue;
-        if (agent_dump_read_maps(fd, d.size, &maps) == 0) {
-            struct maps_ctx c = { .x = x };
-            agent_maps_paths(maps.data, maps.len, maps_path_cb, &c);
-            /* Only a complete dump is remembered as done; one still being
-             * written is read again next time. */
-            if (x->nseen < 4 * DUMPS_SCANNED) {
-                x->seen = hp_xgrow(x->seen, &x->seen_cap, x->nseen + 1, sizeof(*x->seen));
-                struct seen_dump *s = &x->seen[x->nseen++];
-                s->folder = v[i].folder;
-                memcpy(s->name, v[i].name, sizeof(s->name));
-                s->mtime_ns = v[i].mtime_ns;
-                s->size = v[i].size;
-            } else {
-                x->nseen = 0; /* forget and re-read: cheaper than a smarter cache */
-            }
-        }
-        close(fd);
+    int64_t pids[DUMPS_SCANNED + 1];
+    size_t npids = 0;
+    if (x->pid_file) {
+        int64_t pid;
+        if (agent_pid_file_read(x->pid_file, &pid, NULL) == 0)
+            add_pid(pids, &npids, HP_ARRAY_SIZE(pids), pid);
+    } else {
+        struct agent_dump *v = NULL;
+        size_t nv = 0;
+        if (agent_dumps_list(x->folders, &v, &nv, NULL) == 0)
+            for (size_t i = 0; i < nv && i < DUMPS_SCANNED; i++)
+                add_pid(pids, &npids, HP_ARRAY_SIZE(pids), v[i].parsed.pid);
+        free(v);
     }
-    hp_buf_release(&maps);
-    free(v);
+    for (size_t i = 0; i < npids; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%lld/maps", (long long)pids[i]);
+        char *maps = NULL;
+        size_t len = 0;
+        if (hp_file_read(path, 8u << 20, &maps, &len, NULL) == 0)
+            agent_maps_paths(maps, len, maps_path_cb, x);
+        free(maps);
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        if (served(&x->e[i]))
+            x->e[keep++] = x->e[i];
+        else
+            free(x->e[i].path);
+    }
+    x->n = keep;
 }
 
 struct agent_binidx *agent_binidx_new(const struct agent_folders *folders,
-                                      const char *binaries_csv)
+                                      const char *binaries_csv, const char *pid_file)
 {
     struct agent_binidx *x = hp_xcalloc(1, sizeof(*x));
     if (uv_mutex_init(&x->mu) != 0)
         abort();
     x->folders = folders;
+    x->pid_file = pid_file;
     const char *p = binaries_csv ? binaries_csv : "";
     while (*p) {
         const char *comma = strchr(p, ',');
@@ -255,7 +279,6 @@ void agent_binidx_free(struct agent_binidx *x)
         free(x->config_paths[i]);
     free(x->config_paths);
     free(x->e);
-    free(x->seen);
     uv_mutex_destroy(&x->mu);
     free(x);
 }
@@ -267,7 +290,7 @@ int agent_binidx_identity(struct agent_binidx *x, const char *path,
     uv_mutex_lock(&x->mu);
     refresh(x);
     struct entry *e = find(x, path);
-    if (!e) {
+    if (!e || !served(e)) {
         r = 0;
         goto out;
     }
@@ -317,7 +340,7 @@ int agent_binidx_open(struct agent_binidx *x, const char *hex, bool debuginfo, i
     refresh(x);
     for (size_t i = 0; i < x->n; i++) {
         struct entry *e = &x->e[i];
-        if (entry_check(e, NULL) < 0 || strcmp(e->id.build_id, hex) != 0)
+        if (!served(e) || entry_check(e, NULL) < 0 || strcmp(e->id.build_id, hex) != 0)
             continue;
         if (looks_like_debug_file(e)) {
             if (e->id.has_debug_info && !dbg)
@@ -336,8 +359,8 @@ int agent_binidx_open(struct agent_binidx *x, const char *hex, bool debuginfo, i
          * binary's own DWARF only when the binary has none. */
         char *p = hp_xasprintf("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
         if (!dbg) {
-            add_path(x, p, false);
-            struct entry *e = find(x, p);
+            /* Served as the debug file of a binary that is: live too. */
+            struct entry *e = add_path(x, p, false);
             if (e && entry_check(e, NULL) == 0 && strcmp(e->id.build_id, hex) == 0 &&
                 e->id.has_debug_info)
                 dbg = e;

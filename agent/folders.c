@@ -261,6 +261,31 @@ out:
     return r;
 }
 
+int agent_dump_delete_path(const struct agent_folders *f, const char *path, struct hp_buf *err)
+{
+    int fd;
+    struct agent_dump d;
+    int r = agent_dump_open_path(f, path, &fd, &d, err);
+    if (r < 0)
+        return r;
+    close(fd);
+    /* unlinkat in the folder's own descriptor: the name was checked there,
+     * and a rename of the folder path since cannot redirect it. */
+    const struct agent_folder *dir = &f->dir[d.folder];
+    struct stat st;
+    if (fstatat(dir->fd, d.name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink > 1) {
+        hp_err_printf(err, "%s: changed before it could be deleted", d.name);
+        return HP_ERR(EACCES);
+    }
+    if (unlinkat(dir->fd, d.name, 0) != 0) {
+        int e = errno;
+        hp_err_printf(err, "%s: %s", d.name, strerror(e));
+        return e == ENOENT ? HP_ENOTFOUND : HP_ERR(e);
+    }
+    return 0;
+}
+
 /* Search the last `want` bytes of fd for needle; 1 found (offset of its first
  * byte in *ret_off), 0 not, <0 error. */
 static int tail_find(int fd, uint64_t size, size_t want, const char *needle, char **ret_buf,
@@ -308,21 +333,6 @@ int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn)
         dn->kind != AGENT_DUMP_RISINGWAVE && dn->kind != AGENT_DUMP_STARROCKS)
         return 1;
     int r = tail_find(fd, size, 1u << 20, "\nMAPPED_LIBRARIES:\n", &buf, &len, &off);
-    free(buf);
-    return r;
-}
-
-int agent_dump_read_maps(int fd, uint64_t size, struct hp_buf *ret)
-{
-    char *buf = NULL;
-    size_t len;
-    uint64_t off;
-    int r = tail_find(fd, size, 4u << 20, "\nMAPPED_LIBRARIES:\n", &buf, &len, &off);
-    if (r <= 0)
-        return r < 0 ? r : HP_ENOTFOUND;
-    size_t skip = (size_t)off + strlen("\nMAPPED_LIBRARIES:\n");
-    hp_buf_reset(ret);
-    r = hp_buf_append(ret, buf + skip, len - skip);
     free(buf);
     return r;
 }

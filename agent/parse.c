@@ -15,17 +15,6 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Parse the decimal field [s, s+n): digits only (no sign, no blanks). */
 static int digits(const char *s, size_t n, int64_t *ret)
 {
@@ -247,8 +236,8 @@ static ptrdiff_t pct_decode(const char *s, size_t n, char *out, size_t outsz)
             int h, l;
             if (i + 2 >= n)
                 return HP_EPARSE;
-            h = hexval(s[i + 1]);
-            l = hexval(s[i + 2]);
+            h = hp_hex_digit(s[i + 1]);
+            l = hp_hex_digit(s[i + 2]);
             if (h < 0 || l < 0)
                 return HP_EPARSE;
             c = (char)(h * 16 + l);
@@ -328,6 +317,8 @@ enum agent_route agent_route_match(const char *path, size_t len, char *build_id)
         return AGENT_ROUTE_NEWEST;
     if (path_is(path, len, "/dumps/file"))
         return AGENT_ROUTE_FILE;
+    if (path_is(path, len, "/dumps/delete"))
+        return AGENT_ROUTE_DELETE;
     if (path_is(path, len, "/identity"))
         return AGENT_ROUTE_IDENTITY;
     if (path_is(path, len, "/proc"))
@@ -345,7 +336,7 @@ enum agent_route agent_route_match(const char *path, size_t len, char *build_id)
         if (hn < 4 || hn > AGENT_BUILD_ID_HEX_MAX || hn % 2 != 0)
             return AGENT_ROUTE_NONE;
         for (size_t i = 0; i < hn; i++) {
-            int v = hexval(h[i]);
+            int v = hp_hex_digit(h[i]);
             if (v < 0)
                 return AGENT_ROUTE_NONE;
             build_id[i] = "0123456789abcdef"[v];
@@ -433,6 +424,53 @@ int agent_proc_get(const struct agent_proc_fields *p, const char *key, uint64_t 
             return 1;
         }
     return 0;
+}
+
+int agent_proc_start_time(const char *stat, size_t stat_len, const char *sys_stat,
+                          size_t sys_len, long ticks_per_s, double *ret_s)
+{
+    if (ticks_per_s <= 0)
+        return 0;
+    const char *rp = NULL;
+    for (size_t i = stat_len; i-- > 0;)
+        if (stat[i] == ')') {
+            rp = stat + i;
+            break;
+        }
+    if (!rp)
+        return 0;
+    /* After ") ": state is field 3, starttime field 22. */
+    const char *p = rp + 1, *end = stat + stat_len;
+    uint64_t ticks = 0;
+    bool found = false;
+    for (int field = 2; p < end && field < 22;) {
+        while (p < end && *p == ' ')
+            p++;
+        field++;
+        const char *tok = p;
+        while (p < end && *p != ' ' && *p != '\n')
+            p++;
+        if (field == 22) {
+            found = p > tok && hp_parse_u64(tok, (size_t)(p - tok), &ticks) == 0;
+            break;
+        }
+    }
+    if (!found)
+        return 0;
+    uint64_t btime = 0;
+    bool boot = false;
+    for (size_t pos = 0; pos < sys_len && !boot;) {
+        const char *line = sys_stat + pos;
+        const char *nl = memchr(line, '\n', sys_len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : sys_len - pos;
+        pos += ll + 1;
+        if (ll > 6 && memcmp(line, "btime ", 6) == 0)
+            boot = hp_parse_u64(line + 6, ll - 6, &btime) == 0 && btime > 0;
+    }
+    if (!boot)
+        return 0;
+    *ret_s = (double)btime + (double)ticks / (double)ticks_per_s;
+    return 1;
 }
 
 /* ---- MAPPED_LIBRARIES ---- */

@@ -23,8 +23,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <h2o.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,6 +51,7 @@ struct agent {
     h2o_globalconf_t h2o_config;
     h2o_context_t h2o_ctx;
     h2o_accept_ctx_t accept_ctx;
+    SSL_CTX *ssl_ctx; /* --tls-cert: every connection is TLS */
     bool h2o_ready;
     uv_tcp_t listener;
     uv_signal_t sigint, sigterm;
@@ -55,6 +59,10 @@ struct agent {
     uv_work_t keep_work;
     bool keep_busy;
     unsigned conns, jobs;
+    /* Every open connection, newest first, and the oldest: at the cap the
+     * oldest makes room, so a crowd of slow clients cannot lock the
+     * collector and health probes out. */
+    struct conn *conns_head, *conns_tail;
 };
 
 struct handler {
@@ -115,19 +123,14 @@ static void slot_dispose_cb(void *p)
 
 /* A JSON string for text that may not be UTF-8 (paths from a client or
  * from a dump's maps, /proc's process name, error messages quoting them):
- * jansson refuses invalid UTF-8, so such bytes become '?' rather than
- * failing the response. */
+ * jansson refuses invalid UTF-8, so such bytes become U+FFFD
+ * (hp_utf8_clean) rather than failing the response. */
 static json_t *json_text(const char *s)
 {
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *copy = hp_xstrdup(s);
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    j = json_string(copy);
-    free(copy);
+    struct hp_arena tmp;
+    hp_arena_init(&tmp);
+    json_t *j = json_string(hp_utf8_clean(&tmp, s));
+    hp_arena_release(&tmp);
     return j ? j : json_string("");
 }
 
@@ -291,16 +294,43 @@ static void work_file(struct reqctx *c)
     hp_buf_release(&err);
 }
 
+/* POST /dumps/delete?path=: only a dump this agent would serve by path. */
+static void work_delete(struct reqctx *c)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = agent_dump_delete_path(&c->agent->folders, c->arg, &err);
+    if (r < 0) {
+        set_error_code(c, r, &err);
+    } else {
+        struct hp_buf kv = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&kv, c->arg);
+        hp_log_info("agent", "file=%s msg=\"deleted a dump the collector stored\"", kv.data);
+        hp_buf_release(&kv);
+        json_t *o = json_object();
+        json_object_set_new(o, "deleted", json_text(c->arg));
+        set_json(c, 200, "OK", o);
+    }
+    hp_buf_release(&err);
+}
+
 static void work_identity(struct reqctx *c)
 {
     struct hp_buf err = HP_BUF_INIT(0);
     struct sym_elf_identity id;
     int r = agent_binidx_identity(c->agent->bin, c->arg, &id, &err);
-    if (r == 0) {
+    if (r <= 0) {
+        /* One answer for every path not served, whatever the reason (not
+         * indexed, missing, unreadable, not ELF): the reply must not tell
+         * a prober which files exist. The reason goes to the debug log. */
+        if (r < 0 && HP_LOG_DEBUG <= hp_log_threshold) {
+            struct hp_buf v = HP_BUF_INIT(0);
+            (void)hp_logfmt_value(&v, err.len ? err.data : hp_strerror(r));
+            hp_log_debug("agent", "err=%s msg=\"identity not served\"", v.data);
+            hp_buf_release(&v);
+        }
         set_error(c, 403, "Forbidden",
-                  "not a binary mapped by a served dump nor given with --binaries");
-    } else if (r < 0) {
-        set_error_code(c, r == HP_EELF ? HP_ENOTFOUND : r, &err);
+                  "not served: not a binary mapped by a running process this agent watches nor "
+                  "under --binaries");
     } else {
         json_t *o = json_object();
         json_object_set_new(o, "path", json_text(c->arg));
@@ -361,21 +391,9 @@ static int proc_pick_pid(struct agent *a, int64_t *ret_pid, char *src, size_t sr
                          struct hp_buf *err)
 {
     if (a->cfg->pid_file) {
-        char *data = NULL;
-        size_t len = 0;
-        int r = hp_file_read(a->cfg->pid_file, 64, &data, &len, err);
+        int r = agent_pid_file_read(a->cfg->pid_file, ret_pid, err);
         if (r < 0)
             return r;
-        while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' ' || data[len - 1] == '\r'))
-            len--;
-        uint64_t v;
-        r = hp_parse_u64(data, len, &v);
-        free(data);
-        if (r < 0 || v == 0 || v > INT32_MAX) {
-            hp_err_printf(err, "%s: not a pid", a->cfg->pid_file);
-            return HP_EPARSE;
-        }
-        *ret_pid = (int64_t)v;
         snprintf(src, srcsz, "pid-file");
         return 0;
     }
@@ -429,6 +447,21 @@ static void work_proc(struct reqctx *c)
     text = NULL;
     json_t *root = json_object();
     json_object_set_new(root, "pid", json_integer(pid));
+    {
+        /* When the process started (Unix seconds): the leak analysis
+         * tells its lifetimes apart by it. */
+        char *stat = NULL, *sys = NULL;
+        size_t sl = 0, yl = 0;
+        double start;
+        snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
+        hp_buf_reset(&err);
+        if (hp_file_read(path, 1u << 16, &stat, &sl, &err) == 0 &&
+            hp_file_read("/proc/stat", 1u << 20, &sys, &yl, &err) == 0 &&
+            agent_proc_start_time(stat, sl, sys, yl, sysconf(_SC_CLK_TCK), &start))
+            json_object_set_new(root, "start_time_seconds", json_real(start));
+        free(stat);
+        free(sys);
+    }
     json_object_set_new(root, "pid_source", json_text(src));
     json_object_set_new(root, "name", json_text(st->name));
     json_object_set_new(root, "status", fields_json(st));
@@ -470,6 +503,9 @@ static void work_cb(uv_work_t *w)
         break;
     case AGENT_ROUTE_FILE:
         work_file(c);
+        break;
+    case AGENT_ROUTE_DELETE:
+        work_delete(c);
         break;
     case AGENT_ROUTE_IDENTITY:
         work_identity(c);
@@ -646,25 +682,36 @@ static bool token_ok(struct agent *a, h2o_req_t *req)
     size_t bl = sizeof(bearer) - 1;
     if (v.len < bl || strncasecmp(v.base, bearer, bl) != 0)
         return false;
-    const char *t = v.base + bl;
-    size_t tl = v.len - bl;
-    /* Compare in time independent of where the first difference is. */
-    unsigned char diff = (unsigned char)(tl != a->token_len);
-    for (size_t k = 0; k < a->token_len; k++)
-        diff |= (unsigned char)(a->token[k] ^ (k < tl ? t[k] : 0));
-    return diff == 0;
+    return hp_secret_equal(a->token, a->token_len, v.base + bl, v.len - bl);
 }
 
 static int on_req_cb(h2o_handler_t *self, h2o_req_t *req)
 {
     struct agent *a = ((struct handler *)self)->agent;
     bool head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
-    if (!head && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"))) {
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT("GET, HEAD"));
-        send_json_error(req, 405, "Method Not Allowed", "read-only: GET and HEAD only");
+    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
+    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    /* One write: POST /dumps/delete (the collector's delete_after_fetch).
+     * Everything else is read-only. */
+    bool delete_route = plen == 13 && memcmp(req->path.base, "/dumps/delete", 13) == 0;
+    if (delete_route ? !post
+                     : (!head && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")))) {
+        if (delete_route)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT("POST"));
+        else
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
+                           H2O_STRLIT("GET, HEAD"));
+        send_json_error(req, 405, "Method Not Allowed",
+                        delete_route ? "POST only" : "read-only: GET and HEAD only");
         return 0;
     }
-    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    if (delete_route && !a->token) {
+        /* Deleting is only for a collector that proves who it is. */
+        log_refusal(403, "delete without --token-file");
+        send_json_error(req, 403, "Forbidden",
+                        "deleting dumps needs the agent to run with --token-file");
+        return 0;
+    }
     const char *qs = req->query_at != SIZE_MAX ? req->path.base + req->query_at + 1 : "";
     size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at - 1 : 0;
     char build_id[AGENT_BUILD_ID_HEX_MAX + 1];
@@ -720,6 +767,12 @@ static int on_req_cb(h2o_handler_t *self, h2o_req_t *req)
             c->argkind = ARG_NAME;
         break;
     }
+    case AGENT_ROUTE_DELETE:
+        r = agent_query_get(qs, qlen, "path", c->arg, sizeof(c->arg), &vlen);
+        if (r == 0 || (r == 1 && c->arg[0] != '/'))
+            bad = "path= must be an absolute path";
+        c->argkind = ARG_PATH;
+        break;
     case AGENT_ROUTE_IDENTITY:
         r = agent_query_get(qs, qlen, "path", c->arg, sizeof(c->arg), &vlen);
         if (r == 0 || (r == 1 && c->arg[0] != '/'))
@@ -786,12 +839,23 @@ static void keep_timer_cb(uv_timer_t *t)
 struct conn {
     uv_tcp_t tcp;
     struct agent *agent;
+    struct conn *prev, *next; /* newest first */
+    bool shut;
 };
 
 static void conn_close_cb(uv_handle_t *h)
 {
     struct conn *c = hp_container_of((uv_tcp_t *)h, struct conn, tcp);
-    c->agent->conns--;
+    struct agent *a = c->agent;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (a->conns_head == c)
+        a->conns_head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else if (a->conns_tail == c)
+        a->conns_tail = c->prev;
+    a->conns--;
     free(c);
 }
 
@@ -800,44 +864,35 @@ static void on_accept_cb(uv_stream_t *listener, int status)
     struct agent *a = listener->data;
     if (status != 0)
         return;
-    struct conn *c = hp_xmalloc(sizeof(*c));
+    struct conn *c = hp_xcalloc(1, sizeof(*c));
     uv_tcp_init(&a->loop, &c->tcp);
     c->agent = a;
     a->conns++;
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || a->conns > MAX_CONNS) {
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
         uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
         return;
     }
+    if (a->conns > MAX_CONNS) {
+        struct conn *old = a->conns_tail;
+        while (old && old->shut)
+            old = old->prev;
+        uv_os_fd_t fd;
+        if (!old || uv_fileno((uv_handle_t *)&old->tcp, &fd) != 0) {
+            uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+            return;
+        }
+        /* h2o sees the read fail and closes it through its own path. */
+        (void)shutdown(fd, SHUT_RDWR);
+        old->shut = true;
+    }
+    c->next = a->conns_head;
+    if (a->conns_head)
+        a->conns_head->prev = c;
+    else
+        a->conns_tail = c;
+    a->conns_head = c;
     h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, conn_close_cb);
     h2o_accept(&a->accept_ctx, sock);
-}
-
-static int parse_listen(const char *s, struct sockaddr_storage *ret, struct hp_buf *err)
-{
-    const char *colon = strrchr(s, ':');
-    uint64_t port;
-    if (!colon || hp_parse_u64(colon + 1, strlen(colon + 1), &port) < 0 || port > 65535) {
-        hp_err_printf(err, "--listen %s: expected HOST:PORT or [V6]:PORT", s);
-        return HP_EUSAGE;
-    }
-    char host[128];
-    size_t hl = (size_t)(colon - s);
-    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
-        s++;
-        hl -= 2;
-    }
-    if (hl == 0 || hl >= sizeof(host)) {
-        hp_err_printf(err, "--listen: bad host");
-        return HP_EUSAGE;
-    }
-    memcpy(host, s, hl);
-    host[hl] = '\0';
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ret) == 0)
-        return 0;
-    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ret) == 0)
-        return 0;
-    hp_err_printf(err, "--listen %s: not a numeric IPv4 or IPv6 address", host);
-    return HP_EUSAGE;
 }
 
 static void signal_cb(uv_signal_t *sig, int signum)
@@ -845,6 +900,41 @@ static void signal_cb(uv_signal_t *sig, int signum)
     struct agent *a = sig->data;
     hp_log_info("agent", "signal=%d msg=\"stopping\"", signum);
     uv_stop(&a->loop);
+}
+
+/* --tls-cert/--tls-key: a server context for TLS 1.2 and newer, the key
+ * checked against the certificate now so a mismatch stops the start. */
+static int tls_setup(struct agent *a, const struct agent_config *cfg, struct hp_buf *err)
+{
+    const char *key = cfg->tls_key ? cfg->tls_key : cfg->tls_cert;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        hp_err_printf(err, "TLS: cannot create a context");
+        return HP_EUSAGE;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION);
+    char why[256] = "";
+    int r = 0;
+    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
+        ERR_error_string_n(ERR_get_error(), why, sizeof(why));
+        hp_err_printf(err, "--tls-cert %s: %s", cfg->tls_cert, why);
+        r = HP_EUSAGE;
+    } else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+        ERR_error_string_n(ERR_get_error(), why, sizeof(why));
+        hp_err_printf(err, "--tls-key %s: %s", key, why);
+        r = HP_EUSAGE;
+    } else if (SSL_CTX_check_private_key(ctx) != 1) {
+        hp_err_printf(err, "--tls-key %s does not belong to --tls-cert %s", key, cfg->tls_cert);
+        r = HP_EUSAGE;
+    }
+    ERR_clear_error();
+    if (r < 0) {
+        SSL_CTX_free(ctx);
+        return r;
+    }
+    a->ssl_ctx = ctx;
+    return 0;
 }
 
 static int read_token(struct agent *a, const char *path, struct hp_buf *err)
@@ -893,13 +983,24 @@ int agent_run(const struct agent_config *cfg, struct hp_buf *err)
         goto out;
     if (cfg->token_file && (r = read_token(a, cfg->token_file, err)) < 0)
         goto out;
-    r = parse_listen(cfg->listen, &addr, err);
+    r = hp_hostport_parse(cfg->listen, "--listen", &addr, err);
     if (r < 0)
         goto out;
-    a->bin = agent_binidx_new(&a->folders, cfg->binaries);
+    /* Anyone who reaches the port can read dumps and binaries: off this
+     * host only with a token, or when the operator says so explicitly. */
+    if (!a->token && !hp_addr_is_loopback(&addr) && !cfg->insecure_listen) {
+        hp_err_printf(err, "--listen %s is reachable from other hosts and there is no "
+                           "--token-file; give one (or --insecure-listen to allow it)",
+                      cfg->listen);
+        r = HP_EUSAGE;
+        goto out;
+    }
+    a->bin = agent_binidx_new(&a->folders, cfg->binaries, cfg->pid_file);
 
     h2o_config_init(&a->h2o_config);
     a->h2o_config.max_request_entity_size = 0; /* read-only: any body is refused (413) */
+    /* Headers (before any token check) and idle keep-alive end after this. */
+    a->h2o_config.http1.req_timeout = 5000;
     a->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("heapfleet-agent"));
     h2o_hostconf_t *host = h2o_config_register_host(&a->h2o_config,
                                                     h2o_iovec_init(H2O_STRLIT("default")), 65535);
@@ -907,8 +1008,14 @@ int agent_run(const struct agent_config *cfg, struct hp_buf *err)
     struct handler *h = (struct handler *)h2o_create_handler(pc, sizeof(*h));
     h->super.on_req = on_req_cb;
     h->agent = a;
+    if (cfg->tls_cert) {
+        r = tls_setup(a, cfg, err);
+        if (r < 0)
+            goto out;
+    }
     h2o_context_init(&a->h2o_ctx, &a->loop, &a->h2o_config);
     a->accept_ctx.ctx = &a->h2o_ctx;
+    a->accept_ctx.ssl_ctx = a->ssl_ctx; /* h2o runs the handshake on accept */
     a->accept_ctx.hosts = a->h2o_config.hosts;
     a->h2o_ready = true;
 
@@ -946,10 +1053,10 @@ int agent_run(const struct agent_config *cfg, struct hp_buf *err)
         a->keep_timer.data = a;
         uv_timer_start(&a->keep_timer, keep_timer_cb, 0, (uint64_t)cfg->keep_every_s * 1000);
     }
-    hp_log_info("agent", "addr=%s%s%s:%d folders=%zu token=%s keep=%u msg=\"listening\"",
+    hp_log_info("agent", "addr=%s%s%s:%d folders=%zu token=%s tls=%s keep=%u msg=\"listening\"",
                 bound.ss_family == AF_INET6 ? "[" : "", ip,
                 bound.ss_family == AF_INET6 ? "]" : "", port, a->folders.n,
-                a->token ? "yes" : "no", cfg->keep);
+                a->token ? "yes" : "no", a->ssl_ctx ? "yes" : "no", cfg->keep);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     r = 0;
 out:
@@ -989,6 +1096,7 @@ out:
     }
     agent_binidx_free(a->bin);
     agent_folders_close(&a->folders);
+    SSL_CTX_free(a->ssl_ctx);
     free(a->token);
     free(a);
     return r;

@@ -23,6 +23,9 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,6 +53,11 @@ void collector_config_default(struct collector_config *c)
         .connect_timeout_ms = 5000,
         .timeout_ms = 60000,
         .max_body = (uint64_t)512 << 20,
+        .max_decoded = (uint64_t)512 << 20,
+        .max_ratio = POLL_MAX_RATIO_DEFAULT,
+        .max_inflight_bytes = (uint64_t)2 << 30,
+        .max_stacks = 500000,
+        .max_frames = 1024,
         .once = false,
         .strict = false,
         .progress = true,
@@ -84,6 +92,7 @@ enum dnode_state {
 struct body {
     char *data;
     size_t len;
+    struct poll_membudget *charged; /* the budget len is charged to, or NULL */
 };
 
 struct job;
@@ -94,6 +103,7 @@ struct dnode {
     struct poll_node *cfg;      /* current settings (owned) */
     struct poll_node *next_cfg; /* from a reload, applied when idle (owned) */
     bool removed;               /* gone from the list: free when idle */
+    bool not_mine;              /* shared fleet: another collector polls it this round */
     enum dnode_state state;
     uv_timer_t timer; /* round start delay, then retry backoff */
     struct job *job;
@@ -147,21 +157,38 @@ struct job {
     bool dump_unchanged;
 };
 
+/* An FE line and what it last said about its backends. */
+struct fe_entry {
+    struct poll_node *cfg;
+    struct poll_backend *backends; /* from the last answer; kept when the FE fails */
+    size_t nbackends;
+    bool busy;
+    bool answered; /* at least once since it was listed */
+};
+
 struct daemon {
     uv_loop_t loop;
     const struct collector_config *cfg;
     struct collector_sink *sink;
     collector_parse_fn *parse;
     struct poll_fetcher *fetcher;
+    struct poll_membudget membudget; /* cfg->max_inflight_bytes */
     uv_timer_t round_timer;
     uv_timer_t progress_timer;
     uv_timer_t grace_timer;
+    size_t fleet_pending;       /* claims in flight (shared fleets) */
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_mutex_t sink_mu;
     uint64_t spread_ms;
 
     struct dnode *nodes;
     size_t nnodes;
+    struct poll_nodelist *listed; /* the node list as loaded, FE lines included */
+    struct fe_entry *fes;
+    size_t nfes;
+    size_t fe_pending;     /* discoveries in flight */
+    size_t deletes_pending; /* delete_after_fetch requests in flight: the round waits */
+    bool round_waiting_fe; /* a round starts when they are done */
     struct dnode *qhead, *qtail;
     size_t active; /* slots in use */
 
@@ -194,8 +221,41 @@ static uint64_t rng_below(struct daemon *d, uint64_t n)
     return n ? rng_next(d) % n : 0;
 }
 
+/* A string as one logfmt value (bare, or quoted and escaped), in the
+ * caller's buffer; cut to LOGQ_MAX with "..." so one log line stays one
+ * line of bounded size. The daemon's one place for it. */
+#define LOGQ_MAX 1024
+struct logq {
+    char s[LOGQ_MAX];
+};
+
+static const char *logq(struct logq *q, const char *v)
+{
+    struct hp_buf b = HP_BUF_INIT(0);
+    if (hp_logfmt_value(&b, v ? v : "") < 0 || !b.data) {
+        hp_buf_release(&b);
+        return "\"\"";
+    }
+    if (b.len < sizeof(q->s)) {
+        memcpy(q->s, b.data, b.len + 1);
+    } else {
+        size_t keep = sizeof(q->s) - 5;
+        while (keep > 0 && b.data[keep - 1] == '\\')
+            keep--; /* never leave a dangling escape */
+        memcpy(q->s, b.data, keep);
+        memcpy(q->s + keep, "...\"", 5);
+        if (q->s[0] != '"') /* a bare value got long: it had no specials, quote it */
+            q->s[keep + 3] = '\0';
+    }
+    hp_buf_release(&b);
+    return q->s;
+}
+
 static void body_free(struct body *b)
 {
+    if (b->charged && b->data)
+        poll_membudget_release(b->charged, b->len);
+    b->charged = NULL;
     free(b->data);
     b->data = NULL;
     b->len = 0;
@@ -309,6 +369,242 @@ static void nodes_apply(struct daemon *d, const struct poll_nodelist *l)
         hp_log_info("collector",
                     "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
                     d->nnodes, added, changed, removed);
+}
+
+/* ---- FE discovery -------------------------------------------------------- */
+
+static void fe_entries_free(struct fe_entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        poll_node_free(v[i].cfg);
+        poll_backends_free(v[i].backends, v[i].nbackends);
+    }
+    free(v);
+}
+
+/* The nodes to poll: the listed ones, then each FE line's backends as its
+ * last answer gave them (a name already listed wins). Loop thread. */
+static void nodes_merge_apply(struct daemon *d)
+{
+    const struct poll_nodelist *l = d->listed;
+    struct poll_nodelist m = {0};
+    size_t cap = 0, nlisted = 0;
+    for (size_t i = 0; l && i < l->n; i++) {
+        if (poll_kind_is_fe(l->nodes[i].kind))
+            continue;
+        m.nodes = hp_xgrow(m.nodes, &cap, m.n + 1, sizeof(*m.nodes));
+        m.nodes[m.n++] = l->nodes[i]; /* borrowed: not freed below */
+        nlisted++;
+    }
+    for (size_t f = 0; f < d->nfes; f++) {
+        const struct fe_entry *fe = &d->fes[f];
+        for (size_t b = 0; b < fe->nbackends; b++) {
+            struct poll_node *n = poll_fe_backend_node(fe->cfg, &fe->backends[b]);
+            bool clash = false;
+            for (size_t k = 0; k < m.n && !clash; k++)
+                clash = !strcmp(m.nodes[k].name, n->name);
+            if (clash) {
+                hp_log_warn("collector", "fe=%s node=%s msg=\"discovered backend has the name of "
+                                         "a listed node; the listed one is kept\"",
+                            fe->cfg->name, n->name);
+                poll_node_free(n);
+                continue;
+            }
+            m.nodes = hp_xgrow(m.nodes, &cap, m.n + 1, sizeof(*m.nodes));
+            m.nodes[m.n++] = *n;
+            free(n); /* members now owned by m.nodes[] */
+        }
+    }
+    nodes_apply(d, &m);
+    for (size_t i = nlisted; i < m.n; i++) {
+        struct poll_node *n = hp_xcalloc(1, sizeof(*n));
+        *n = m.nodes[i];
+        poll_node_free(n);
+    }
+    free(m.nodes);
+}
+
+/* Take a freshly loaded list (owned): FE lines keep what they discovered
+ * while their name stays, then the merged node set is applied. */
+static void nodes_take_list(struct daemon *d, struct poll_nodelist *l)
+{
+    size_t nf = 0;
+    for (size_t i = 0; i < l->n; i++)
+        nf += poll_kind_is_fe(l->nodes[i].kind);
+    struct fe_entry *fes = nf ? hp_xcalloc(nf, sizeof(*fes)) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (!poll_kind_is_fe(l->nodes[i].kind))
+            continue;
+        struct fe_entry *e = &fes[k++];
+        e->cfg = poll_node_dup(&l->nodes[i]);
+        for (size_t o = 0; o < d->nfes; o++)
+            if (!strcmp(d->fes[o].cfg->name, e->cfg->name)) {
+                e->backends = d->fes[o].backends;
+                e->nbackends = d->fes[o].nbackends;
+                e->busy = d->fes[o].busy;
+                e->answered = d->fes[o].answered;
+                d->fes[o].backends = NULL;
+                d->fes[o].nbackends = 0;
+            }
+    }
+    fe_entries_free(d->fes, d->nfes);
+    d->fes = fes;
+    d->nfes = nf;
+    poll_nodelist_free(d->listed);
+    d->listed = l;
+    nodes_merge_apply(d);
+}
+
+static void round_begin(struct daemon *d);
+static void round_claim_or_begin(struct daemon *d);
+static void shutdown_maybe_finish(struct daemon *d);
+
+/* An FE failure is recorded on the FE line's own name, so `query nodes`
+ * shows it next to the backends; the store is written off the loop. */
+struct fe_failure {
+    uv_work_t work;
+    struct daemon *d;
+    struct poll_node *fe;
+    char *error;
+    uint64_t round;
+    int64_t at_ms;
+};
+
+/* Worker thread: one result to the health figures and the sink (one
+ * record at a time: sinks need no locks of their own). */
+static int daemon_record(struct daemon *d, const struct collector_result *res,
+                         struct hp_buf *err)
+{
+    if (d->cfg->health)
+        collector_health_note(d->cfg->health, res);
+    if (!d->sink)
+        return 0;
+    uv_mutex_lock(&d->sink_mu);
+    int r = d->sink->record(d->sink, res, err);
+    uv_mutex_unlock(&d->sink_mu);
+    return r;
+}
+
+static void fe_failure_work_cb(uv_work_t *w)
+{
+    struct fe_failure *ff = hp_container_of(w, struct fe_failure, work);
+    struct collector_result res = {
+        .node = ff->fe,
+        .round = ff->round,
+        .started_ms = ff->at_ms,
+        .finished_ms = hp_wall_ms(),
+        .status = HP_EHTTP,
+        .error = ff->error,
+    };
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = daemon_record(ff->d, &res, &err);
+    if (r < 0)
+        hp_log_error("collector", "fe=%s err=\"%s\" msg=\"could not record the FE failure\"",
+                     ff->fe->name, err.data ? err.data : hp_strerror(r));
+    hp_buf_release(&err);
+}
+
+static void fe_failure_after_cb(uv_work_t *w, int status)
+{
+    (void)status;
+    struct fe_failure *ff = hp_container_of(w, struct fe_failure, work);
+    poll_node_free(ff->fe);
+    free(ff->error);
+    free(ff);
+}
+
+struct fe_ctx {
+    struct daemon *d;
+    char *name;
+    int64_t started_ms;
+};
+
+static void fe_done_cb(struct poll_fe_result *res, void *arg)
+{
+    struct fe_ctx *c = arg;
+    struct daemon *d = c->d;
+    struct fe_entry *e = NULL;
+    for (size_t i = 0; i < d->nfes; i++)
+        if (!strcmp(d->fes[i].cfg->name, c->name))
+            e = &d->fes[i];
+    if (e)
+        e->busy = false;
+    if (e && res->status == 0) {
+        size_t dead = 0, decom = 0;
+        for (size_t i = 0; i < res->n; i++) {
+            dead += !res->backends[i].alive;
+            decom += res->backends[i].decommissioned;
+        }
+        hp_log_info("collector",
+                    "fe=%s answered_by=%s backends=%zu dead=%zu decommissioned=%zu "
+                    "msg=\"backends discovered\"",
+                    e->cfg->name, res->answered_by ? res->answered_by : "?", res->n, dead, decom);
+        poll_backends_free(e->backends, e->nbackends);
+        e->backends = res->backends;
+        e->nbackends = res->n;
+        e->answered = true;
+        res->backends = NULL;
+        res->n = 0;
+    } else if (e && res->status != -ECANCELED) {
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, res->error);
+        hp_log_error("collector",
+                     "fe=%s known_backends=%zu err=%s msg=\"FE discovery failed; keeping the "
+                     "backends it named before\"",
+                     e->cfg->name, e->nbackends, v.data);
+        hp_buf_release(&v);
+        if (d->sink && !d->stopping) {
+            struct fe_failure *ff = hp_xcalloc(1, sizeof(*ff));
+            ff->d = d;
+            ff->fe = poll_node_dup(e->cfg);
+            ff->error = hp_xasprintf("FE discovery failed: %s", res->error);
+            ff->round = d->round + 1;
+            ff->at_ms = c->started_ms;
+            if (uv_queue_work(&d->loop, &ff->work, fe_failure_work_cb, fe_failure_after_cb) < 0)
+                fe_failure_after_cb(&ff->work, 0);
+        }
+    }
+    poll_fe_result_release(res);
+    free(c->name);
+    free(c);
+    if (d->fe_pending)
+        d->fe_pending--;
+    if (d->fe_pending)
+        return;
+    if (!d->stopping)
+        nodes_merge_apply(d);
+    if (d->round_waiting_fe) {
+        d->round_waiting_fe = false;
+        if (!d->stopping)
+            round_begin(d);
+    }
+    shutdown_maybe_finish(d);
+}
+
+/* Ask every FE line that is not already being asked. Loop thread. */
+static void fe_discover_all(struct daemon *d)
+{
+    for (size_t i = 0; i < d->nfes; i++) {
+        struct fe_entry *e = &d->fes[i];
+        if (e->busy)
+            continue;
+        struct fe_ctx *c = hp_xcalloc(1, sizeof(*c));
+        c->d = d;
+        c->name = hp_xstrdup(e->cfg->name);
+        c->started_ms = hp_wall_ms();
+        e->busy = true;
+        d->fe_pending++;
+        int r = poll_fe_discover(d->fetcher, e->cfg, d->cfg->timeout_ms, fe_done_cb, c);
+        if (r < 0) {
+            e->busy = false;
+            d->fe_pending--;
+            free(c->name);
+            free(c);
+            hp_log_error("collector", "fe=%s err=\"%s\" msg=\"cannot ask the FE\"",
+                         e->cfg->name, hp_strerror(r));
+        }
+    }
 }
 
 /* ---- jobs -------------------------------------------------------------- */
@@ -508,105 +804,102 @@ static void job_next_step(struct job *j)
     job_start_step(j);
 }
 
-static void step_done_cb(struct poll_fetch_result *res, void *arg)
-{
-    struct job *j = arg;
-    struct daemon *d = j->d;
-    enum step s = j->plan[j->cur];
-    char *url = step_url(j, s);
+/* How one finished step is judged: its failure in words (NULL when it
+ * succeeded), the error code, whether another try may help, and the dump
+ * path a Doris /jeheap/dump reply named. The message buffers live here so
+ * `fail` may point into them. */
+struct step_outcome {
+    const char *fail;
+    int status;
+    bool retryable;
+    char *path;
     char why[768], hint[1024];
-    const char *fail = res->status < 0 ? res->error : NULL;
-    int status = res->status;
-    bool retryable = res->retryable;
+};
 
-    if (!fail && step_is_dump(s) && s != STEP_DUMP_PATH) {
-        fail = dump_sniff(res, why, sizeof(why));
-        if (fail) {
-            status = HP_EFORMAT;
-            retryable = res->body_len == 0; /* an empty dump may work next time */
+/* What the loop does once a step's result has been released. */
+enum step_next { NEXT_STEP, NEXT_REPEAT, NEXT_RETRY, NEXT_DONE };
+
+/* Classify: a transport/HTTP failure, a body that is no dump, a Doris
+ * reply without its path, profiling switched off on the node. */
+static void step_classify(enum step s, const struct poll_fetch_result *res,
+                          struct step_outcome *o)
+{
+    o->fail = res->status < 0 ? res->error : NULL;
+    o->status = res->status;
+    o->retryable = res->retryable;
+    o->path = NULL;
+    if (!o->fail && step_is_dump(s) && s != STEP_DUMP_PATH) {
+        o->fail = dump_sniff(res, o->why, sizeof(o->why));
+        if (o->fail) {
+            o->status = HP_EFORMAT;
+            o->retryable = res->body_len == 0; /* an empty dump may work next time */
         }
     }
-    char *path = NULL;
-    if (!fail && s == STEP_DUMP_PATH &&
-        poll_doris_dump_path(res->body, res->body_len, &path) == 0) {
+    if (!o->fail && s == STEP_DUMP_PATH &&
+        poll_doris_dump_path(res->body, res->body_len, &o->path) == 0) {
         char ex[160];
-        size_t o = 0;
-        for (size_t k = 0; k < res->body_len && o + 1 < sizeof(ex); k++) {
+        size_t n = 0;
+        for (size_t k = 0; k < res->body_len && n + 1 < sizeof(ex); k++) {
             unsigned char ch = (unsigned char)res->body[k];
-            ex[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : ' ';
+            ex[n++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : ' ';
         }
-        ex[o] = '\0';
-        snprintf(why, sizeof(why), "unexpected /jeheap/dump reply (no \"dump file path:\"): %s",
-                 ex);
-        fail = why;
-        status = HP_EPARSE;
-        retryable = false;
+        ex[n] = '\0';
+        snprintf(o->why, sizeof(o->why),
+                 "unexpected /jeheap/dump reply (no \"dump file path:\"): %s", ex);
+        o->fail = o->why;
+        o->status = HP_EPARSE;
+        o->retryable = false;
     }
-    if (fail && s == STEP_DUMP_PATH && res->http_code == 500 && res->body &&
+    if (o->fail && s == STEP_DUMP_PATH && res->http_code == 500 && res->body &&
         strstr(res->body, "profiler is not enabled")) {
-        snprintf(hint, sizeof(hint),
+        snprintf(o->hint, sizeof(o->hint),
                  "%s (profiling is not active on the node: add activate=yes "
                  "to its line, or start it with prof_active:true)",
-                 fail);
-        fail = hint;
-        retryable = false;
+                 o->fail);
+        o->fail = o->hint;
+        o->retryable = false;
     }
-    job_record_attempt(j, s, url, res, fail ? status : 0, fail);
-    if (fail && s == STEP_ACTIVATE && res->http_code == 404 && !j->activate_old) {
-        /* Older Doris releases name the switch /jeheap/prof/true. */
-        j->activate_old = true;
-        free(url);
-        free(path);
-        poll_fetch_result_free(res);
-        job_start_step(j);
-        return;
-    }
+}
 
-    /* Only the dump is retried: figures are a snapshot beside it, and a node
-     * that refuses /metrics would otherwise cost two backoffs before the
-     * dump is even tried. */
-    if (fail && status != HP_ERR(ECANCELED) && retryable && step_is_dump(s) &&
-        j->attempt <= d->cfg->retries && !d->stopping) {
-        /* Exponential backoff with full jitter in [base/2, base*1.5) * 2^(n-1). */
-        uint64_t base = d->cfg->retry_base_ms << (j->attempt - 1);
-        if (base > BACKOFF_MAX_MS)
-            base = BACKOFF_MAX_MS;
-        uint64_t delay = base / 2 + rng_below(d, base ? base : 1);
-        if (HP_LOG_DEBUG <= hp_log_threshold) {
-            struct hp_buf v = HP_BUF_INIT(0);
-            (void)hp_logfmt_value(&v, fail);
-            hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=%s msg=\"retrying\"",
-                         j->node->name, step_names[s], j->attempt, (unsigned long long)delay,
-                         v.data);
-            hp_buf_release(&v);
-        }
-        j->attempt++;
-        free(url);
-        free(path);
-        poll_fetch_result_free(res);
-        (void)uv_timer_start(&j->dn->timer, backoff_cb, delay, 0);
-        return;
-    }
+/* Retry: only the dump is retried (figures are a snapshot beside it, and a
+ * node that refuses /metrics would otherwise cost two backoffs before the
+ * dump is even tried). True with the backoff delay when it should be. */
+static bool step_retry(struct job *j, enum step s, const struct step_outcome *o,
+                       uint64_t *ret_delay)
+{
+    struct daemon *d = j->d;
+    if (!o->fail || o->status == HP_ERR(ECANCELED) || !o->retryable || !step_is_dump(s) ||
+        j->attempt > d->cfg->retries || d->stopping)
+        return false;
+    /* Exponential backoff with full jitter in [base/2, base*1.5) * 2^(n-1). */
+    uint64_t base = d->cfg->retry_base_ms << (j->attempt - 1);
+    if (base > BACKOFF_MAX_MS)
+        base = BACKOFF_MAX_MS;
+    uint64_t delay = base / 2 + rng_below(d, base ? base : 1);
+    struct logq q;
+    hp_log_debug("collector", "node=%s step=%s attempt=%u delay_ms=%llu err=%s msg=\"retrying\"",
+                 j->node->name, step_names[s], j->attempt, (unsigned long long)delay,
+                 logq(&q, o->fail));
+    *ret_delay = delay;
+    return true;
+}
 
-    if (fail) {
-        if (status == HP_ERR(ECANCELED)) {
-            job_fail(j, status, "%s", fail);
-        } else if (!step_is_dump(s)) {
-            /* Figures are a bonus: note the problem, keep going to the dump. */
-            hp_err_printf(&j->fig_err, "%s: %s", step_names[s], fail);
-        } else {
-            job_fail(j, status, "%s", fail);
-        }
-        free(url);
-        free(path);
-        poll_fetch_result_free(res);
-        if (step_is_dump(s) || status == HP_ERR(ECANCELED))
-            job_done(j);
-        else
-            job_next_step(j);
-        return;
+/* A failure that is not retried: the dump's ends the job; a figure page's
+ * is noted and the job goes on to the dump. */
+static enum step_next step_give_up(struct job *j, enum step s, const struct step_outcome *o)
+{
+    if (o->status == HP_ERR(ECANCELED) || step_is_dump(s)) {
+        job_fail(j, o->status, "%s", o->fail);
+        return NEXT_DONE;
     }
+    hp_err_printf(&j->fig_err, "%s: %s", step_names[s], o->fail); /* figures are a bonus */
+    return NEXT_STEP;
+}
 
+/* Keep what a successful step brought. */
+static enum step_next step_keep(struct job *j, enum step s, struct poll_fetch_result *res,
+                                const char *url, struct step_outcome *o)
+{
     size_t len = 0;
     switch (s) {
     case STEP_ACTIVATE: {
@@ -615,11 +908,9 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         free(j->dn->activation_reply);
         size_t n = strcspn(res->body, "\r\n");
         j->dn->activation_reply = hp_xstrndup(res->body, HP_MIN(n, (size_t)200));
-        struct hp_buf v = HP_BUF_INIT(0);
-        (void)hp_logfmt_value(&v, j->dn->activation_reply);
+        struct logq q;
         hp_log_info("collector", "node=%s reply=%s msg=\"heap profiling activated\"",
-                    j->node->name, v.data ? v.data : "\"\"");
-        hp_buf_release(&v);
+                    j->node->name, logq(&q, j->dn->activation_reply));
         break;
     }
     case STEP_METRICS:
@@ -635,18 +926,15 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
         j->proc.data = poll_fetch_result_detach_body(res, &j->proc.len);
         break;
     case STEP_DUMP_PATH:
-        j->remote_path = path;
-        path = NULL;
+        j->remote_path = o->path;
+        o->path = NULL;
         if (!j->node->agent) {
             job_fail(j, HP_ENOTFOUND,
                      "needs agent: the node wrote its dump to %s on its own disk, and Doris "
                      "cannot send the file over HTTP; add agent=HOST:PORT (the heapfleet agent "
                      "on that host) to fetch it",
                      j->remote_path);
-            free(url);
-            poll_fetch_result_free(res);
-            job_done(j);
-            return;
+            return NEXT_DONE;
         }
         j->plan[j->nplan++] = STEP_AGENT_FILE;
         break;
@@ -654,15 +942,59 @@ static void step_done_cb(struct poll_fetch_result *res, void *arg)
     case STEP_AGENT_FILE:
         j->dump.data = poll_fetch_result_detach_body(res, &len);
         j->dump.len = len;
+        /* Held until the worker is done with it: still the round's bytes. */
+        poll_membudget_charge(&j->d->membudget, len);
+        j->dump.charged = &j->d->membudget;
         j->dump_url = hp_xstrdup(url);
         j->dump_ctype = hp_xstrdup(res->content_type);
         j->dump_ms = res->elapsed_ms;
         break;
     }
+    return NEXT_STEP;
+}
+
+/* One step's transfer ended: classify -> retry -> keep, one cleanup. */
+static void step_done_cb(struct poll_fetch_result *res, void *arg)
+{
+    struct job *j = arg;
+    enum step s = j->plan[j->cur];
+    char *url = step_url(j, s);
+    struct step_outcome o;
+    enum step_next next;
+    uint64_t delay = 0;
+
+    step_classify(s, res, &o);
+    job_record_attempt(j, s, url, res, o.fail ? o.status : 0, o.fail);
+    if (o.fail && s == STEP_ACTIVATE && res->http_code == 404 && !j->activate_old) {
+        /* Older Doris releases name the switch /jeheap/prof/true. */
+        j->activate_old = true;
+        next = NEXT_REPEAT;
+        goto out;
+    }
+    if (step_retry(j, s, &o, &delay)) {
+        j->attempt++;
+        next = NEXT_RETRY;
+        goto out;
+    }
+    next = o.fail ? step_give_up(j, s, &o) : step_keep(j, s, res, url, &o);
+out:
     free(url);
-    free(path);
+    free(o.path);
     poll_fetch_result_free(res);
-    job_next_step(j);
+    switch (next) {
+    case NEXT_STEP:
+        job_next_step(j);
+        break;
+    case NEXT_REPEAT:
+        job_start_step(j);
+        break;
+    case NEXT_RETRY:
+        (void)uv_timer_start(&j->dn->timer, backoff_cb, delay, 0);
+        break;
+    case NEXT_DONE:
+        job_done(j);
+        break;
+    }
 }
 
 static void job_start_step(struct job *j)
@@ -678,18 +1010,22 @@ static void job_start_step(struct job *j)
         .password = to_agent ? NULL : n->password,
         .bearer = to_agent ? n->token : NULL,
         .tls_insecure = n->tls == POLL_TLS_INSECURE,
+        .redirects = n->redirects,
+        .ca_file = n->ca_file,
+        .cert_file = n->cert_file,
+        .key_file = n->key_file,
         .connect_timeout_ms = j->d->cfg->connect_timeout_ms,
         .total_timeout_ms = j->d->cfg->timeout_ms,
-        .max_bytes =
-            step_is_dump(s) ? j->d->cfg->max_body : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
+        .max_bytes = step_is_dump(s) ? n->max_body ? n->max_body : j->d->cfg->max_body
+                                     : HP_MIN(j->d->cfg->max_body, (uint64_t)64 << 20),
+        .max_decoded = step_is_dump(s) ? n->max_decoded ? n->max_decoded : j->d->cfg->max_decoded
+                                       : HP_MIN(j->d->cfg->max_decoded, (uint64_t)64 << 20),
+        .max_ratio = n->max_ratio ? n->max_ratio : j->d->cfg->max_ratio,
+        .budget = &j->d->membudget,
     };
-    if (HP_LOG_DEBUG <= hp_log_threshold) {
-        struct hp_buf v = HP_BUF_INIT(0);
-        (void)hp_logfmt_value(&v, url);
-        hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
-                     step_names[s], j->attempt, v.data);
-        hp_buf_release(&v);
-    }
+    struct logq q;
+    hp_log_debug("collector", "node=%s step=%s attempt=%u url=%s msg=\"request\"", n->name,
+                 step_names[s], j->attempt, logq(&q, url));
     int r = poll_fetch_start(j->d->fetcher, &o, step_done_cb, j);
     free(url);
     if (r < 0) {
@@ -712,6 +1048,13 @@ static void job_begin(struct dnode *dn)
     hp_buf_init(&j->fig_err, 0);
     dn->job = j;
     dn->state = DN_BUSY;
+    if (j->node->fe_state == POLL_FE_DEAD) {
+        /* Listed with its status, not polled: a dead BE only times out. */
+        job_fail(j, HP_ENOTFOUND, "the FE %s reports this backend Alive=false; not polled",
+                 j->node->fe_line ? j->node->fe_line : "");
+        job_done(j);
+        return;
+    }
     job_plan(j);
     job_start_step(j);
 }
@@ -725,11 +1068,20 @@ static void work_cb(uv_work_t *w)
     struct hp_buf err = HP_BUF_INIT(0);
 
     if (j->dump.data && d->parse) {
-        int r = d->parse(j->dump.data, j->dump.len, &j->profile, &err);
+        const struct collector_parse_limits lim = {
+            .max_stacks = j->node->max_stacks ? j->node->max_stacks : d->cfg->max_stacks,
+            .max_frames = j->node->max_frames ? j->node->max_frames : d->cfg->max_frames,
+        };
+        int r = d->parse(j->dump.data, j->dump.len, &lim, &j->profile, &err);
         if (r < 0) {
             j->parse_error = hp_xstrdup(err.data ? err.data : hp_strerror(r));
             job_fail(j, r, "unparseable dump: %s", j->parse_error);
             j->profile = NULL;
+            /* Not a profile at all (a login page, another service's answer):
+             * the error's short escaped excerpt is all that is kept. A broken
+             * profile is kept raw, for the bug report. */
+            if (r == HP_EFORMAT)
+                body_free(&j->dump);
         } else {
             double tot[PV_COUNT];
             profile_totals(j->profile, tot);
@@ -786,13 +1138,9 @@ static void work_cb(uv_work_t *w)
         .attempts = j->attempts,
         .nattempts = j->nattempts,
     };
-    if (d->sink) {
-        uv_mutex_lock(&d->sink_mu);
-        int r = d->sink->record(d->sink, &res, &err);
-        uv_mutex_unlock(&d->sink_mu);
-        if (r < 0)
-            j->sink_error = hp_xstrdup(err.data ? err.data : hp_strerror(r));
-    }
+    int r = daemon_record(d, &res, &err);
+    if (r < 0)
+        j->sink_error = hp_xstrdup(err.data ? err.data : hp_strerror(r));
     hp_buf_release(&err);
     j->dump_len = j->dump.len;
     j->nfigures = j->figures.n;
@@ -808,8 +1156,74 @@ static void work_cb(uv_work_t *w)
     poll_figures_release(&j->figures);
 }
 
+/* delete_after_fetch=yes: once the dump is stored, ask the agent to delete
+ * it from the BE host (Doris never deletes its /jeheap/dump files). Fire
+ * and log: a failure only leaves the file for the agent's --keep. */
+struct delete_ctx {
+    struct daemon *d;
+    char *node;
+    char *path;
+};
+
+static void delete_done_cb(struct poll_fetch_result *res, void *arg)
+{
+    struct delete_ctx *c = arg;
+    struct logq qf, qe;
+    if (res->status == 0)
+        hp_log_info("collector", "node=%s file=%s msg=\"agent deleted the stored dump\"", c->node,
+                    logq(&qf, c->path));
+    else if (res->status != -ECANCELED)
+        hp_log_warn("collector", "node=%s file=%s err=%s msg=\"agent did not delete the dump\"",
+                    c->node, logq(&qf, c->path),
+                    logq(&qe, res->error[0] ? res->error : hp_strerror(res->status)));
+    poll_fetch_result_free(res);
+    struct daemon *d = c->d;
+    free(c->node);
+    free(c->path);
+    free(c);
+    d->deletes_pending--;
+    round_check_done(d);
+}
+
+static void delete_after_fetch(struct daemon *d, const struct job *j)
+{
+    const struct poll_node *n = j->node;
+    if (!n->delete_after_fetch || !n->agent || !j->remote_path || d->stopping || !d->fetcher)
+        return;
+    char *esc = poll_url_escape(j->remote_path);
+    char *url = hp_xasprintf("%s://%s%s%s", scheme_of(n), n->agent, POLL_AGENT_PATH_DELETE, esc);
+    free(esc);
+    struct delete_ctx *c = hp_xcalloc(1, sizeof(*c));
+    c->d = d;
+    c->node = hp_xstrdup(n->name);
+    c->path = hp_xstrdup(j->remote_path);
+    struct poll_fetch_opts o = {
+        .url = url,
+        .bearer = n->token,
+        .method = "POST",
+        .tls_insecure = n->tls == POLL_TLS_INSECURE,
+        .ca_file = n->ca_file,
+        .cert_file = n->cert_file,
+        .key_file = n->key_file,
+        .connect_timeout_ms = d->cfg->connect_timeout_ms,
+        .total_timeout_ms = d->cfg->timeout_ms,
+        .max_bytes = 64 << 10,
+    };
+    d->deletes_pending++;
+    if (poll_fetch_start(d->fetcher, &o, delete_done_cb, c) < 0) {
+        d->deletes_pending--;
+        hp_log_warn("collector", "node=%s msg=\"cannot ask the agent to delete the dump\"",
+                    n->name);
+        free(c->node);
+        free(c->path);
+        free(c);
+    }
+    free(url);
+}
+
 static void after_work_cb(uv_work_t *w, int status)
 {
+    struct logq q;
     struct job *j = hp_container_of(w, struct job, work);
     struct daemon *d = j->d;
     struct dnode *dn = j->dn;
@@ -844,29 +1258,22 @@ static void after_work_cb(uv_work_t *w, int status)
                     (unsigned long long)ms, j->dump_len, j->format ? j->format : "unparsed",
                     j->nsamples, hp_fmt_bytes(j->inuse_bytes, b1, sizeof(b1)), j->nfigures);
         if (j->fig_err.len) {
-            struct hp_buf v = HP_BUF_INIT(0);
-            (void)hp_logfmt_value(&v, j->fig_err.data);
             hp_log_warn("collector", "node=%s err=%s msg=\"memory figures incomplete\"",
-                        j->node->name, v.data);
-            hp_buf_release(&v);
+                        j->node->name, logq(&q, j->fig_err.data));
         }
     } else {
-        struct hp_buf v = HP_BUF_INIT(0);
-        (void)hp_logfmt_value(&v, j->error ? j->error : "?");
         hp_log_warn("collector",
                     "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu "
                     "failed_in_a_row=%u err=%s msg=\"poll failed\"",
                     j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
-                    (unsigned long long)ms, j->nattempts, dn->consecutive_failures, v.data);
-        hp_buf_release(&v);
+                    (unsigned long long)ms, j->nattempts, dn->consecutive_failures,
+                    logq(&q, j->error ? j->error : "?"));
     }
-    if (j->sink_error) {
-        struct hp_buf v = HP_BUF_INIT(0);
-        (void)hp_logfmt_value(&v, j->sink_error);
+    if (j->sink_error)
         hp_log_error("collector", "node=%s err=%s msg=\"could not record the snapshot\"",
-                     j->node->name, v.data);
-        hp_buf_release(&v);
-    }
+                     j->node->name, logq(&q, j->sink_error));
+    if (ok && !j->sink_error && d->sink)
+        delete_after_fetch(d, j);
     uint64_t job_round = j->round;
     dn->job = NULL;
     dn->state = DN_IDLE;
@@ -883,6 +1290,13 @@ static void after_work_cb(uv_work_t *w, int status)
     if (job_round == d->round && d->round_pending)
         d->round_pending--;
     slot_release(d);
+    if (d->active == 0 && d->sink && d->sink->flush) {
+        /* Idle: what the sink batched becomes durable now, not at the next
+         * poll (and before a --once round reports itself finished). */
+        uv_mutex_lock(&d->sink_mu);
+        d->sink->flush(d->sink);
+        uv_mutex_unlock(&d->sink_mu);
+    }
     round_check_done(d);
     shutdown_maybe_finish(d);
 }
@@ -985,20 +1399,141 @@ static void daemon_stop(struct daemon *d, const char *why);
 
 static void round_check_done(struct daemon *d)
 {
-    if (d->round_pending || d->round == 0 || d->round_t0_ns == 0)
+    if (d->round_pending || d->deletes_pending || d->round == 0 || d->round_t0_ns == 0)
         return;
     round_log(d, true);
+#ifdef __GLIBC__
+    /* Give back what the round's dumps and parses left free in the
+     * arenas, not only at their tops (see main.c on arenas). */
+    (void)malloc_trim(0);
+#endif
     d->round_t0_ns = 0;
     uv_timer_stop(&d->progress_timer);
     if (d->cfg->once && !d->stopping)
         daemon_stop(d, "round finished (--once)");
 }
 
+/* ---- shared fleets: claims and heartbeats (daemon.h, collector_sink) ---- */
+
+struct fleet_work {
+    uv_work_t work;
+    struct daemon *d;
+    int64_t round_key;
+    char **names;
+    bool *mine;
+    size_t n;
+    int r;
+    struct hp_buf err;
+};
+
+static void fleet_work_cb(uv_work_t *w)
+{
+    struct fleet_work *fw = hp_container_of(w, struct fleet_work, work);
+    struct collector_sink *sink = fw->d->sink;
+    fw->r = sink->claim(sink, fw->round_key, (const char *const *)fw->names, fw->n, fw->mine,
+                        &fw->err);
+}
+
+static void fleet_after_cb(uv_work_t *w, int status)
+{
+    struct fleet_work *fw = hp_container_of(w, struct fleet_work, work);
+    struct daemon *d = fw->d;
+    d->fleet_pending--;
+    if (status == 0 && fw->r < 0)
+        hp_log_warn("collector",
+                    "round_key=%lld err=\"%s\" msg=\"claiming this round's nodes failed; "
+                    "polling none\"",
+                    (long long)fw->round_key, fw->err.data ? fw->err.data : "?");
+    {
+        /* Nodes listed since the claim went out were not claimed: skipped. */
+        for (struct dnode *dn = d->nodes; dn; dn = dn->next)
+            dn->not_mine = true;
+        size_t mine = 0;
+        for (size_t i = 0; i < fw->n; i++) {
+            struct dnode *dn = status == 0 && fw->r == 0 && fw->mine[i]
+                                   ? dnode_find(d, fw->names[i])
+                                   : NULL;
+            if (dn) {
+                dn->not_mine = false;
+                mine++;
+            }
+        }
+        hp_log_info("collector", "round_key=%lld nodes=%zu mine=%zu msg=\"claimed\"",
+                    (long long)fw->round_key, fw->n, mine);
+        if (!d->stopping)
+            round_begin(d);
+    }
+    for (size_t i = 0; i < fw->n; i++)
+        free(fw->names[i]);
+    free(fw->names);
+    free(fw->mine);
+    hp_buf_release(&fw->err);
+    free(fw);
+    shutdown_maybe_finish(d);
+}
+
+static void fleet_queue(struct daemon *d, struct fleet_work *fw)
+{
+    fw->d = d;
+    hp_buf_init(&fw->err, 0);
+    d->fleet_pending++;
+    int r = uv_queue_work(&d->loop, &fw->work, fleet_work_cb, fleet_after_cb);
+    if (r < 0) {
+        hp_log_error("collector", "err=\"%s\" msg=\"uv_queue_work failed\"", uv_strerror(r));
+        abort();
+    }
+}
+
+/* The round's number among collectors sharing the fleet: rounds start on
+ * multiples of the interval (collector_daemon_run aligns them). A timer may
+ * fire a little early (the wall clock and the loop's clock differ) or late
+ * (a loaded machine): a quarter interval early to three quarters late still
+ * names the same round. */
+static int64_t round_key_now(const struct daemon *d)
+{
+    int64_t iv = (int64_t)(d->cfg->interval_ms ? d->cfg->interval_ms : 1);
+    return (hp_wall_ms() + iv / 4) / iv;
+}
+
+static void round_claim_or_begin(struct daemon *d)
+{
+    if (!d->sink || !d->sink->claim) {
+        round_begin(d);
+        return;
+    }
+    struct fleet_work *fw = hp_xcalloc(1, sizeof(*fw));
+    fw->round_key = round_key_now(d);
+    for (struct dnode *dn = d->nodes; dn; dn = dn->next)
+        if (!dn->removed)
+            fw->n++;
+    fw->names = hp_xcalloc(fw->n + 1, sizeof(*fw->names));
+    fw->mine = hp_xcalloc(fw->n + 1, sizeof(*fw->mine));
+    size_t i = 0;
+    for (struct dnode *dn = d->nodes; dn; dn = dn->next)
+        if (!dn->removed)
+            fw->names[i++] = hp_xstrdup(dn->cfg->name);
+    fleet_queue(d, fw);
+}
+
+/* Every round asks the FEs first; the round starts when they answered or
+ * failed (a failed FE keeps its backends). */
 static void round_cb(uv_timer_t *t)
 {
     struct daemon *d = hp_container_of(t, struct daemon, round_timer);
     if (d->stopping)
         return;
+    if (d->nfes) {
+        d->round_waiting_fe = true;
+        fe_discover_all(d);
+        if (d->fe_pending)
+            return;
+        d->round_waiting_fe = false;
+    }
+    round_claim_or_begin(d);
+}
+
+static void round_begin(struct daemon *d)
+{
     if (d->round_t0_ns) {
         hp_log_warn("collector",
                     "round=%llu pending=%zu msg=\"previous round still running at the "
@@ -1019,6 +1554,11 @@ static void round_cb(uv_timer_t *t)
     for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
         if (dn->removed)
             continue;
+        if (dn->not_mine) { /* another collector polls it this round */
+            dn->not_mine = false;
+            i++;
+            continue;
+        }
         d->round_total++;
         if (dn->state != DN_IDLE) {
             d->round_skipped++;
@@ -1070,10 +1610,8 @@ static void log_list_errors(const char *text, enum hp_log_level lvl)
     while (*p) {
         size_t n = strcspn(p, "\n");
         char *line = hp_xstrndup(p, n);
-        struct hp_buf v = HP_BUF_INIT(0);
-        (void)hp_logfmt_value(&v, line);
-        hp_log(lvl, "collector", "err=%s msg=\"bad node list line\"", v.data);
-        hp_buf_release(&v);
+        struct logq q;
+        hp_log(lvl, "collector", "err=%s msg=\"bad node list line\"", logq(&q, line));
         free(line);
         p += n;
         if (*p)
@@ -1088,8 +1626,11 @@ static void reload_after_cb(uv_work_t *w, int status)
     d->reloading = false;
     if (status == 0 && rl->r == 0) {
         log_list_errors(rl->err.data, HP_LOG_WARN);
-        if (!d->stopping)
-            nodes_apply(d, rl->list);
+        if (!d->stopping) {
+            nodes_take_list(d, rl->list);
+            rl->list = NULL;
+            fe_discover_all(d); /* SIGHUP asks the FEs again */
+        }
     } else {
         log_list_errors(rl->err.data, HP_LOG_ERROR);
         hp_log_error("collector",
@@ -1169,7 +1710,7 @@ static void daemon_stop(struct daemon *d, const char *why)
 
 static void shutdown_maybe_finish(struct daemon *d)
 {
-    if (!d->stopping || d->closed || d->active || d->reloading)
+    if (!d->stopping || d->closed || d->active || d->reloading || d->fleet_pending)
         return;
     d->closed = true;
     poll_fetcher_close(d->fetcher);
@@ -1205,6 +1746,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     d->cfg = cfg;
     d->sink = sink;
     d->parse = parse;
+    d->membudget.limit = cfg->max_inflight_bytes ? cfg->max_inflight_bytes : UINT64_MAX;
     d->rng = (uint64_t)hp_now_ns() ^ ((uint64_t)getpid() << 32) ^ UINT64_C(0x9e3779b97f4a7c15);
     if (cfg->spread_ms >= 0)
         d->spread_ms = (uint64_t)cfg->spread_ms;
@@ -1253,6 +1795,9 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
         sigs[i]->data = d;
         uv_signal_start(sigs[i], signal_cb, signums[i]);
     }
+    /* A client that resets its connection while the web server writes to it
+     * must cost an EPIPE on that socket, not the process (exit 141). */
+    signal(SIGPIPE, SIG_IGN);
     if (cfg->service) {
         hp_buf_reset(&err);
         r = cfg->service->start(cfg->service, &d->loop, &err);
@@ -1264,8 +1809,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
         }
         d->service_started = true;
     }
-    nodes_apply(d, list);
-    poll_nodelist_free(list);
+    nodes_take_list(d, list);
     list = NULL;
     hp_log_info("collector",
                 "nodes=%zu interval_ms=%llu spread_ms=%llu max_inflight=%u once=%s msg=\"collector "
@@ -1273,11 +1817,16 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
                 d->nnodes, (unsigned long long)cfg->interval_ms, (unsigned long long)d->spread_ms,
                 cfg->max_inflight, cfg->once ? "yes" : "no");
 
-    /* The first round starts now; later ones every interval. */
+    /* The first round starts now; later ones every interval. Collectors
+     * sharing a fleet start theirs on multiples of the interval, so their
+     * rounds (and round keys) line up. */
+    uint64_t first = 0;
+    if (sink && sink->claim && !cfg->once && cfg->interval_ms)
+        first = cfg->interval_ms - (uint64_t)hp_wall_ms() % cfg->interval_ms;
     if (cfg->once)
         uv_timer_start(&d->round_timer, round_cb, 0, 0);
     else
-        uv_timer_start(&d->round_timer, round_cb, 0, cfg->interval_ms);
+        uv_timer_start(&d->round_timer, round_cb, first, cfg->interval_ms);
 
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (sink && sink->close) {
@@ -1300,6 +1849,8 @@ out:
         curl_global_cleanup();
     }
     poll_nodelist_free(list);
+    poll_nodelist_free(d->listed);
+    fe_entries_free(d->fes, d->nfes);
     hp_buf_release(&err);
     free(d);
     return rc;

@@ -86,11 +86,30 @@ struct collector_sink {
     int (*record)(struct collector_sink *s, const struct collector_result *r, struct hp_buf *err);
     /* Flush and free. Loop thread, after the last record call. May be NULL. */
     void (*close)(struct collector_sink *s);
+    /* Make every recorded result durable and visible (a sink may batch
+     * several records into one write). Loop thread, when no poll is in
+     * flight; the daemon holds the sink lock. May be NULL. */
+    void (*flush)(struct collector_sink *s);
+    /* Collectors sharing a fleet (a PostgreSQL store; NULL otherwise): at
+     * each round, which of the n nodes this collector polls (mine[i]), for
+     * the round numbered round_key (its start / the interval, the same on
+     * every collector). Worker thread; may run while record runs, never
+     * twice at once. <0: the round polls nothing (the database is down, and
+     * another collector may hold the nodes). The sink keeps the collector's
+     * lease alive itself (a thread of its own: a busy worker pool must not
+     * make a live collector look dead). */
+    int (*claim)(struct collector_sink *s, int64_t round_key, const char *const *names,
+                 size_t n, bool *mine, struct hp_buf *err);
 };
 
 /* A dump parser, run on worker threads (ingest_parse fits after a cast-free
  * wrapper). Returns 0 with *ret owned by the caller, or <0 with err saying where. */
-typedef int collector_parse_fn(const void *data, size_t len, struct profile **ret,
+struct collector_parse_limits {
+    uint64_t max_stacks; /* distinct stacks in one profile */
+    uint32_t max_frames; /* frames in one stack */
+};
+typedef int collector_parse_fn(const void *data, size_t len,
+                               const struct collector_parse_limits *lim, struct profile **ret,
                                struct hp_buf *err);
 
 struct uv_loop_s;
@@ -113,11 +132,17 @@ struct collector_config {
     uint64_t retry_base_ms; /* first backoff; doubles per retry, with jitter */
     uint32_t connect_timeout_ms;
     uint32_t timeout_ms; /* whole request */
-    uint64_t max_body;   /* bytes per response */
+    uint64_t max_body;   /* bytes per response on the wire */
+    uint64_t max_decoded; /* bytes per response after decoding */
+    uint32_t max_ratio;   /* decoded/wire past 16 MiB: a decompression bomb */
+    uint64_t max_inflight_bytes; /* all response bodies fetched or held at once */
+    uint64_t max_stacks;  /* distinct stacks per profile */
+    uint32_t max_frames;  /* frames per stack */
     bool once;           /* one round, then exit */
     bool strict;         /* refuse a node list with a bad line */
     bool progress;       /* a progress line on stderr during --once */
     struct collector_service *service; /* optional, e.g. the web API on --listen */
+    struct collector_health *health;   /* optional: every result noted before the sink */
 };
 
 void collector_config_default(struct collector_config *c);
@@ -134,21 +159,15 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
 int collector_dirsink_new(const char *dir, struct collector_sink **ret,
                           struct hp_buf *err) HP_MUST_CHECK;
 
-/* Symbolization settings of the store sink (see sym.h's sym_options). */
-struct collector_sym_config {
-    const char *binary;      /* the main executable, or NULL */
-    const char *symbols_dir; /* folder of binaries and debug files, or NULL */
-    int64_t retain_s;        /* delete snapshots older than this; 0 keeps all */
-    int64_t thin_after_s;    /* then one per node per day; 0 does not thin */
-};
-
-/* The SQLite sink (sink-store.c): every attempt into the store at `db`,
- * dumps symbolized once per binary with the store's symbol cache. */
-int collector_storesink_new(const char *db, const struct collector_sym_config *symcfg,
-                            struct collector_sink **ret, struct hp_buf *err) HP_MUST_CHECK;
-/* The collector's health in Prometheus text (rounds, polls per node by
- * outcome, poll time histogram), appended to out. Any thread; the sink must
- * be a store sink and still open. */
-void collector_storesink_metrics(struct collector_sink *sink, struct hp_buf *out);
+/* The collector's own health for GET /metrics (health.c): rounds, polls of
+ * each node by outcome, a poll-time histogram. The daemon notes every result
+ * it gives its sink (collector_config.health); any thread may read. */
+struct collector_health;
+struct collector_health *collector_health_new(void);
+void collector_health_free(struct collector_health *h);
+struct collector_result;
+void collector_health_note(struct collector_health *h, const struct collector_result *r);
+/* Prometheus text appended to out. */
+void collector_health_metrics(struct collector_health *h, struct hp_buf *out);
 
 #endif

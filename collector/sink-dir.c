@@ -106,20 +106,16 @@ static json_t *json_str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-/* json_string refuses invalid UTF-8; node replies may contain anything. */
+/* json_string refuses invalid UTF-8; node replies may contain anything, so
+ * bad bytes become U+FFFD (hp_utf8_clean). */
 static json_t *json_text(const char *s)
 {
     if (!s)
         return json_null();
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *c = hp_xstrdup(s);
-    for (unsigned char *p = (unsigned char *)c; *p; p++)
-        if (*p >= 0x80)
-            *p = '?';
-    j = json_string(c);
-    free(c);
+    struct hp_arena tmp;
+    hp_arena_init(&tmp);
+    json_t *j = json_string(hp_utf8_clean(&tmp, s));
+    hp_arena_release(&tmp);
     return j ? j : json_null();
 }
 

@@ -12,12 +12,15 @@
 struct web_service {
     struct collector_service base;
     struct web_source_ops ops;  /* the store source's, with the collector's health added */
-    struct collector_sink *sink; /* borrowed: the store sink, for health figures */
+    struct collector_health *health; /* borrowed, optional: the collector's own figures */
+    struct collector_sink *sink;     /* borrowed, optional: the store sink's (fleet) figures */
     struct web_config cfg;
     char *db;
     char *token;
+    char *rules; /* --rules FILE's text */
     struct web_source_store *src;
     struct web_server *srv;
+    uint64_t max_view_stacks;
 };
 
 /* The source calls are the store source's; metrics adds the collector's own
@@ -55,6 +58,8 @@ static int svc_symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
 static int svc_metrics(void *ctx, struct hp_buf *out)
 {
     struct web_service *w = ctx;
+    if (w->health)
+        collector_health_metrics(w->health, out);
     if (w->sink)
         collector_storesink_metrics(w->sink, out);
     return web_source_store_ops.metrics(w->src, out);
@@ -67,6 +72,7 @@ static int web_service_start(struct collector_service *base, uv_loop_t *loop,
     int r = web_source_store_new(w->db, &w->src, err);
     if (r < 0)
         return r;
+    web_source_store_set_max_stacks(w->src, w->max_view_stacks);
     r = web_server_start(loop, &w->cfg, &w->ops, w, &w->srv, err);
     if (r < 0) {
         web_source_store_free(w->src);
@@ -95,11 +101,16 @@ static void web_service_stop(struct collector_service *base)
         web_server_stop(w->srv, stopped_cb, w);
 }
 
-int collector_web_service_new(const char *listen, const char *db, const char *static_dir,
-                              const char *token_file, struct collector_sink *sink,
-                              struct collector_service **ret, struct hp_buf *err)
+int collector_web_service_new(const char *listen, const char *allowed_hosts, const char *db,
+                              const char *static_dir,
+                              const char *token_file, const char *rules_file,
+                              uint64_t max_view_stacks, struct collector_health *health,
+                              struct collector_sink *sink, struct collector_service **ret,
+                              struct hp_buf *err)
 {
     struct web_service *w = hp_xcalloc(1, sizeof(*w));
+    w->max_view_stacks = max_view_stacks;
+    w->health = health;
     w->sink = sink;
     w->ops = web_source_store_ops;
     w->ops.list_nodes = svc_list_nodes;
@@ -109,12 +120,30 @@ int collector_web_service_new(const char *listen, const char *db, const char *st
     w->ops.metrics = svc_metrics;
     web_config_init(&w->cfg);
     w->cfg.listen = listen;
+    w->cfg.allowed_hosts = allowed_hosts;
     w->cfg.static_dir = static_dir;
     if (token_file && web_token_read(token_file, &w->token, err) < 0) {
         free(w);
         return HP_EUSAGE;
     }
     w->cfg.token = w->token;
+    if (rules_file) {
+        size_t len = 0;
+        if (hp_file_read(rules_file, 1u << 20, &w->rules, &len, err) < 0) {
+            free(w->token);
+            free(w);
+            return HP_EUSAGE;
+        }
+        if (memchr(w->rules, '\0', len)) {
+            hp_err_printf(err, "%s: NUL byte in a rules file", rules_file);
+            free(w->rules);
+            free(w->token);
+            free(w);
+            return HP_EUSAGE;
+        }
+        w->cfg.rules = w->rules;
+        w->cfg.rules_origin = rules_file;
+    }
     w->db = hp_xstrdup(db);
     w->base.start = web_service_start;
     w->base.stop = web_service_stop;
@@ -129,5 +158,6 @@ void collector_web_service_free(struct collector_service *base)
     struct web_service *w = hp_container_of(base, struct web_service, base);
     free(w->db);
     free(w->token);
+    free(w->rules);
     free(w);
 }

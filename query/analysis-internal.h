@@ -21,6 +21,9 @@ struct json_t;
  * jansson could not serialize it. */
 int qa_json_emit(struct json_t *root, struct hp_buf *out);
 
+/* {"id":…,"node":…,"time":…[,"path":…]} naming a snapshot (render.c). */
+struct json_t *query_snapref_json(const struct query_snapref *r);
+
 struct qa_stack {
     uint32_t off; /* first name in qa_stacks.names */
     uint32_t n;   /* frames, root first */

@@ -208,6 +208,24 @@ int query_figure_find(const struct query_figure *figs, size_t n, const char *nam
     return 0;
 }
 
+json_t *query_json_string(const char *s)
+{
+    struct hp_arena tmp;
+    hp_arena_init(&tmp);
+    json_t *j = json_string(query_utf8_clean(&tmp, s ? s : ""));
+    hp_arena_release(&tmp);
+    return j ? j : json_string("");
+}
+
+void query_json_str(struct hp_buf *out, const char *s)
+{
+    json_t *j = query_json_string(s);
+    char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+    json_decref(j);
+    hp_buf_puts(out, text ? text : "\"\"");
+    free(text);
+}
+
 int qa_json_emit(json_t *root, struct hp_buf *out)
 {
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

@@ -18,6 +18,7 @@
  * every snapshot. --since DURATION keeps snapshots at most that old: counted
  * back from now for stored snapshots, from the newest file for files. */
 #include "query/cli.h"
+#include "collector/ingest/ingest.h"
 #include "store/store.h"
 
 #include <dirent.h>
@@ -40,6 +41,8 @@ struct ainput {
     const char *node;      /* --node or the positional NODE */
     const char *figures;   /* --figures FILE */
     const char *rules;     /* --rules FILE */
+    const char *kind;      /* --kind KIND (discrepancy's rules) */
+    char store_kind[32];   /* the scope node's kind in the store, or "" */
     const char *function;  /* --function RE */
     const char *label;     /* --label k=v (store only) */
     int64_t step_s, since_s;
@@ -47,6 +50,7 @@ struct ainput {
     double min_rate;
     double min_bytes;      /* fleet: least excess over the median (--min-bytes) */
     bool fleet;            /* trend --fleet */
+    const char *series_pick; /* trend --series */
     bool series;           /* leaks/trend: files of one folder are one node's series */
     /* What to read from the store when no files are given. */
     const char *scope_node; /* one node, or NULL for every node */
@@ -102,24 +106,36 @@ static void add_file(struct ainput *in, const char *path)
 
 static int list_dir(struct ainput *in, struct hp_buf *err)
 {
-    DIR *d = opendir(in->dir);
+    DIR *d = hp_opendir(in->dir);
     if (!d) {
         hp_err_printf(err, "--dir %s: %s", in->dir, strerror(errno));
         return HP_ERR(errno);
     }
     struct dirent *de;
-    size_t first = in->nfiles;
+    size_t first = in->nfiles, skipped = 0;
+    char *first_skipped = NULL;
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.' || ends_with(de->d_name, ".figures") ||
             ends_with(de->d_name, ".rules"))
             continue;
         char *p = hp_xasprintf("%s/%s", in->dir, de->d_name);
         struct stat st;
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && in->nfiles < MAX_FILES)
-            add_file(in, arena_dup(&in->arena, p, strlen(p)));
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && in->nfiles < MAX_FILES) {
+            /* A database's log folder holds logs, .dot and .svg files too. */
+            if (ingest_file_sniff(p) == 1)
+                add_file(in, arena_dup(&in->arena, p, strlen(p)));
+            else if (skipped++ == 0 || strcmp(de->d_name, first_skipped) < 0) {
+                free(first_skipped);
+                first_skipped = hp_xstrdup(de->d_name);
+            }
+        }
         free(p);
     }
     closedir(d);
+    if (skipped)
+        fprintf(stderr, "%s: --dir %s: skipped %zu files that are not profiles (%s%s)\n",
+                in->c.prog, in->dir, skipped, first_skipped, skipped > 1 ? ", ..." : "");
+    free(first_skipped);
     hp_qsort(in->files + first, in->nfiles - first, sizeof(*in->files), str_cmp);
     return 0;
 }
@@ -132,7 +148,22 @@ static const char *node_of(struct ainput *in, const char *path, bool many_dirs)
     const char *name;
     if (many_dirs || in->series) {
         const char *b = basename(dirname(tmp)); /* dirname works in place: once */
+        char *real = NULL, *tmp2 = NULL;
+        if (!strcmp(b, ".") || !strcmp(b, "..") || !strcmp(b, "/")) {
+            /* "a.heap" or "./a.heap": the folder's own name, not "." */
+            tmp2 = hp_xstrdup(path);
+            real = realpath(dirname(tmp2), NULL);
+            if (real && strcmp(real, "/") != 0)
+                b = basename(real);
+        }
+        if (!strcmp(b, ".") || !strcmp(b, "..") || !strcmp(b, "/")) {
+            free(tmp2);
+            tmp2 = hp_xstrdup(path);
+            b = basename(tmp2); /* no folder name to use: the file's */
+        }
         name = arena_dup(&in->arena, b, strlen(b));
+        free(real);
+        free(tmp2);
     } else {
         const char *b = basename(tmp);
         const char *dot = strchr(b, '.');
@@ -170,6 +201,7 @@ struct pick_list {
     size_t n, cap;
     int64_t since_ms;
     const char *label;
+    size_t labelled; /* nodes that have the label */
     struct store *st;
     struct hp_buf *err;
 };
@@ -209,6 +241,7 @@ static int node_cb(const struct store_node_row *row, void *ctx)
     struct pick_list *pl = ctx;
     if (pl->label && !has_label(row->labels, pl->label))
         return 0;
+    pl->labelled++;
     if (pl->in->latest_only) {
         if (row->last_ok_id > 0 && row->last_ok_at >= pl->since_ms)
             pick_add(pl, row->last_ok_id, row->last_ok_at, row->name);
@@ -233,6 +266,14 @@ static int stat_cb(const struct store_stat *stat, void *ctx)
 /* Read the snapshots in scope from the database: profiles (stored
  * symbolized), folded with the command's options, and their statistics as
  * figures. --since counts back from now. */
+static int kind_cb(const struct store_node_row *row, void *ctx)
+{
+    struct ainput *in = ctx;
+    if (in->scope_node && strcmp(row->name, in->scope_node) == 0)
+        snprintf(in->store_kind, sizeof(in->store_kind), "%s", row->kind);
+    return 0;
+}
+
 static int load_store(struct ainput *in, struct hp_buf *err)
 {
     struct store *st = NULL;
@@ -255,12 +296,22 @@ static int load_store(struct ainput *in, struct hp_buf *err)
         if (r == HP_ENOTFOUND) {
             hp_buf_reset(err);
             hp_err_printf(err, "no node named \"%s\" in %s", in->scope_node, in->c.db);
+            query_node_hint(st, in->scope_node, err);
         }
         if (r == 0)
             r = store_snapshots_list(st, node_id, pl.since_ms, INT64_MAX, false, snap_cb, &pl,
                                      err);
+        /* Its kind picks discrepancy's rules. */
+        if (r == 0)
+            r = store_nodes_list(st, kind_cb, in, err);
     } else {
         r = store_nodes_list(st, node_cb, &pl, err);
+    }
+    if (r == 0 && pl.n == 0 && pl.label && pl.labelled == 0) {
+        hp_err_printf(err, "no node has the label %s in %s (labels are key=value words after "
+                           "the address in the node list; `query nodes` shows them)",
+                      pl.label, in->c.db);
+        r = HP_ENOTFOUND;
     }
     if (r == 0 && pl.n == 0) {
         hp_err_printf(err, "no stored snapshots%s%s%s in %s", in->scope_node ? " of " : "",
@@ -290,6 +341,7 @@ static int load_store(struct ainput *in, struct hp_buf *err)
         if (in->nstat)
             memcpy(figs, in->stat_buf, in->nstat * sizeof(*figs));
         in->snaps[in->n - 1] = (struct query_snapshot){ .node = pl.v[i].node,
+                                                        .id = pl.v[i].id,
                                                         .time_s = pl.v[i].taken_at / 1000,
                                                         .folded = in->folded[in->n - 1],
                                                         .figures = figs,
@@ -299,6 +351,37 @@ static int load_store(struct ainput *in, struct hp_buf *err)
     free(pl.v);
     store_close(st);
     return r;
+}
+
+/* The pid in a jemalloc dump's name, <prefix>.<pid>.<seq>.<m|u|i|f>.heap
+ * (jemalloc's prof_dump_filename), or 0: dumps of one process share it, so
+ * leaks can tell process lifetimes apart. */
+static int64_t dump_name_pid(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n < 12 || strcmp(base + n - 5, ".heap") != 0)
+        return 0;
+    /* Walk back over ".heap", the kind letter, ".<seq>" and ".<pid>". */
+    const char *p = base + n - 5;
+    if (p - base < 2 || !strchr("muif", p[-1]) || p[-2] != '.')
+        return 0;
+    p -= 2;
+    const char *seq_end = p;
+    while (p > base && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    if (p == seq_end || p - base < 2 || p[-1] != '.')
+        return 0;
+    const char *pid_end = --p;
+    while (p > base && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    if (p == pid_end || p == base || p[-1] != '.')
+        return 0;
+    int64_t pid;
+    if (hp_parse_i64(p, (size_t)(pid_end - p), &pid) < 0 || pid <= 0)
+        return 0;
+    return pid;
 }
 
 /* Parse, fold and attach figures and times to every file (or read the
@@ -345,7 +428,7 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
             hp_err_printf(err, "%s: %s", path, strerror(errno));
             return HP_ERR(errno);
         }
-        int r = query_cli_load(&in->c, path, &in->profiles[in->n], err);
+        int r = query_cli_load(&in->c, path, &in->profiles[in->n], NULL, err);
         if (r < 0)
             return r;
         in->n++;
@@ -358,6 +441,8 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
             in->t0 = (int64_t)st.st_mtime;
         s->time_s = in->step_s ? in->t0 + (int64_t)i * in->step_s : (int64_t)st.st_mtime;
         s->folded = in->folded[in->n - 1];
+        s->pid = dump_name_pid(path);
+        s->path = path;
         char *side = hp_xasprintf("%s.figures", path);
         struct query_figure *own = NULL;
         size_t nown = 0;
@@ -391,134 +476,84 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
     return 0;
 }
 
-/* Options shared by the four commands. 1 handled, 0 not, <0 usage error. */
-static int aopt(struct ainput *in, int argc, char **argv, int *i)
+static int files_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err)
 {
-    const char *a = argv[*i];
-    int used;
-    if (strcmp(a, "--files") == 0) {
-        int k = *i + 1;
-        for (; k < argc && strncmp(argv[k], "--", 2) != 0; k++)
-            if (in->nfiles < MAX_FILES)
-                add_file(in, argv[k]);
-        if (k == *i + 1) {
-            fprintf(stderr, "%s: --files needs at least one file\n", in->c.prog);
-            return HP_EUSAGE;
-        }
-        *i = k;
-        return 1;
-    }
-    static const char *valued[] = { "--dir",      "--step",     "--since", "--node",
-                                    "--figures",  "--rules",    "--function",
-                                    "--min-rate", "--label",    "--min-bytes" };
-    for (size_t k = 0; k < HP_ARRAY_SIZE(valued); k++) {
-        if (strcmp(a, valued[k]) != 0)
-            continue;
-        if (*i + 1 >= argc) {
-            fprintf(stderr, "%s: %s needs a value\n", in->c.prog, a);
-            return HP_EUSAGE;
-        }
-        const char *v = argv[*i + 1];
-        *i += 2;
-        switch (k) {
-        case 0:
-            in->dir = v;
-            return 1;
-        case 1:
-        case 2: {
-            int64_t d;
-            if (hp_parse_duration(v, &d) < 0 || d <= 0) {
-                fprintf(stderr, "%s: %s expects a duration like 90s, 15m, 1h, 7d; got \"%s\"\n",
-                        in->c.prog, a, v);
-                return HP_EUSAGE;
-            }
-            *(k == 1 ? &in->step_s : &in->since_s) = d;
-            return 1;
-        }
-        case 3:
-            in->node = v;
-            return 1;
-        case 4:
-            in->figures = v;
-            return 1;
-        case 5:
-            in->rules = v;
-            return 1;
-        case 6:
-            in->function = v;
-            return 1;
-        case 7:
-            if (hp_parse_double(v, &in->min_rate) < 0 || in->min_rate < 0) {
-                fprintf(stderr, "%s: --min-rate expects bytes per hour, got \"%s\"\n",
-                        in->c.prog, v);
-                return HP_EUSAGE;
-            }
-            return 1;
-        case 8:
-            in->label = v;
-            return 1;
-        case 9:
-            if (hp_parse_double(v, &in->min_bytes) < 0 || in->min_bytes < 0) {
-                fprintf(stderr, "%s: --min-bytes expects a number of bytes, got \"%s\"\n",
-                        in->c.prog, v);
-                return HP_EUSAGE;
-            }
-            return 1;
-        default:
-            return 0;
-        }
-    }
-    int h = query_cli_common_opt(&in->c, argc, argv, *i, &used);
-    if (h == 1)
-        *i += used;
-    return h;
+    struct ainput *in = o->value;
+    if (in->nfiles < MAX_FILES)
+        add_file(in, arg);
+    return 0;
 }
 
-static const char files_help[] =
-    "  --files F [F ...]   profile files (until the next option)\n"
-    "  --dir DIR           every profile file in DIR, in name order\n"
-    "  --step DURATION     space the files DURATION apart in the order given\n"
-    "                      (default: their modification times)\n"
-    "  --node NAME         the node the files belong to\n"
-    "  --since DURATION    only snapshots this recent (stored: back from now;\n"
-    "                      files: back from the newest)\n"
-    "  --figures FILE      node figures (Prometheus/bvar text) for every snapshot;\n"
-    "                      \"<profile>.figures\" next to a file adds its own\n";
+static int duration_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err)
+{
+    int64_t d;
+    if (hp_parse_duration(arg, &d) < 0 || d <= 0) {
+        hp_err_printf(err, "expected a duration like 90s, 15m, 1h, 7d");
+        return HP_EUSAGE;
+    }
+    *(int64_t *)o->value = d;
+    return 0;
+}
 
-/* Parse argv; positional arguments go to *pos (up to max). Returns 0, 1 for
- * --help printed, <0 on usage errors (printed). */
+/* Parse argv with the options the four commands share; positional
+ * arguments go to *pos (up to max). Returns 0, 1 for --help printed, <0 on
+ * usage errors (printed). */
 static int aparse(struct ainput *in, int argc, char **argv, const char *usage, const char *help,
                   const char **pos, size_t max, size_t *ret_npos)
 {
-    size_t npos = 0;
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: %s\n\n%s\n%s%s", usage, help, files_help, query_cli_common_help);
-            return 1;
-        }
-        if (strcmp(a, "--fleet") == 0) {
-            in->fleet = true;
-            i++;
-            continue;
-        }
-        int h = aopt(in, argc, argv, &i);
-        if (h < 0)
-            return h;
-        if (h == 1)
-            continue;
-        if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "%s: unknown option %s\nusage: %s\n", in->c.prog, a, usage);
-            return HP_EUSAGE;
-        }
-        if (npos == max) {
-            fprintf(stderr, "%s: unexpected argument \"%s\"\nusage: %s\n", in->c.prog, a, usage);
-            return HP_EUSAGE;
-        }
-        pos[npos++] = a;
-        i++;
+    const struct hp_opt_usage u = { .prog = in->c.prog, .usage = usage, .text = help };
+    /* Each command takes (and its --help lists) only its own analysis
+     * options: the others have no name here. */
+    const char *cmd = strrchr(in->c.prog, ' ') ? strrchr(in->c.prog, ' ') + 1 : in->c.prog;
+#define ONLY(command, name) (strcmp(cmd, command) == 0 ? name : NULL)
+    const struct hp_opt opts[] = {
+        HP_OPT_GROUP("input:"),
+        HP_OPT_CALLBACK_F(0, "files", in, "F [F ...]", "profile files (up to the next option)",
+                          files_cb, NULL, HP_OPT_MULTI, 0),
+        HP_OPT_STRING(0, "dir", &in->dir, "DIR", "every profile file in DIR, in name order"),
+        HP_OPT_CALLBACK(0, "step", &in->step_s, "DURATION",
+                        "space the files DURATION apart in the order given\n"
+                        "(default: their modification times)",
+                        duration_cb, NULL),
+        HP_OPT_STRING(0, "node", &in->node, "NAME", "the node the files belong to"),
+        HP_OPT_CALLBACK(0, "since", &in->since_s, "DURATION",
+                        "only snapshots this recent (stored: back from now;\n"
+                        "files: back from the newest)",
+                        duration_cb, NULL),
+        HP_OPT_STRING(0, "figures", &in->figures, "FILE",
+                      "node figures (Prometheus/bvar text) for every snapshot;\n"
+                      "\"<profile>.figures\" next to a file adds its own"),
+        HP_OPT_GROUP("analysis:"),
+        HP_OPT_BOOL(0, ONLY("trend", "fleet"), &in->fleet, "trend: every node, not one"),
+        HP_OPT_STRING(0, ONLY("trend", "function"), &in->function, "RE", "trend: functions to follow"),
+        HP_OPT_STRING(0, ONLY("trend", "series"), &in->series_pick, "LIST",
+                      "trend: the text table's columns (default: heap, RSS,\n"
+                      "allocated, tracked; all: every series; or names/numbers)"),
+        HP_OPT_DOUBLE(0, ONLY("leaks", "min-rate"), &in->min_rate, 0, 1e18, "BYTES_PER_HOUR",
+                      "leaks: least growth reported"),
+        HP_OPT_STRING(0, ONLY("fleet", "label"), &in->label, "K=V", "fleet: stored nodes with this label"),
+        HP_OPT_DOUBLE(0, ONLY("fleet", "min-bytes"), &in->min_bytes, 0, 1e18, "B",
+                      "fleet: least excess over the median (default 64 MiB)"),
+        HP_OPT_STRING(0, ONLY("discrepancy", "rules"), &in->rules, "FILE",
+                      "discrepancy: rules beside the built-in ones"),
+        HP_OPT_STRING(0, ONLY("discrepancy", "kind"), &in->kind, "KIND",
+                      "discrepancy: doris, starrocks, databend or risingwave\n"
+                      "rules (default: told from the node's figures)"),
+        QUERY_CLI_OPTS(&in->c, strcmp(cmd, "trend") == 0 ? "text|csv|json" : "text|json",
+                       false),
+        HP_OPT_END(),
+    };
+#undef ONLY
+    int rc, n = query_cli_parse(&in->c, &u, opts, argc, argv, &rc);
+    if (n < 0)
+        return rc == 0 ? 1 : HP_EUSAGE;
+    if ((size_t)n > max) {
+        (void)hp_opt_usage_error(&u, "unexpected argument \"%s\"", argv[max]);
+        return HP_EUSAGE;
     }
-    *ret_npos = npos;
+    for (int i = 0; i < n; i++)
+        pos[i] = argv[i];
+    *ret_npos = (size_t)n;
     return 0;
 }
 
@@ -549,6 +584,7 @@ int query_cmd_leaks(int argc, char **argv)
     struct ainput in;
     ainput_init(&in, "query leaks");
     in.series = true;
+    in.c.top_text = 20;
     const char *usage = "query leaks [NODE] [--since 7d] [--db PATH | --files F... | --dir DIR] "
                         "[--step 1h] "
                         "[--min-rate BYTES_PER_HOUR] [--format text|json]";
@@ -568,8 +604,6 @@ int query_cmd_leaks(int argc, char **argv)
     if (npos && !in.node)
         in.node = pos[0]; /* the files are this node's */
     in.scope_node = npos ? pos[0] : NULL;
-    if (in.c.qo.top == (size_t)-1)
-        in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 20 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     struct query_leak_opts lo;
@@ -636,7 +670,7 @@ int query_cmd_trend(int argc, char **argv)
     struct ainput in;
     ainput_init(&in, "query trend");
     in.series = true;
-    const char *usage = "query trend NODE|--fleet [--since 7d] [--function REGEX] "
+    const char *usage = "query trend NODE|--fleet [--since 7d] [--function REGEX] [--series LIST] "
                         "[--db PATH | --files F... | --dir DIR] [--format text|csv|json]";
     const char *pos[1];
     size_t npos = 0;
@@ -674,7 +708,9 @@ int query_cmd_trend(int argc, char **argv)
     to.function = in.function;
     struct query_trend *t = NULL;
     r = query_trend_build(in.snaps, k, &to, &t, &err);
-    if (r == 0)
+    if (r == 0 && in.c.format == QUERY_FORMAT_TEXT)
+        r = query_render_trend_text(t, in.series_pick, &out, &err);
+    else if (r == 0)
         r = query_render_trend(t, in.c.format, &out, &err);
     query_trend_free(t);
     return finish(&in, r, &out, &err);
@@ -707,8 +743,6 @@ int query_cmd_fleet(int argc, char **argv)
         return finish(&in, HP_EUSAGE, &out, &err);
     }
     in.latest_only = true;
-    if (in.c.qo.top == (size_t)-1)
-        in.c.qo.top = in.c.format == QUERY_FORMAT_TEXT ? 30 : 0;
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     /* Latest snapshot per node. */
@@ -752,7 +786,7 @@ int query_cmd_discrepancy(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query discrepancy");
-    const char *usage = "query discrepancy NODE [--rules FILE] "
+    const char *usage = "query discrepancy NODE [--kind KIND] [--rules FILE] "
                         "[--db PATH | --files PROFILE | --dir DIR] "
                         "[--figures FILE] [--format text|json]";
     const char *pos[1];
@@ -761,8 +795,9 @@ int query_cmd_discrepancy(int argc, char **argv)
     int r = aparse(&in, argc, argv, usage,
                    "The node's memory trackers next to its heap profile, per category, and\n"
                    "the ladder RSS -> jemalloc resident -> allocated -> heap profile ->\n"
-                   "tracked with each gap named. Built-in rules know Doris and StarRocks\n"
-                   "figure names; --rules FILE overrides or extends them (query/INTERNALS.md).\n",
+                   "tracked with each gap named. Built-in rules per kind (Doris, StarRocks,\n"
+                   "Databend, RisingWave; query/README.md); --rules FILE overrides or extends\n"
+                   "them (query/INTERNALS.md).\n",
                    pos, 1, &npos);
     if (r != 0) {
         ainput_release(&in);
@@ -777,8 +812,27 @@ int query_cmd_discrepancy(int argc, char **argv)
         in.node = pos[0];
     in.scope_node = pos[0];
     in.latest_only = true;
+    if ((r = ainput_load(&in, &err)) < 0)
+        return finish(&in, r, &out, &err);
+    const struct query_snapshot *latest = NULL;
+    for (size_t i = 0; i < in.nfiles; i++)
+        if (strcmp(in.snaps[i].node, pos[0]) == 0 &&
+            (!latest || in.snaps[i].time_s >= latest->time_s))
+            latest = &in.snaps[i];
+    if (!latest) {
+        hp_err_printf(&err, "no snapshot of node %s", pos[0]);
+        return finish(&in, HP_ENOTFOUND, &out, &err);
+    }
+    if (in.kind && (!query_rules_kind_detect(in.kind, NULL, 0) ||
+                    strcmp(query_rules_kind_detect(in.kind, NULL, 0), in.kind) != 0)) {
+        hp_err_printf(&err, "--kind \"%s\": expected doris, starrocks, databend or risingwave",
+                      in.kind);
+        return finish(&in, HP_EUSAGE, &out, &err);
+    }
+    /* The kind's own rules (--kind, else told from the figures), then the
+     * rules file on top. */
     struct query_rules *rules = NULL;
-    if ((r = query_rules_builtin(&rules, &err)) < 0)
+    if ((r = query_rules_for_kind(in.kind ? in.kind : in.store_kind, latest->figures, latest->nfigures, &rules, &err)) < 0)
         return finish(&in, r, &out, &err);
     if (in.rules) {
         char *data = NULL;
@@ -792,24 +846,14 @@ int query_cmd_discrepancy(int argc, char **argv)
             return finish(&in, r, &out, &err);
         }
     }
-    if ((r = ainput_load(&in, &err)) < 0) {
-        query_rules_free(rules);
-        return finish(&in, r, &out, &err);
-    }
-    const struct query_snapshot *latest = NULL;
-    for (size_t i = 0; i < in.nfiles; i++)
-        if (strcmp(in.snaps[i].node, pos[0]) == 0 &&
-            (!latest || in.snaps[i].time_s >= latest->time_s))
-            latest = &in.snaps[i];
-    if (!latest) {
-        hp_err_printf(&err, "no snapshot of node %s", pos[0]);
-        r = HP_ENOTFOUND;
-    }
     struct query_discrepancy *d = NULL;
     if (r >= 0)
         r = query_discrepancy_build(latest->folded, latest->figures, latest->nfigures, rules, &d,
                                     &err);
     if (r >= 0) {
+        d->snap = (struct query_snapref){ .id = latest->id, .time_ms = latest->time_s * 1000,
+                                          .path = latest->path };
+        snprintf(d->snap.node, sizeof(d->snap.node), "%s", latest->node ? latest->node : "");
         if (latest->nfigures == 0)
             fprintf(stderr, "%s: note: no figures for %s (give --figures FILE or a "
                             "\"<profile>.figures\" file); only heap bytes are shown\n",

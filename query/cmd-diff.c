@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "query diff A B [--normalize] [--noise-sigmas K] [--format text|collapsed|json|svg] "
-    "[options]";
-
 static int render(struct query_cli *c, const struct query_diff_opts *dopts, struct profile *pa,
                   struct profile *pb, const char *la, const char *lb, struct hp_buf *out,
                   struct hp_buf *err)
@@ -64,76 +60,64 @@ int query_cmd_diff(int argc, char **argv)
     struct query_diff_opts dopts;
     query_cli_init(&c, "query diff");
     query_diff_opts_init(&dopts);
-    const char *sel[2] = { NULL, NULL }, *base = NULL;
-    int nsel = 0;
-    for (int i = 1; i < argc;) {
-        int used;
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: %s\n\nB minus A. A and B are NODE, NODE@TIME, #ID or profile files.\n\n"
-                   "  --normalize         compare shares of each side's total, not bytes\n"
-                   "  --noise-sigmas K    deltas under K standard errors are marked ~ as\n"
-                   "                      explainable by sampling alone (default 2)\n"
-                   "  --base A            jeprof spelling: A is the base, the one argument B\n%s",
-                   usage, query_cli_common_help);
-            return 0;
-        }
-        if (strcmp(a, "--normalize") == 0) {
-            dopts.normalize = true;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--noise-sigmas") == 0 || strcmp(a, "--base") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: %s needs a value\n", c.prog, a);
-                return 2;
-            }
-            if (a[2] == 'b') {
-                base = argv[i + 1];
-            } else if (hp_parse_double(argv[i + 1], &dopts.noise_sigmas) < 0 ||
-                       dopts.noise_sigmas < 0 || dopts.noise_sigmas > 100) {
-                fprintf(stderr, "%s: --noise-sigmas expects a number from 0 to 100, got \"%s\"\n",
-                        c.prog, argv[i + 1]);
-                return 2;
-            }
-            i += 2;
-            continue;
-        }
-        int h = query_cli_common_opt(&c, argc, argv, i, &used);
-        if (h < 0)
-            return 2;
-        if (h == 1) {
-            i += used;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "%s: unknown option %s\n", c.prog, a);
-            return query_cli_usage(&c, usage);
-        }
-        if (nsel == 2) {
-            fprintf(stderr, "%s: two snapshots expected, got a third: \"%s\"\n", c.prog, a);
-            return 2;
-        }
-        sel[nsel++] = a;
-        i++;
-    }
+    const char *base = NULL;
+    static const struct hp_opt_usage u = {
+        .prog = "query diff",
+        .usage = "query diff A B [--normalize] [--noise-sigmas K] "
+                 "[--format text|collapsed|json|svg] [options]\n"
+                 "query diff --base A B [options]",
+        .text = "B minus A. A and B are NODE, NODE@TIME, #ID or profile files.\n",
+    };
+    const struct hp_opt opts[] = {
+        HP_OPT_BOOL(0, "normalize", &dopts.normalize,
+                    "compare shares of each side's total, not bytes"),
+        HP_OPT_DOUBLE(0, "noise-sigmas", &dopts.noise_sigmas, 0, 100, "K",
+                      "deltas under K standard errors are marked ~ as\n"
+                      "explainable by sampling alone"),
+        HP_OPT_STRING(0, "base", &base, "A", "jeprof spelling: A is the base, the one argument B"),
+        QUERY_CLI_OPTS(&c, "text|collapsed|json|svg", false),
+        HP_OPT_END(),
+    };
+    int rc, nsel = query_cli_parse(&c, &u, opts, argc, argv, &rc);
+    if (nsel < 0)
+        return rc;
+    const char *sel[2] = { nsel > 0 ? argv[0] : NULL, nsel > 1 ? argv[1] : NULL };
     const char *A = base ? base : sel[0], *B = base ? sel[0] : sel[1];
     if (nsel != (base ? 1 : 2))
         A = B = NULL;
     if (!A || !B)
-        return query_cli_usage(&c, usage);
+        return hp_opt_usage_error(&u, "two snapshots expected (A B, or --base A B), got %d%s",
+                                  nsel, base ? " and --base" : "");
     dopts.sample = c.qo.sample;
-    if (c.qo.top == (size_t)-1)
-        c.qo.top = c.format == QUERY_FORMAT_TEXT ? 30 : 0;
 
     struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
     struct profile *pa = NULL, *pb = NULL;
-    int rc = 0;
-    int r = query_cli_load(&c, A, &pa, &err);
+    struct query_snapref ra, rb;
+    char la[384], lb[384], na[256], nb[256], title[640];
+    int r = query_cli_load(&c, A, &pa, &ra, &err);
     if (r == 0)
-        r = query_cli_load(&c, B, &pb, &err);
-    if (r == 0)
-        r = render(&c, &dopts, pa, pb, A, B, &out, &err);
+        r = query_cli_load(&c, B, &pb, &rb, &err);
+    if (r == 0) {
+        /* Name the snapshots each side resolved to, not only the selector
+         * given ("be-1@-3m" alone says nothing of which one it was). */
+        query_snapref_label(&ra, na, sizeof(na));
+        query_snapref_label(&rb, nb, sizeof(nb));
+        if (ra.path)
+            snprintf(la, sizeof(la), "%s", na);
+        else
+            snprintf(la, sizeof(la), "%s = %s", A, na);
+        if (rb.path)
+            snprintf(lb, sizeof(lb), "%s", nb);
+        else
+            snprintf(lb, sizeof(lb), "%s = %s", B, nb);
+        c.qo.snap = &ra;
+        c.qo.snap_b = &rb;
+        if (!c.qo.title) {
+            snprintf(title, sizeof(title), "%s minus %s", nb, na);
+            c.qo.title = title;
+        }
+        r = render(&c, &dopts, pa, pb, la, lb, &out, &err);
+    }
     if (r < 0)
         rc = query_cli_fail(&c, err.len ? err.data : hp_strerror(r));
     else

@@ -20,8 +20,37 @@
 /* Largest file import reads whole (the parsers cap what they accept). */
 #define IMPORT_MAX_BYTES ((size_t)2 << 30)
 
+struct node_hint {
+    const char *name;
+    size_t best;
+    char best_name[128];
+};
+
+static int node_hint_cb(const struct store_node_row *row, void *ctx)
+{
+    struct node_hint *h = ctx;
+    size_t d = hp_edit_distance(h->name, row->name);
+    if (d < h->best) {
+        h->best = d;
+        snprintf(h->best_name, sizeof(h->best_name), "%s", row->name);
+    }
+    return 0;
+}
+
+void query_node_hint(struct store *s, const char *name, struct hp_buf *err)
+{
+    /* Close means a third of the name or less, and at most 3 edits:
+     * "be71" suggests "be-71", "db-1" does not suggest "be-17". */
+    size_t len = strlen(name);
+    struct node_hint h = { .name = name, .best = len / 3 < 3 ? len / 3 + 1 : 4 };
+    struct hp_buf ignore = HP_BUF_INIT(0);
+    if (store_nodes_list(s, node_hint_cb, &h, &ignore) == 0 && h.best_name[0])
+        (void)(err && hp_buf_printf(err, " (did you mean \"%s\"?)", h.best_name));
+    hp_buf_release(&ignore);
+}
+
 int query_store_load(const char *db, const char *selector, struct profile **ret,
-                     struct hp_buf *err)
+                     struct query_snapref *ret_ref, struct hp_buf *err)
 {
     struct store *s = NULL;
     struct hp_buf oerr = HP_BUF_INIT(0);
@@ -38,11 +67,30 @@ int query_store_load(const char *db, const char *selector, struct profile **ret,
     int64_t id;
     hp_buf_reset(&oerr);
     r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &oerr);
+    struct store_snapshot_info si;
+    if (r == 0)
+        r = store_snapshot_info(s, id, &si, &oerr);
     if (r == 0)
         r = store_snapshot_load(s, id, ret, &oerr);
+    if (r == 0 && ret_ref) {
+        memset(ret_ref, 0, sizeof(*ret_ref));
+        ret_ref->id = id;
+        snprintf(ret_ref->node, sizeof(ret_ref->node), "%s", si.node);
+        ret_ref->time_ms = si.taken_at;
+    }
     if (r < 0)
         hp_err_printf(err, "\"%s\": %s%s", selector, oerr.data ? oerr.data : hp_strerror(r),
                       r == HP_ENOTFOUND && selector[0] != '#' ? " (and no such file)" : "");
+    if (r == HP_ENOTFOUND && selector[0] != '#') {
+        int64_t node_id;
+        char node[128];
+        size_t n = strcspn(selector, "@");
+        snprintf(node, sizeof(node), "%.*s", (int)(n < sizeof(node) ? n : sizeof(node) - 1),
+                 selector);
+        hp_buf_reset(&oerr);
+        if (store_node_find(s, node, &node_id, &oerr) == HP_ENOTFOUND)
+            query_node_hint(s, node, err);
+    }
 out:
     store_close(s);
     hp_buf_release(&oerr);
@@ -112,25 +160,37 @@ static int collect_files(const struct store_cli *c, int argc, char **argv,
             v[n++].path = hp_xstrdup(argv[i]);
             continue;
         }
-        DIR *d = opendir(argv[i]);
+        DIR *d = hp_opendir(argv[i]);
         if (!d) {
             fprintf(stderr, "%s: %s: %s\n", c->prog, argv[i], strerror(errno));
             goto fail;
         }
-        size_t first = n;
+        size_t first = n, skipped = 0;
+        char *first_skipped = NULL;
         struct dirent *de;
         while ((de = readdir(d))) {
             if (de->d_name[0] == '.')
                 continue;
             char *path = hp_xasprintf("%s/%s", argv[i], de->d_name);
-            if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            bool reg = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+            if (reg && ingest_file_sniff(path) == 1) {
                 v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
                 v[n++].path = path;
             } else {
+                /* A Doris log folder holds be.INFO, .dot and .svg files beside
+                 * the dumps: skipped, not stored as failed attempts. */
+                if (reg && (skipped++ == 0 || strcmp(de->d_name, first_skipped) < 0)) {
+                    free(first_skipped);
+                    first_skipped = hp_xstrdup(de->d_name);
+                }
                 free(path);
             }
         }
         closedir(d);
+        if (skipped)
+            fprintf(stderr, "%s: %s: skipped %zu files that are not profiles (%s%s)\n", c->prog,
+                    argv[i], skipped, first_skipped, skipped > 1 ? ", ..." : "");
+        free(first_skipped);
         hp_qsort(v + first, n - first, sizeof(*v), cmp_path);
     }
     *ret = v;
@@ -143,67 +203,44 @@ fail:
     return -1;
 }
 
-static const char import_usage[] =
-    "query import --node NAME [--time T] [--kind KIND] [--db PATH] FILE|DIR...";
-
 int query_cmd_import(int argc, char **argv)
 {
     struct store_cli c;
     store_cli_init(&c, "query import");
     const char *node = NULL, *time_text = NULL, *kind = NULL;
     const char *binary = NULL, *symbols = NULL;
-    int nfiles = 0;
-    char **files = hp_xcalloc((size_t)argc + 1, sizeof(*files));
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: %s\n\n"
-                   "Loads profile files (jemalloc, gperftools, pprof, collapsed; a folder\n"
-                   "means every file in it) into the store as snapshots of NODE.\n\n"
-                   "  --node NAME   the node the dumps came from (created if new)\n"
-                   "  --time T      when they were taken (ISO 8601 or -6h); default: the\n"
-                   "                dump's own time, else the file's modification time\n"
-                   "  --kind KIND   doris, starrocks, databend, agent or url (new nodes)\n"
-                   "  --binary FILE, --symbols DIR  where to find the profiled binaries\n"
-                   "  --db PATH     database (default $HEAPFLEET_DB or heapfleet.db)\n",
-                   import_usage);
-            rc = 0;
-            goto out;
-        }
-        if (strcmp(a, "--binary") == 0 || strcmp(a, "--symbols") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: %s needs a value\n", c.prog, a);
-                goto out;
-            }
-            *(a[2] == 'b' ? &binary : &symbols) = argv[++i];
-            continue;
-        }
-        if ((strcmp(a, "--node") == 0 || strcmp(a, "--time") == 0 ||
-             strcmp(a, "--kind") == 0 || strcmp(a, "--db") == 0)) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: %s needs a value\n", c.prog, a);
-                goto out;
-            }
-            const char *v = argv[++i];
-            if (a[2] == 'n')
-                node = v;
-            else if (a[2] == 't')
-                time_text = v;
-            else if (a[2] == 'k')
-                kind = v;
-            else
-                c.db = v;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "%s: unknown option %s\nusage: %s\n", c.prog, a, import_usage);
-            goto out;
-        }
-        files[nfiles++] = argv[i];
-    }
-    if (!node || nfiles == 0) {
-        fprintf(stderr, "usage: %s\n", import_usage);
+    static const struct hp_opt_usage u = {
+        .prog = "query import",
+        .usage = "query import --node NAME [--time T] [--kind KIND] [--db PATH] FILE|DIR...",
+        .text = "Loads profile files (jemalloc, gperftools, pprof, collapsed; a folder\n"
+                "means every file in it) into the store as snapshots of NODE.\n",
+    };
+    const struct hp_opt opts[] = {
+        HP_OPT_STRING(0, "node", &node, "NAME", "the node the dumps came from (created if new)"),
+        HP_OPT_STRING(0, "time", &time_text, "T",
+                      "when they were taken (ISO 8601 or -6h); default: the\n"
+                      "dump's own time, else the file's modification time"),
+        HP_OPT_STRING(0, "kind", &kind, "KIND",
+                      "doris, starrocks, databend, agent or url (new nodes)"),
+        HP_OPT_STRING(0, "binary", &binary, "FILE", "the profiled main executable"),
+        HP_OPT_STRING(0, "symbols", &symbols, "DIR", "binaries and debug files"),
+        HP_OPT_STRING(0, "db", &c.db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
+        HP_OPT_END(),
+    };
+    int rc;
+    int nfiles = hp_opt_parse(&u, opts, argc, argv, NULL, &rc);
+    if (nfiles < 0)
+        return rc;
+    char **files = argv;
+    if (!node || nfiles == 0)
+        return hp_opt_usage_error(&u, "%s", !node ? "--node NAME is required" : "no files given");
+    rc = 2;
+    size_t bad_at;
+    if (hp_name_check(node, strlen(node), &bad_at) < 0) {
+        fprintf(stderr,
+                "%s: --node: byte %zu is not allowed (expected 1 to %d letters, digits and "
+                "._:-)\n",
+                c.prog, bad_at + 1, HP_NAME_MAX);
         goto out;
     }
     int64_t fixed_time = 0;
@@ -232,7 +269,9 @@ int query_cmd_import(int argc, char **argv)
         goto out_store;
     }
     bool tty = isatty(STDERR_FILENO);
-    size_t ok = 0, failed = 0;
+    size_t ok = 0, failed = 0, dups = 0, same_time = 0;
+    int64_t first_at = 0;
+    char first_tb[40];
     for (size_t i = 0; i < n; i++) {
         const char *path = list[i].path;
         char *data = NULL;
@@ -249,6 +288,25 @@ int query_cmd_import(int argc, char **argv)
             failed++;
             continue;
         }
+        int64_t dup_id, dup_at;
+        r = store_snapshot_find_dump(s, node_id, data, len, &dup_id, &dup_at, &err);
+        if (r == 1) {
+            /* The same bytes again (a second run of the same import): one
+             * snapshot, or a fit would see two points where there is one. */
+            char tb[40];
+            fprintf(stderr, "%s%s: %s: already stored as #%lld %s@%s (same content); skipped\n",
+                    tty ? "\n" : "", c.prog, path, (long long)dup_id, node,
+                    store_time_format(dup_at, tb, sizeof(tb)));
+            dups++;
+            free(data);
+            continue;
+        }
+        if (r < 0) {
+            fail(&c, &err, r);
+            free(data);
+            failed++;
+            break;
+        }
         struct store_fetch_info fi = STORE_FETCH_INFO_INIT;
         fi.source = path;
         uint64_t t0 = hp_now_ns();
@@ -258,7 +316,7 @@ int query_cmd_import(int argc, char **argv)
             /* Stored call trees are symbolized once, here, so every later
              * query on them reads names without touching a binary. */
             t0 = hp_now_ns();
-            (void)query_cli_symbolize(c.prog, binary, symbols, p, NULL);
+            (void)query_cli_symbolize(c.prog, binary, symbols, false, p, NULL);
             fi.symbolize_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
         }
         int64_t at = fixed_time ? fixed_time
@@ -294,6 +352,9 @@ int query_cmd_import(int argc, char **argv)
                 continue;
             }
             ok++;
+            if (ok == 1)
+                first_at = at;
+            same_time += at == first_at;
             char tb[40], bb[32];
             double tot[PV_COUNT];
             profile_totals(p, tot);
@@ -311,8 +372,14 @@ int query_cmd_import(int argc, char **argv)
     }
     if (tty && n > 1)
         fprintf(stderr, "\n");
-    if (n > 1 || failed)
-        fprintf(stderr, "%s: %zu imported, %zu failed, into %s\n", c.prog, ok, failed, c.db);
+    if (n > 1 || failed || dups)
+        fprintf(stderr, "%s: %zu imported, %zu failed, %zu already stored (same content), into %s\n",
+                c.prog, ok, failed, dups, c.db);
+    if (same_time > 1)
+        fprintf(stderr,
+                "%s: note: %zu files got the same time %s (no time in the dumps, same mtime); "
+                "leaks and trends need elapsed time: import them with --time each\n",
+                c.prog, same_time, store_time_format(first_at, first_tb, sizeof(first_tb)));
     rc = failed ? 1 : 0;
 out_store:
     hp_buf_release(&err);
@@ -322,7 +389,6 @@ out_list:
         free(list[i].path);
     free(list);
 out:
-    free(files);
     return rc;
 }
 
@@ -351,8 +417,6 @@ static int collect_nodes_cb(const struct store_node_row *row, void *ctx)
     return 0;
 }
 
-static const char reindex_usage[] = "query reindex [--db PATH] [SNAP...]";
-
 int query_cmd_reindex(int argc, char **argv)
 {
     struct store_cli c;
@@ -360,40 +424,33 @@ int query_cmd_reindex(int argc, char **argv)
     struct id_list ids = { 0 }, nodes = { 0 };
     struct hp_buf err = HP_BUF_INIT(0);
     struct store *s = NULL;
-    int rc = 2, nsel = 0;
-    char **sel = hp_xcalloc((size_t)argc + 1, sizeof(*sel));
     const char *binary = NULL, *symbols = NULL;
-    for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "--binary") == 0 || strcmp(argv[i], "--symbols") == 0) &&
-            i + 1 < argc) {
-            *(argv[i][2] == 'b' ? &binary : &symbols) = argv[i + 1];
-            i++;
-            continue;
-        }
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s\n\nRe-parses the stored raw dumps of the snapshots named (NODE,\n"
-                   "NODE@TIME, #ID; all snapshots with raw bytes when none is named) and\n"
-                   "replaces what was derived from them. The raw bytes stay as they are.\n",
-                   reindex_usage);
-            rc = 0;
-            goto out;
-        }
-        if (strcmp(argv[i], "--db") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: --db needs a value\n", c.prog);
-                goto out;
-            }
-            c.db = argv[++i];
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "%s: unknown option %s\nusage: %s\n", c.prog, argv[i],
-                    reindex_usage);
-            goto out;
-        }
-        sel[nsel++] = argv[i];
-    }
+    static const struct hp_opt_usage u = {
+        .prog = "query reindex",
+        .usage = "query reindex [--db PATH] [SNAP...]",
+        .text = "Re-parses the stored raw dumps of the snapshots named (NODE,\n"
+                "NODE@TIME, #ID; all snapshots with raw bytes when none is named) and\n"
+                "replaces what was derived from them. The raw bytes stay as they are.\n",
+    };
+    const struct hp_opt opts[] = {
+        HP_OPT_STRING(0, "binary", &binary, "FILE", "the profiled main executable"),
+        HP_OPT_STRING(0, "symbols", &symbols, "DIR", "binaries and debug files"),
+        HP_OPT_STRING(0, "db", &c.db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
+        HP_OPT_END(),
+    };
+    int rc, nsel = hp_opt_parse(&u, opts, argc, argv, NULL, &rc);
+    if (nsel < 0)
+        return rc;
+    char **sel = argv;
     rc = 1;
+    /* The store's symbol folder (query symbols add) when none is given. */
+    char *store_syms = NULL;
+    struct stat sst;
+    if (!symbols) {
+        store_syms = query_symbols_dir(c.db);
+        if (stat(store_syms, &sst) == 0 && S_ISDIR(sst.st_mode))
+            symbols = store_syms;
+    }
     if (open_db(&c, STORE_OPEN_WRITE, &s) < 0)
         goto out;
     int r;
@@ -435,7 +492,7 @@ int query_cmd_reindex(int argc, char **argv)
         if (r == 0)
             r = ingest_parse(raw, len, NULL, &p, &err);
         if (r == 0)
-            (void)query_cli_symbolize(c.prog, binary, symbols, p, NULL);
+            (void)query_cli_symbolize(c.prog, binary, symbols, false, p, NULL);
         if (r == 0)
             r = store_snapshot_reindex(s, ids.v[i], p, &err);
         if (r < 0) {
@@ -451,7 +508,7 @@ int query_cmd_reindex(int argc, char **argv)
     fprintf(stderr, "%s: %zu reindexed, %zu failed\n", c.prog, ok, failed);
     rc = failed ? 1 : 0;
 out:
-    free(sel);
+    free(store_syms);
     free(ids.v);
     free(nodes.v);
     hp_buf_release(&err);
@@ -461,79 +518,128 @@ out:
 
 /* ---- nodes and snapshots ------------------------------------------------------- */
 
-static int print_node_cb(const struct store_node_row *row, void *ctx)
+static int ratio_cb(const struct store_stat *st, void *ctx)
 {
-    (void)ctx;
-    char last[40] = "-", ok[40] = "-", bytes[32] = "-";
-    if (row->last_at)
-        store_time_format(row->last_at, last, sizeof(last));
-    if (row->last_ok_id) {
-        store_time_format(row->last_ok_at, ok, sizeof(ok));
-        fmt_bytes(row->last_ok_totals[PV_INUSE_SPACE], bytes, sizeof(bytes));
-    }
-    printf("%-24s %-10s %-22s %6lld  %-20s %-20s %10s  %s%s%s\n", row->name,
-           row->kind[0] ? row->kind : "-", row->address[0] ? row->address : "-",
-           (long long)row->nsnapshots, last, ok, bytes,
-           row->nsnapshots ? store_status_name(row->last_status) : "-",
-           row->last_error[0] ? ": " : "", row->last_error);
+    if (strcmp(st->name, "heapfleet_symbolized_ratio") == 0)
+        *(double *)ctx = st->value;
     return 0;
 }
 
-static int simple_opts(struct store_cli *c, int argc, char **argv, const char *usage,
-                       const char *help, char **ret_pos, int max_pos, int *ret_npos,
-                       const char **since, bool *all)
+/* One node of `query nodes`, with its stored snapshots and failed attempts
+ * counted apart (a node that never answered has attempts, not snapshots). */
+struct node_line {
+    struct store_node_row row;
+    int64_t ok, failed;
+};
+
+struct node_lines {
+    struct node_line *v;
+    size_t n, cap;
+    struct store *s;
+    struct hp_buf *err;
+};
+
+static int count_snap_cb(const struct store_snapshot_info *si, void *ctx)
 {
-    *ret_npos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: %s\n\n%s", usage, help);
-            return 0;
-        }
-        if (strcmp(a, "--db") == 0 || (since && strcmp(a, "--since") == 0)) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: %s needs a value\n", c->prog, a);
-                return 2;
-            }
-            if (a[2] == 'd')
-                c->db = argv[++i];
-            else
-                *since = argv[++i];
-            continue;
-        }
-        if (all && strcmp(a, "--all") == 0) {
-            *all = true;
-            continue;
-        }
-        if ((a[0] == '-' && a[1]) || *ret_npos >= max_pos) {
-            fprintf(stderr, "%s: unexpected argument %s\nusage: %s\n", c->prog, a, usage);
-            return 2;
-        }
-        ret_pos[(*ret_npos)++] = argv[i];
+    struct node_line *l = ctx;
+    if (si->status == STORE_STATUS_OK)
+        l->ok++;
+    else
+        l->failed++;
+    return 0;
+}
+
+static int collect_node_cb(const struct store_node_row *row, void *ctx)
+{
+    struct node_lines *nl = ctx;
+    nl->v = hp_xgrow(nl->v, &nl->cap, nl->n + 1, sizeof(*nl->v));
+    struct node_line *l = &nl->v[nl->n++];
+    *l = (struct node_line){ .row = *row };
+    return 0;
+}
+
+static void print_nodes(const struct node_lines *nl)
+{
+    /* Columns as wide as their widest cell: URL nodes have long addresses. */
+    int wname = 4, waddr = 7;
+    for (size_t i = 0; i < nl->n; i++) {
+        int a = (int)strlen(nl->v[i].row.name), b = (int)strlen(nl->v[i].row.address);
+        wname = a > wname ? a : wname;
+        waddr = b > waddr ? b : waddr;
     }
-    return -1;
+    printf("%-*s  %-10s %-*s  %6s %6s  %-20s %-20s %10s %6s  %s\n", wname, "NODE", "KIND", waddr,
+           "ADDRESS", "SNAPS", "FAILED", "LAST ATTEMPT", "LAST PROFILE", "INUSE", "NAMED",
+           "STATUS");
+    for (size_t i = 0; i < nl->n; i++) {
+        const struct store_node_row *row = &nl->v[i].row;
+        char last[40] = "-", ok[40] = "-", bytes[32] = "-", named[16] = "-";
+        if (row->last_at)
+            store_time_format(row->last_at, last, sizeof(last));
+        if (row->last_ok_id) {
+            store_time_format(row->last_ok_at, ok, sizeof(ok));
+            fmt_bytes(row->last_ok_totals[PV_INUSE_SPACE], bytes, sizeof(bytes));
+            /* Coverage: the share of the latest profile's bytes whose frames
+             * are named. */
+            double ratio = -1;
+            if (store_snapshot_stats(nl->s, row->last_ok_id, ratio_cb, &ratio, NULL) == 0 &&
+                ratio >= 0)
+                snprintf(named, sizeof(named), "%.1f%%", ratio * 100);
+        }
+        printf("%-*s  %-10s %-*s  %6lld %6lld  %-20s %-20s %10s %6s  %s%s%s\n", wname, row->name,
+               row->kind[0] ? row->kind : "-", waddr, row->address[0] ? row->address : "-",
+               (long long)nl->v[i].ok, (long long)nl->v[i].failed, last, ok, bytes, named,
+               row->nsnapshots ? store_status_name(row->last_status) : "-",
+               row->last_error[0] ? ": " : "", row->last_error);
+    }
+}
+
+/* Parse nodes/snapshots options; returns the number of positional
+ * arguments (in argv[0..n)), or -1 with the exit code in *ret_exit. */
+static int simple_opts(struct store_cli *c, int argc, char **argv, const char *usage,
+                       const char *help, int max_pos, const char **since, bool *all,
+                       int *ret_exit)
+{
+    const struct hp_opt_usage u = { .prog = c->prog, .usage = usage, .text = help };
+    const struct hp_opt opts[] = {
+        HP_OPT_STRING(0, "db", &c->db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
+        /* snapshots only: */
+        HP_OPT_STRING(0, since ? "since" : NULL, since, "T",
+                      "only from T on (ISO 8601 or relative like -7d)"),
+        HP_OPT_BOOL(0, all ? "all" : NULL, all, "include failed attempts"),
+        HP_OPT_END(),
+    };
+    int n = hp_opt_parse(&u, opts, argc, argv, NULL, ret_exit);
+    if (n > max_pos) {
+        *ret_exit = hp_opt_usage_error(&u, "unexpected argument %s", argv[max_pos]);
+        return -1;
+    }
+    return n;
 }
 
 int query_cmd_nodes(int argc, char **argv)
 {
     struct store_cli c;
     store_cli_init(&c, "query nodes");
-    char *pos[1];
-    int npos;
-    int h = simple_opts(&c, argc, argv, "query nodes [--db PATH]",
-                        "Lists the stored nodes with their last attempt and last profile.\n",
-                        pos, 0, &npos, NULL, NULL);
-    if (h >= 0)
-        return h;
+    int rc;
+    if (simple_opts(&c, argc, argv, "query nodes [--db PATH]",
+                    "Lists the stored nodes with their last attempt and last profile;\n"
+                    "SNAPS counts stored profiles, FAILED the attempts that got none.\n", 0,
+                    NULL, NULL, &rc) < 0)
+        return rc;
     struct store *s;
     if (open_db(&c, STORE_OPEN_READ, &s) < 0)
         return 1;
     struct hp_buf err = HP_BUF_INIT(0);
-    printf("%-24s %-10s %-22s %6s  %-20s %-20s %10s  %s\n", "NODE", "KIND", "ADDRESS", "SNAPS",
-           "LAST ATTEMPT", "LAST PROFILE", "INUSE", "STATUS");
-    int r = store_nodes_list(s, print_node_cb, NULL, &err);
+    struct node_lines nl = { .s = s, .err = &err };
+    int r = store_nodes_list(s, collect_node_cb, &nl, &err);
+    for (size_t i = 0; r == 0 && i < nl.n; i++)
+        r = store_snapshots_list(s, nl.v[i].row.id, 0, INT64_MAX, true, count_snap_cb, &nl.v[i],
+                                 &err);
     if (r < 0)
         fail(&c, &err, r);
+    else
+        print_nodes(&nl);
+    free(nl.v);
     hp_buf_release(&err);
     store_close(s);
     return r < 0 ? 1 : 0;
@@ -564,22 +670,17 @@ int query_cmd_snapshots(int argc, char **argv)
     struct store_cli c;
     store_cli_init(&c, "query snapshots");
     const char *usage = "query snapshots NODE [--since T] [--all] [--db PATH]";
-    char *pos[1];
-    int npos;
     const char *since = NULL;
     bool all = false;
-    int h = simple_opts(&c, argc, argv, usage,
-                        "Lists a node's snapshots, oldest first.\n\n"
-                        "  --since T   only from T on (ISO 8601 or relative like -7d)\n"
-                        "  --all       include failed attempts\n"
-                        "  --db PATH   database (default $HEAPFLEET_DB or heapfleet.db)\n",
-                        pos, 1, &npos, &since, &all);
-    if (h >= 0)
-        return h;
+    int rc, npos = simple_opts(&c, argc, argv, usage, "Lists a node's snapshots, oldest first.\n",
+                               1, &since, &all, &rc);
+    if (npos < 0)
+        return rc;
     if (npos != 1) {
         fprintf(stderr, "usage: %s\n", usage);
         return 2;
     }
+    const char *pos[1] = { argv[0] };
     int64_t since_ms = INT64_MIN;
     if (since && store_time_parse(since, hp_wall_ms(), &since_ms) < 0) {
         fprintf(stderr, "%s: --since \"%s\": expected ISO 8601 or relative like -7d\n", c.prog,
@@ -611,39 +712,32 @@ int query_cmd_retain(int argc, char **argv)
 {
     struct store_cli c;
     store_cli_init(&c, "query retain");
-    const char *usage = "query retain [--retain 90d] [--thin-after 7d] [--db PATH]";
-    struct store_retain_policy pol = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400 };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: %s\n\nDeletes snapshots older than --retain (0: keep all), keeps one\n"
-                   "per node per day after --thin-after (0: no thinning), and returns\n"
-                   "the space to the file system.\n",
-                   usage);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: unexpected argument %s\nusage: %s\n", c.prog, a, usage);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int64_t *dst = strcmp(a, "--retain") == 0       ? &pol.retain_s
-                       : strcmp(a, "--thin-after") == 0 ? &pol.thin_after_s
-                                                        : NULL;
-        if (strcmp(a, "--db") == 0) {
-            c.db = v;
-            continue;
-        }
-        if (!dst) {
-            fprintf(stderr, "%s: unknown option %s\nusage: %s\n", c.prog, a, usage);
-            return 2;
-        }
-        if (hp_parse_duration(v, dst) < 0) {
-            fprintf(stderr, "%s: %s \"%s\": expected a duration like 90d, 12h, 2w\n", c.prog, a,
-                    v);
-            return 2;
-        }
-    }
+    const char *usage = "query retain [--retain 90d] [--thin-after 7d] [--dry-run] [--db PATH]";
+    struct store_retain_policy pol = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400,
+                                       .reclaim = true };
+    const struct hp_opt_usage u = {
+        .prog = c.prog,
+        .usage = usage,
+        .text = "Deletes snapshots older than --retain (0: keep all), keeps one\n"
+                "per node per day after --thin-after (0: no thinning), and returns\n"
+                "the space to the file system (stacks, locations and names that no\n"
+                "remaining snapshot uses are deleted too).\n",
+    };
+    const struct hp_opt opts[] = {
+        HP_OPT_CALLBACK(0, "retain", &pol.retain_s, "DURATION", "delete snapshots older than this",
+                        hp_opt_duration_cb, hp_opt_duration_show),
+        HP_OPT_CALLBACK(0, "thin-after", &pol.thin_after_s, "DURATION",
+                        "older snapshots: one per node per day", hp_opt_duration_cb,
+                        hp_opt_duration_show),
+        HP_OPT_BOOL(0, "dry-run", &pol.dry_run, "say what would be deleted; change nothing"),
+        HP_OPT_STRING(0, "db", &c.db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
+        HP_OPT_END(),
+    };
+    int rc, n = hp_opt_parse(&u, opts, argc, argv, NULL, &rc);
+    if (n < 0)
+        return rc;
+    if (n > 0)
+        return hp_opt_usage_error(&u, "unexpected argument %s", argv[0]);
     struct store *s;
     if (open_db(&c, STORE_OPEN_WRITE, &s) < 0)
         return 1;
@@ -652,10 +746,18 @@ int query_cmd_retain(int argc, char **argv)
     int r = store_retain(s, &pol, hp_wall_ms(), &res, &err);
     if (r < 0)
         fail(&c, &err, r);
+    else if (pol.dry_run)
+        printf("dry run: %lld snapshots would be deleted, %lld raw dumps freed; nothing "
+               "changed\n",
+               (long long)res.snapshots_deleted, (long long)res.raw_deleted);
     else
-        printf("%lld snapshots deleted, %lld raw dumps freed, %lld pages returned\n",
+        printf("%lld snapshots deleted, %lld raw dumps freed, %lld stacks, %lld locations, "
+               "%lld names, %lld objects and %lld symbol-cache entries no longer referenced "
+               "deleted, %lld pages returned\n",
                (long long)res.snapshots_deleted, (long long)res.raw_deleted,
-               (long long)res.pages_freed);
+               (long long)res.stacks_deleted, (long long)res.locations_deleted,
+               (long long)res.names_deleted, (long long)res.objects_deleted,
+               (long long)res.symbols_deleted, (long long)res.pages_freed);
     hp_buf_release(&err);
     store_close(s);
     return r < 0 ? 1 : 0;

@@ -50,49 +50,47 @@ static int run(int argc, char **argv, const char *prog, bool export_mode)
 {
     struct query_cli c;
     query_cli_init(&c, prog);
-    const char *usage = export_mode
-                            ? "query export SNAP --format collapsed|json|... [options]"
-                            : "query top SNAP [--binary FILE | --symbols DIR] [--format F] "
-                              "[options]";
-    const char *sel = NULL;
-    for (int i = 1; i < argc;) {
-        int used;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s\n\nSNAP is NODE, NODE@TIME, #ID or a profile file.\n\n%s", usage,
-                   query_cli_common_help);
-            return 0;
-        }
-        int h = query_cli_common_opt(&c, argc, argv, i, &used);
-        if (h < 0)
-            return 2;
-        if (h == 1) {
-            i += used;
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "%s: unknown option %s\n", prog, argv[i]);
-            return query_cli_usage(&c, usage);
-        }
-        if (sel) {
-            fprintf(stderr, "%s: one snapshot expected, got \"%s\" and \"%s\"\n", prog, sel,
-                    argv[i]);
-            return 2;
-        }
-        sel = argv[i++];
-    }
-    if (!sel)
-        return query_cli_usage(&c, usage);
-    if (export_mode && c.format == QUERY_FORMAT_TEXT)
+    /* export writes the whole profile: collapsed stacks unless told otherwise. */
+    if (export_mode)
         c.format = QUERY_FORMAT_COLLAPSED;
-    if (c.qo.top == (size_t)-1)
-        c.qo.top = c.format == QUERY_FORMAT_TEXT ? 30 : 0;
+    const struct hp_opt_usage u = {
+        .prog = prog,
+        .usage = export_mode ? "query export SNAP [--format collapsed|json|dot|svg|pprof] "
+                               "[options]"
+                             : "query top SNAP [--binary FILE | --symbols DIR] [--format F] "
+                               "[options]",
+        .text = export_mode ? "Writes one profile whole. SNAP is NODE, NODE@TIME, #ID or a "
+                              "profile file.\n"
+                            : "The function table of one profile. SNAP is NODE, NODE@TIME, "
+                              "#ID or a\nprofile file.\n",
+    };
+    const struct hp_opt opts[] = {
+        QUERY_CLI_OPTS(&c, export_mode ? "collapsed|json|dot|svg|pprof"
+                                       : "text|collapsed|json|dot|svg|pprof",
+                       true),
+        HP_OPT_END(),
+    };
+    int rc, n = query_cli_parse(&c, &u, opts, argc, argv, &rc);
+    if (n < 0)
+        return rc;
+    if (n != 1)
+        return hp_opt_usage_error(&u, "one snapshot expected, got %d", n);
+    const char *sel = argv[0];
 
     struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
     struct profile *p = NULL;
-    int rc = 0;
-    int r = query_cli_load(&c, sel, &p, &err);
-    if (r == 0)
+    struct query_snapref ref;
+    char title[256];
+    int r = query_cli_load(&c, sel, &p, &ref, &err);
+    if (r == 0) {
+        /* Every output names the snapshot it shows: text, SVG and dot
+         * headers and pprof comments through the title, JSON through
+         * "snapshot". */
+        c.qo.snap = &ref;
+        if (!c.qo.title)
+            c.qo.title = query_snapref_label(&ref, title, sizeof(title));
         r = render(&c, p, &out, &err);
+    }
     if (r < 0)
         rc = query_cli_fail(&c, err.len ? err.data : hp_strerror(r));
     else

@@ -19,6 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Recorded samples behind an already un-sampled pprof row: Go (and pprof
+ * producers modelled on it) record an allocation of `avg` bytes with
+ * probability 1 - exp(-avg/period) and write count and bytes divided by
+ * that probability (runtime/pprof scaleHeapSample), which is what go tool
+ * pprof shows. Returns that probability. */
+static double pprof_record_prob(uint64_t period, double avg)
+{
+    if (period <= 1 || !(avg > 0))
+        return 1.0;
+    return -expm1(-avg / (double)period);
+}
+
 void query_sample_variance(const struct profile *p, const struct profile_sample *s,
                            double ret[PV_COUNT])
 {
@@ -27,23 +39,38 @@ void query_sample_variance(const struct profile *p, const struct profile_sample 
         ret[pair] = ret[pair + 1] = 0;
         if (c <= 0 || s->raw[pair + 1] <= 0)
             continue;
-        double scale = profile_scale_factor(p->scaling, p->period, c, s->raw[pair + 1]);
-        if (scale <= 1.0)
+        double q, recorded = (double)c;
+        if (p->scaling == PROFILE_SCALING_NONE) {
+            /* A pprof file states its period; its values are un-sampled
+             * already (period 1, or none stated: every allocation). */
+            q = pprof_record_prob(p->period, s->value[pair + 1] / s->value[pair]);
+            recorded = HP_MAX(1.0, s->value[pair] * q);
+        } else {
+            double scale = profile_scale_factor(p->scaling, p->period, c, s->raw[pair + 1]);
+            q = scale > 1.0 ? 1.0 / scale : 1.0;
+        }
+        if (q >= 1.0)
             continue;
         /* Binomial thinning: each of the N real allocations was recorded
-         * with probability q = 1/scale; N^ = c/q has variance N(1-q)/q,
-         * estimated by c(1-q)/q^2 = N^^2 (1-q)/c. Bytes scale with it. */
-        double q = 1.0 / scale;
+         * with probability q; N^ = c/q has variance N(1-q)/q, estimated by
+         * c(1-q)/q^2 = N^^2 (1-q)/c with c the recorded count. Bytes scale
+         * with it. */
         for (int k = 0; k < 2; k++)
-            ret[pair + k] = s->value[pair + k] * s->value[pair + k] * (1.0 - q) / (double)c;
+            ret[pair + k] = s->value[pair + k] * s->value[pair + k] * (1.0 - q) / recorded;
     }
 }
 
 double query_absent_variance(enum profile_scaling scaling, uint64_t period, double avg_size,
                              bool bytes)
 {
-    if (scaling == PROFILE_SCALING_NONE || period <= 1 || !(avg_size > 0))
+    if (period <= 1 || !(avg_size > 0))
         return 0;
+    if (scaling == PROFILE_SCALING_NONE) {
+        /* pprof: one allocation of avg_size, un-sampled by its producer. */
+        double q = pprof_record_prob(period, avg_size);
+        double v = (bytes ? avg_size : 1.0) / q;
+        return v * v * (1.0 - q);
+    }
     int64_t sz = avg_size > 9e18 ? INT64_MAX : (int64_t)ceil(avg_size);
     double scale = profile_scale_factor(scaling, period, 1, sz);
     if (scale <= 1.0)
@@ -97,8 +124,10 @@ static void mark(struct query_diff_row *r, double k, bool normalize, double at, 
     r->delta_cum = dbc - dac;
     r->sigma = sqrt(va + vb);
     r->sigma_cum = sqrt(vac + vbc);
-    r->noise = r->sigma > 0 && fabs(r->delta) < k * r->sigma;
-    r->noise_cum = r->sigma_cum > 0 && fabs(r->delta_cum) < k * r->sigma_cum;
+    /* No change is never beyond noise; with no noise (every allocation
+     * recorded) any other change is real. */
+    r->noise = r->delta == 0 || fabs(r->delta) < k * r->sigma;
+    r->noise_cum = r->delta_cum == 0 || fabs(r->delta_cum) < k * r->sigma_cum;
 }
 
 static int row_cmp(const void *x, const void *y)
@@ -402,6 +431,10 @@ int query_render_diff_json(const struct query_diff *d, const char *a_label, cons
     json_object_set_new(b, "label", json_string(query_utf8_clean(&tmp, b_label)));
     json_object_set_new(b, "total", json_real(d->b_total));
     json_object_set_new(b, "sigma", json_real(sqrt(d->var_b_total)));
+    if (o->snap)
+        json_object_set_new(a, "snapshot", query_snapref_json(o->snap));
+    if (o->snap_b)
+        json_object_set_new(b, "snapshot", query_snapref_json(o->snap_b));
     json_object_set_new(root, "a", a);
     json_object_set_new(root, "b", b);
     json_object_set_new(root, "delta", json_real(d->delta));

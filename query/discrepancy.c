@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,16 +60,19 @@ struct query_rules {
     size_t ncats;
     struct rule_alts ladder[LK_COUNT];
     double tolerance;   /* consistent within this share of the larger side */
-    double floor_bytes; /* ... or within this many bytes */
+    double floor_bytes; /* ... or within floor_share of the process, at most this */
+    double floor_share; /* the floor as a share of the process (RSS, else the heap) */
     double idle_share;  /* tracker under this share of the heap total: idle */
+    const char *kind;   /* the database kind whose built-in rules these are, or NULL */
 };
 
-static const char builtin_rules[] =
-    "# Built-in rules: Doris (bvar and doris_be_ Prometheus names) and StarRocks\n"
-    "# (starrocks_be_ Prometheus names); the first alternative present wins.\n"
+static const char builtin_head[] =
+    "# Built-in settings and ladder for every kind; the first alternative present\n"
+    "# wins.\n"
     "[settings]\n"
     "tolerance = 0.2\n"
     "floor_bytes = 1048576\n"
+    "floor_share = 0.001\n"
     "idle_share = 0.01\n"
     "[ladder]\n"
     "rss = process_rss_bytes\n"
@@ -93,14 +97,14 @@ static const char builtin_rules[] =
     "tracked = memory_all_tracked_sum_bytes\n"
     "tracked = doris_be_memory_all_tracked_sum_bytes\n"
     "tracked = starrocks_be_process_mem_bytes\n"
-    "tracked = mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}\n"
-    "[cache]\n"
-    "description = caches (page, segment, schema, LRU caches)\n"
-    "match = cache|lru_?cache|LRUCache|PageCache|page_?cache|StoragePageCache\n"
-    "tracker = memory_cache_trackers_sum_bytes\n"
-    "tracker = doris_be_memory_cache_trackers_sum_bytes\n"
-    "tracker = starrocks_be_storage_page_cache_mem_bytes + starrocks_be_column_pool_mem_bytes\n"
-    "tracker = starrocks_be_storage_page_cache_mem_bytes\n"
+    "tracked = mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}\n";
+
+/* A node of no known kind: Doris' and StarRocks' names together.
+ * Metadata before caches: a frame naming both (the Doris guide's
+ * TabletSchema cache, tablet_schema_cache_grow) is metadata, which is the
+ * tracker that counts it; a frame's category is the first in rule order
+ * that matches it. */
+static const char builtin_any[] =
     "[metadata]\n"
     "description = tablet and segment metadata (TabletSchema, Segment, ColumnReader, indexes)\n"
     "match = tablet_?schema|tablet_?meta|rowset_?meta|segment_v2::Segment::|Segment::open"
@@ -109,6 +113,13 @@ static const char builtin_rules[] =
     "tracker = memory_metadata_trackers_sum_bytes\n"
     "tracker = doris_be_memory_metadata_trackers_sum_bytes\n"
     "tracker = starrocks_be_metadata_mem_bytes\n"
+    "[cache]\n"
+    "description = caches (page, segment, schema, LRU caches)\n"
+    "match = cache|lru_?cache|LRUCache|PageCache|page_?cache|StoragePageCache\n"
+    "tracker = memory_cache_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_cache_trackers_sum_bytes\n"
+    "tracker = starrocks_be_storage_page_cache_mem_bytes + starrocks_be_column_pool_mem_bytes\n"
+    "tracker = starrocks_be_storage_page_cache_mem_bytes\n"
     "[load]\n"
     "description = loads (memtables, delta writers, stream load)\n"
     "match = memtable|mem_?table|delta_?writer|load_?channel|tablets_?channel|stream_?load"
@@ -141,6 +152,129 @@ static const char builtin_rules[] =
     "tracker = starrocks_be_query_mem_bytes\n"
     "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"query\"}\n"
     "idle = yes\n";
+
+/* Each kind's categories, from its own trackers. */
+static const char builtin_doris[] =
+    /* Doris' MemTrackerLimiter types (bvar memory_*_trackers_sum_bytes and
+     * their doris_be_ Prometheus names): the guide's wording, TabletSchema,
+     * Segment, ColumnReader are metadata; Agg, Join, Filter, Sort, Scan
+     * operators are query. */
+    "[metadata]\n"
+    "description = tablet and segment metadata (TabletSchema, Segment, ColumnReader, indexes)\n"
+    "match = doris::TabletSchema|doris::segment_v2::Segment::|tablet_?schema|tablet_?meta"
+    "|rowset_?meta|segment_v2::Segment::|Segment::open|segment_?meta|column_?reader"
+    "|short_?key_?index|zone_?map|ordinal_?index|bloom_?filter_?index|primary_?key_?index\n"
+    "tracker = memory_metadata_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_metadata_trackers_sum_bytes\n"
+    "[cache]\n"
+    "description = caches (StoragePageCache, segment, schema and LRU caches)\n"
+    "match = cache|lru_?cache|LRUCache|PageCache|page_?cache|StoragePageCache\n"
+    "tracker = memory_cache_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_cache_trackers_sum_bytes\n"
+    "[load]\n"
+    "description = loads (memtables, delta writers, load channels, stream load)\n"
+    "match = memtable|mem_?table|delta_?writer|load_?channel|tablets_?channel|stream_?load"
+    "|rowset_?writer|segment_?writer\n"
+    "tracker = memory_load_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_load_trackers_sum_bytes\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"load\"}\n"
+    "idle = yes\n"
+    "[compaction]\n"
+    "description = compaction\n"
+    "match = compaction\n"
+    "tracker = memory_compaction_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_compaction_trackers_sum_bytes\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"compaction\"}\n"
+    "[schema_change]\n"
+    "description = schema change\n"
+    "match = schema_?change\n"
+    "tracker = memory_schema_change_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_schema_change_trackers_sum_bytes\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"schema_change\"}\n"
+    "[query]\n"
+    "description = query execution (vectorized Agg, Join, Filter, Sort, Scan operators)\n"
+    "match = agg|join|filter|sort|scan|exchange|hash_?table|pipeline|fragment_?executor"
+    "|query_?execute|operator\n"
+    "tracker = memory_query_trackers_sum_bytes\n"
+    "tracker = doris_be_memory_query_trackers_sum_bytes\n"
+    "tracker = mem_tracker_current_bytes{type=\"overview\",label=\"query\"}\n"
+    "idle = yes\n";
+
+static const char builtin_starrocks[] =
+    /* StarRocks' process trackers (starrocks_be_*_mem_bytes). Its update
+     * tracker counts the primary-key index and delete vectors, which are
+     * metadata in Doris: here they come first and are "update". */
+    "[update]\n"
+    "description = primary-key tables' updates (PrimaryIndex, delete vectors, UpdateManager)\n"
+    "match = primary_?index|PrimaryIndex|update_?manager|UpdateManager|del_?vector|DelVector\n"
+    "tracker = starrocks_be_update_mem_bytes\n"
+    "[metadata]\n"
+    "description = tablet, rowset, segment and column metadata (TabletSchema, Segment, "
+    "ColumnReader)\n"
+    "match = starrocks::TabletSchema|starrocks::Segment::|tablet_?schema|tablet_?meta"
+    "|rowset_?meta|Rowset::load|Segment::open|segment_?meta|column_?reader|short_?key_?index"
+    "|zone_?map|ordinal_?index|bloom_?filter_?index\n"
+    "tracker = starrocks_be_metadata_mem_bytes\n"
+    "tracker = starrocks_be_tablet_metadata_mem_bytes + starrocks_be_rowset_metadata_mem_bytes"
+    " + starrocks_be_segment_metadata_mem_bytes + starrocks_be_column_metadata_mem_bytes\n"
+    "[cache]\n"
+    "description = caches (StoragePageCache, column pools)\n"
+    "match = cache|lru_?cache|LRUCache|PageCache|page_?cache|StoragePageCache|column_?pool"
+    "|ColumnPool\n"
+    "tracker = starrocks_be_storage_page_cache_mem_bytes + starrocks_be_column_pool_mem_bytes\n"
+    "tracker = starrocks_be_storage_page_cache_mem_bytes\n"
+    "[load]\n"
+    "description = loads (memtables, delta writers, load channels)\n"
+    "match = memtable|mem_?table|delta_?writer|load_?channel|tablets_?channel|stream_?load"
+    "|rowset_?writer|segment_?writer\n"
+    "tracker = starrocks_be_load_mem_bytes\n"
+    "idle = yes\n"
+    "[compaction]\n"
+    "description = compaction\n"
+    "match = compaction\n"
+    "tracker = starrocks_be_compaction_mem_bytes\n"
+    "[schema_change]\n"
+    "description = schema change\n"
+    "match = schema_?change\n"
+    "tracker = starrocks_be_schema_change_mem_bytes\n"
+    "[query]\n"
+    "description = query execution (pipeline Agg, Join, Filter, Sort, Scan operators)\n"
+    "match = agg|join|filter|sort|scan|exchange|hash_?table|pipeline|fragment_?executor"
+    "|query_?execute|operator\n"
+    "tracker = starrocks_be_query_mem_bytes\n"
+    "idle = yes\n";
+
+static const char builtin_databend[] =
+    /* Databend counts one figure, the query memory (its global tracker);
+     * its caches (SegmentInfoCache, table and block meta) have none. */
+    "[cache]\n"
+    "description = table, segment and block meta caches (SegmentInfoCache, ...)\n"
+    "match = cache|Cache\n"
+    "[query]\n"
+    "description = query execution (pipelines: HashJoin, AggregateHashTable, sort, scan)\n"
+    "match = pipelines|processors|join|aggregat|sort|scan|hash_?table|HashTable\n"
+    "tracker = databend_query_memory_usage_bytes\n"
+    "idle = yes\n";
+
+static const char builtin_risingwave[] =
+    /* RisingWave's stream_memory_usage counts the streaming executors'
+     * state (join hash maps, agg groups); the storage caches stand apart. */
+    "[cache]\n"
+    "description = storage caches (block and meta caches)\n"
+    "match = block_?cache|meta_?cache|BlockCache|MetaCache|hummock.*cache\n"
+    "[stream]\n"
+    "description = streaming executors (JoinHashMap, HashAggExecutor, ...)\n"
+    "match = risingwave_stream|stream::executor|executor|JoinHashMap|HashAgg|join|agg\n"
+    "tracker = stream_memory_usage\n";
+
+static const struct {
+    const char *kind, *text;
+} builtin_kinds[] = {
+    { "doris", builtin_doris },
+    { "starrocks", builtin_starrocks },
+    { "databend", builtin_databend },
+    { "risingwave", builtin_risingwave },
+};
 
 static void alts_release(struct rule_alts *a)
 {
@@ -388,11 +522,12 @@ int query_rules_parse(struct query_rules *r, const char *text, size_t len, const
             num[vn] = '\0';
             double *dst = strcmp(key, "tolerance") == 0     ? &r->tolerance
                           : strcmp(key, "floor_bytes") == 0 ? &r->floor_bytes
+                          : strcmp(key, "floor_share") == 0 ? &r->floor_share
                           : strcmp(key, "idle_share") == 0  ? &r->idle_share
                                                             : NULL;
             if (!dst) {
                 hp_err_printf(err, "%s:%zu: unknown setting \"%s\" (expected tolerance, "
-                                   "floor_bytes, idle_share)",
+                                   "floor_bytes, floor_share, idle_share)",
                               origin, line, key);
                 rc = HP_EPARSE;
                 goto out;
@@ -469,17 +604,62 @@ out:
     return rc;
 }
 
-int query_rules_builtin(struct query_rules **ret, struct hp_buf *err)
+static int rules_from(const char *cats, const char *origin, struct query_rules **ret,
+                      struct hp_buf *err)
 {
     struct query_rules *r = hp_xcalloc(1, sizeof(*r));
-    int rc = query_rules_parse(r, builtin_rules, sizeof(builtin_rules) - 1, "(built-in rules)",
+    int rc = query_rules_parse(r, builtin_head, sizeof(builtin_head) - 1, "(built-in rules)",
                                err);
+    if (rc == 0)
+        rc = query_rules_parse(r, cats, strlen(cats), origin, err);
     if (rc < 0) {
         query_rules_free(r);
         return rc;
     }
     *ret = r;
     return 0;
+}
+
+int query_rules_builtin(struct query_rules **ret, struct hp_buf *err)
+{
+    return rules_from(builtin_any, "(built-in rules)", ret, err);
+}
+
+const char *query_rules_kind_detect(const char *kind, const struct query_figure *figs,
+                                    size_t nfigs)
+{
+    for (size_t i = 0; kind && i < HP_ARRAY_SIZE(builtin_kinds); i++)
+        if (strcmp(kind, builtin_kinds[i].kind) == 0)
+            return builtin_kinds[i].kind;
+    /* An agent or a URL node does not say what it runs; its figures do. */
+    static const struct {
+        const char *prefix, *kind;
+    } marks[] = {
+        { "doris_be_", "doris" },          { "memory_query_trackers_sum_bytes", "doris" },
+        { "starrocks_be_", "starrocks" },  { "databend_", "databend" },
+        { "stream_memory_usage", "risingwave" },
+    };
+    for (size_t i = 0; i < nfigs; i++)
+        for (size_t k = 0; k < HP_ARRAY_SIZE(marks); k++)
+            if (figs[i].name && strncmp(figs[i].name, marks[k].prefix, strlen(marks[k].prefix)) == 0)
+                return marks[k].kind;
+    return NULL;
+}
+
+int query_rules_for_kind(const char *kind, const struct query_figure *figs, size_t nfigs,
+                         struct query_rules **ret, struct hp_buf *err)
+{
+    const char *k = query_rules_kind_detect(kind, figs, nfigs);
+    for (size_t i = 0; k && i < HP_ARRAY_SIZE(builtin_kinds); i++)
+        if (strcmp(k, builtin_kinds[i].kind) == 0) {
+            char origin[64];
+            snprintf(origin, sizeof(origin), "(built-in %s rules)", k);
+            int rc = rules_from(builtin_kinds[i].text, origin, ret, err);
+            if (rc == 0)
+                (*ret)->kind = builtin_kinds[i].kind;
+            return rc;
+        }
+    return query_rules_builtin(ret, err);
 }
 
 /* ---- figures ---- */
@@ -637,6 +817,65 @@ static const char *keep(struct disc_priv *pv, const char *s)
     return d;
 }
 
+static const char *keepf(struct disc_priv *pv, const char *fmt, ...) HP_PRINTF(2, 3);
+static const char *keepf(struct disc_priv *pv, const char *fmt, ...)
+{
+    struct hp_buf b = HP_BUF_INIT(0);
+    va_list ap;
+    va_start(ap, fmt);
+    hp_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    const char *r = keep(pv, b.data ? b.data : "");
+    hp_buf_release(&b);
+    return r;
+}
+
+/* Each verdict in one sentence with the figures it rests on: what the API's
+ * "why" carries for the UI (the same sentences as query/README.md). */
+static const char *row_why(struct disc_priv *pv, const struct query_discrepancy *d,
+                           const struct query_discrepancy_row *r, bool uncategorized)
+{
+    char h[40], t[40], g[40], s[40];
+    hp_fmt_bytes(r->heap, h, sizeof(h));
+    if (uncategorized)
+        return keepf(pv, "%s of heap is in stacks no category's frame pattern matches, so no "
+                         "tracker is compared with it.", h);
+    if (r->verdict == QUERY_VERDICT_NO_TRACKER)
+        return keepf(pv, "The node reported none of the figures the rules name for %s, so the "
+                         "%s of heap in its stacks cannot be compared with a tracker.",
+                     r->category, h);
+    hp_fmt_bytes(r->tracker, t, sizeof(t));
+    hp_fmt_bytes(fabs(r->gap), g, sizeof(g));
+    hp_fmt_bytes(r->allowance, s, sizeof(s));
+    const char *noise = d->heap_sigma > 0 ? "the heap figure's sampling noise"
+                                          : "(no sampling noise: every allocation recorded)";
+    switch (r->verdict) {
+    case QUERY_VERDICT_CONSISTENT:
+        return keepf(pv, "The tracker (%s) says %s and the heap holds %s: the gap of %s is within "
+                         "the allowance of %s (%s, the tolerance share of the larger side, or the "
+                         "floor scaled to the process), so they agree.",
+                     r->tracker_name, t, h, g, s, noise);
+    case QUERY_VERDICT_UNDER:
+        return keepf(pv, "Stacks of this category hold %s of heap but the tracker (%s) counts "
+                         "%s: %s more than it says, beyond the allowance of %s, so the tracker "
+                         "misses allocations made on these paths.",
+                     h, r->tracker_name, t, g, s);
+    case QUERY_VERDICT_OVER:
+        return keepf(pv, "The tracker (%s) says %s but stacks of this category hold only %s of "
+                         "heap: %s more than the heap shows, beyond the allowance of %s (memory "
+                         "allocated before profiling was active, outside jemalloc, or reserved "
+                         "rather than used).",
+                     r->tracker_name, t, h, g, s);
+    case QUERY_VERDICT_IDLE_LEAK:
+        return keepf(pv, "The tracker (%s) says this category is idle (%s) while its stacks hold "
+                         "%s of heap: memory that stayed after the work ended, a possible leak.",
+                     r->tracker_name, t, h);
+    case QUERY_VERDICT_NO_TRACKER:
+        break;
+    }
+    return NULL;
+}
+
 static void top_add(struct query_discrepancy_row *row, const char *name, double bytes)
 {
     /* Keep the three frames holding the most; merge repeats. */
@@ -670,6 +909,7 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
     struct disc_priv *pv = hp_xcalloc(1, sizeof(*pv));
     d->priv = pv;
     hp_arena_init(&pv->arena);
+    d->rules_kind = rules->kind;
     size_t nc = rules->ncats;
     d->nrows = nc + 1;
     d->rows = hp_xcalloc(d->nrows, sizeof(*d->rows));
@@ -732,6 +972,13 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
     }
     d->tracked_total = tracked;
     d->tracked_name = keep(pv, tracked_name);
+    /* The floor under which a gap does not matter scales with the process:
+     * 1 MiB is noise on a 60 GiB BE and everything on a 2 MiB one. */
+    double process = d->heap_total, rss;
+    const char *rss_name;
+    if (alts_eval(&rules->ladder[LK_RSS], figs, nfigs, &rss, &rss_name) && rss > process)
+        process = rss;
+    double floor = HP_MIN(rules->floor_bytes, rules->floor_share * process);
 
     for (size_t i = 0; i < d->nrows; i++) {
         struct query_discrepancy_row *r = &d->rows[i];
@@ -740,6 +987,7 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
         r->tracker = NAN;
         r->tracker_share = NAN;
         r->gap = NAN;
+        r->allowance = NAN;
         if (i == nc) {
             r->category = "uncategorized";
             r->description = "stacks matching no category";
@@ -759,8 +1007,12 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
         r->tracker_name = keep(pv, t);
         r->tracker_share = tracked > 0 ? x / tracked : NAN;
         r->gap = r->heap - x;
+        /* Consistent when the gap is within the heap figure's sampling
+         * noise (none for a profile that records every allocation), the
+         * tolerance, or the process-scaled floor. */
         double slack = HP_MAX(3 * r->heap_sigma,
-                              HP_MAX(rules->tolerance * HP_MAX(r->heap, x), rules->floor_bytes));
+                              HP_MAX(rules->tolerance * HP_MAX(r->heap, x), floor));
+        r->allowance = slack;
         if (c->idle && x <= rules->idle_share * d->heap_total && r->heap > slack &&
             r->heap >= 5 * rules->idle_share * d->heap_total)
             r->verdict = QUERY_VERDICT_IDLE_LEAK;
@@ -770,6 +1022,21 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
             r->verdict = r->gap > 0 ? QUERY_VERDICT_UNDER : QUERY_VERDICT_OVER;
     }
     free(var);
+    for (size_t i = 0; i < d->nrows; i++)
+        d->rows[i].why = row_why(pv, d, &d->rows[i], i == nc);
+    const struct query_discrepancy_row *q = query_discrepancy_find(d, "query");
+    if (q && q->verdict == QUERY_VERDICT_UNDER) {
+        char a[40], b[40];
+        d->query_tracker_inaccurate = q;
+        d->finding_why = keepf(pv,
+                               "The query tracker (%s) accounts for %s while stacks with "
+                               "query-operator frames (Agg, Join, Filter, Sort, Scan) hold %s of "
+                               "heap, beyond noise: the Doris guide's test says the query tracker "
+                               "is inaccurate.",
+                               q->tracker_name ? q->tracker_name : "-",
+                               hp_fmt_bytes(q->tracker, a, sizeof(a)),
+                               hp_fmt_bytes(q->heap, b, sizeof(b)));
+    }
 
     /* The ladder. */
     static const char *const gap_names[] = {
@@ -777,7 +1044,7 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
         "memory outside jemalloc (other allocators, mmap, code and stacks)",
         "dirty pages not yet purged and allocator metadata",
         "fragmentation inside active pages (size classes, partly used slabs)",
-        "sampling error and allocations made before profiling was active",
+        NULL, /* heap profile: sampled or exact, below */
         "untracked allocations (memory no tracker counts)",
     };
     struct {
@@ -817,8 +1084,28 @@ int query_discrepancy_build(const struct query_folded *f, const struct query_fig
             /* Steps without a figure in between: the gap holds all of
              * theirs. */
             struct hp_buf names = HP_BUF_INIT(0);
-            for (size_t k = prev_i + 1; k <= i; k++)
-                hp_buf_printf(&names, "%s%s", k > prev_i + 1 ? "; " : "", gap_names[k]);
+            for (size_t k = prev_i + 1; k <= i; k++) {
+                /* Only a sampled profile has sampling error; one that
+                 * records every allocation misses only what was allocated
+                 * before profiling was activated. */
+                const char *gn = gap_names[k]
+                                     ? gap_names[k]
+                                     : d->heap_sigma > 0
+                                           ? "sampling error, and allocations made before "
+                                             "profiling was active"
+                                           : "allocations made before profiling was active (this "
+                                             "profile records every allocation: no sampling error)";
+                hp_buf_printf(&names, "%s%s", k > prev_i + 1 ? "; " : "", gn);
+            }
+            /* Each step holds the one below it (RSS >= resident >= active
+             * >= allocated >= the profile; the trackers count a part of
+             * the heap). A lower step larger than its upper one, beyond the
+             * heap's noise and 1% of jitter, means figures that cannot both
+             * be right: taken at different moments, or a metric that is
+             * not what its name says. */
+            bool heapish = steps[i].key < 0 || steps[prev_i].key < 0;
+            double allow = (heapish ? 2 * d->heap_sigma : 0) + 0.01 * HP_MAX(prev, st->value);
+            st->inconsistent = st->gap < -allow;
             char *dst = hp_arena_alloc(&pv->arena, names.len + 1);
             memcpy(dst, names.data, names.len);
             dst[names.len] = '\0';
@@ -886,11 +1173,17 @@ int query_render_discrepancy_text(const struct query_discrepancy *d, const char 
                                   struct hp_buf *out)
 {
     char a[40], b[40], c[40], e[40], g[40];
-    hp_buf_printf(out, "Node %s: heap profile %s (+/-%s at 2 sigma), tracked %s%s%s%s\n\n",
+    if (d->snap.id > 0 || d->snap.path) {
+        char lb[400];
+        hp_buf_printf(out, "%s\n", query_snapref_label(&d->snap, lb, sizeof(lb)));
+    }
+    hp_buf_printf(out, "Node %s: heap profile %s (+/-%s at 2 sigma), tracked %s%s%s%s\n",
                   node ? node : "(file)", hp_fmt_bytes(d->heap_total, a, sizeof(a)),
                   hp_fmt_bytes(2 * d->heap_sigma, b, sizeof(b)),
                   fmt_opt(d->tracked_total, c, sizeof(c)), d->tracked_name ? " (" : "",
                   d->tracked_name ? d->tracked_name : "", d->tracked_name ? ")" : "");
+    hp_buf_printf(out, "Rules: %s\n\n",
+                  d->rules_kind ? d->rules_kind : "Doris and StarRocks names (no kind known)");
     hp_buf_printf(out, "%-14s %12s %8s %12s %8s %12s  %s\n", "category", "tracker", "share",
                   "heap", "share", "gap", "verdict");
     for (size_t i = 0; i < d->nrows; i++) {
@@ -914,6 +1207,15 @@ int query_render_discrepancy_text(const struct query_discrepancy *d, const char 
             hp_buf_puts(out, "\n");
         }
     }
+    if (d->query_tracker_inaccurate) {
+        const struct query_discrepancy_row *q = d->query_tracker_inaccurate;
+        hp_buf_printf(out,
+                      "\nFinding: the query tracker is inaccurate: it accounts for %s (%s) while "
+                      "stacks with query-operator frames hold %s of heap (the Doris guide's "
+                      "test)\n",
+                      hp_fmt_bytes(q->tracker, a, sizeof(a)),
+                      q->tracker_name ? q->tracker_name : "-", hp_fmt_bytes(q->heap, b, sizeof(b)));
+    }
     hp_buf_puts(out, "\nLadder (each gap is what lies between a step and the one above):\n");
     for (size_t i = 0; i < d->nladder; i++) {
         const struct query_ladder_step *st = &d->ladder[i];
@@ -923,11 +1225,26 @@ int query_render_discrepancy_text(const struct query_discrepancy *d, const char 
         else if (isnan(st->value))
             hp_buf_puts(out, "  (no figure)");
         hp_buf_puts(out, "\n");
-        /* The gap to the step above, printed between the two; negative
-         * when the lower step is larger (sampling can overshoot). */
-        if (!isnan(st->gap))
+        /* The gap to the step above, printed between the two; figures
+         * that cannot both be right are flagged, not subtracted. */
+        if (!isnan(st->gap) && st->inconsistent) {
+            const struct query_ladder_step *up = &d->ladder[i - 1];
+            for (size_t k = i; k-- > 0;)
+                if (!isnan(d->ladder[k].value)) {
+                    up = &d->ladder[k];
+                    break;
+                }
+            hp_buf_printf(out,
+                          "  %-20s %12s  INCONSISTENT: %s %s (%s) is above %s %s (%s); these "
+                          "figures cannot both be right (taken at different moments, or a "
+                          "metric that is not what its name says)\n",
+                          "  gap above", "?", st->name, hp_fmt_bytes(st->value, b, sizeof(b)),
+                          st->figure ? st->figure : "-", up->name,
+                          hp_fmt_bytes(up->value, c, sizeof(c)), up->figure ? up->figure : "-");
+        } else if (!isnan(st->gap)) {
             hp_buf_printf(out, "  %-20s %12s  %s\n", "  gap above",
                           hp_fmt_bytes(st->gap, b, sizeof(b)), st->gap_name);
+        }
     }
     return 0;
 }
@@ -945,6 +1262,10 @@ int query_render_discrepancy_json(const struct query_discrepancy *d, const char 
     json_t *root = json_object();
     json_object_set_new(root, "node", node ? json_string(query_utf8_clean(&tmp, node))
                                            : json_null());
+    if (d->snap.id > 0 || d->snap.path)
+        json_object_set_new(root, "snapshot", query_snapref_json(&d->snap));
+    json_object_set_new(root, "rules_kind",
+                        d->rules_kind ? json_string(d->rules_kind) : json_null());
     json_object_set_new(root, "heap_total", json_real(d->heap_total));
     json_object_set_new(root, "heap_sigma", json_real(d->heap_sigma));
     json_object_set_new(root, "tracked_total", jnum(d->tracked_total));
@@ -964,6 +1285,9 @@ int query_render_discrepancy_json(const struct query_discrepancy *d, const char 
         json_object_set_new(j, "heap_share", json_real(r->heap_share));
         json_object_set_new(j, "gap", jnum(r->gap));
         json_object_set_new(j, "verdict", json_string(query_verdict_name(r->verdict)));
+        json_object_set_new(j, "why", r->why ? json_string(query_utf8_clean(&tmp, r->why))
+                                             : json_null());
+        json_object_set_new(j, "allowance", jnum(r->allowance));
         json_t *top = json_array();
         for (int k = 0; k < 3 && r->top_frames[k]; k++) {
             json_t *t = json_object();
@@ -986,9 +1310,43 @@ int query_render_discrepancy_json(const struct query_discrepancy *d, const char 
         json_object_set_new(j, "value", jnum(st->value));
         json_object_set_new(j, "gap_from_previous", jnum(st->gap));
         json_object_set_new(j, "gap_is", st->gap_name ? json_string(st->gap_name) : json_null());
+        json_object_set_new(j, "inconsistent", json_boolean(st->inconsistent));
+        if (st->inconsistent && i > 0) {
+            /* The step above with a figure: what this one cannot exceed. */
+            const struct query_ladder_step *up = &d->ladder[i - 1];
+            for (size_t k = i; k-- > 0;)
+                if (!isnan(d->ladder[k].value)) {
+                    up = &d->ladder[k];
+                    break;
+                }
+            char a[40], b[40];
+            struct hp_buf w = HP_BUF_INIT(0);
+            hp_buf_printf(&w, "%s %s (%s) is above %s %s (%s), which holds it: the two figures "
+                              "cannot both be right (taken at different moments, or a metric "
+                              "that is not what its name says), so no gap is computed.",
+                          st->name, hp_fmt_bytes(st->value, a, sizeof(a)),
+                          st->figure ? st->figure : "-", up->name,
+                          hp_fmt_bytes(up->value, b, sizeof(b)), up->figure ? up->figure : "-");
+            json_object_set_new(j, "why", json_string(query_utf8_clean(&tmp, w.data)));
+            hp_buf_release(&w);
+        }
         json_array_append_new(lad, j);
     }
     json_object_set_new(root, "ladder", lad);
+    json_t *findings = json_array();
+    if (d->query_tracker_inaccurate) {
+        const struct query_discrepancy_row *q = d->query_tracker_inaccurate;
+        json_t *j = json_object();
+        json_object_set_new(j, "name", json_string("query_tracker_inaccurate"));
+        json_object_set_new(j, "tracker_figure",
+                            q->tracker_name ? json_string(query_utf8_clean(&tmp, q->tracker_name))
+                                            : json_null());
+        json_object_set_new(j, "tracker", jnum(q->tracker));
+        json_object_set_new(j, "heap", json_real(q->heap));
+        json_object_set_new(j, "why", json_string(query_utf8_clean(&tmp, d->finding_why)));
+        json_array_append_new(findings, j);
+    }
+    json_object_set_new(root, "findings", findings);
     int r = qa_json_emit(root, out);
     hp_arena_release(&tmp); /* after: names may point into it */
     return r;

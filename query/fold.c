@@ -41,49 +41,7 @@ const char *query_format_name(enum query_format f)
 
 const char *query_utf8_clean(struct hp_arena *arena, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t bad = 0, len = 0;
-    while (p[len]) {
-        unsigned char c = p[len];
-        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
-                                                                                            : 9;
-        if (need == 9 || (c >= 0x80 && c < 0xc2) || c > 0xf4) {
-            bad++;
-            len++;
-            continue;
-        }
-        size_t k = 1;
-        while (k <= need && (p[len + k] & 0xc0) == 0x80)
-            k++;
-        if (k <= need)
-            bad++, k = 1;
-        len += k;
-    }
-    if (!bad)
-        return s;
-    char *out = hp_arena_alloc(arena, len + bad * 2 + 1);
-    size_t o = 0, i = 0;
-    while (p[i]) {
-        unsigned char c = p[i];
-        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
-                                                                                            : 9;
-        size_t k = 1;
-        if (need != 9 && !(c >= 0x80 && c < 0xc2) && c <= 0xf4) {
-            while (k <= need && (p[i + k] & 0xc0) == 0x80)
-                k++;
-            if (k > need) {
-                memcpy(out + o, p + i, k);
-                o += k;
-                i += k;
-                continue;
-            }
-        }
-        memcpy(out + o, "\xef\xbf\xbd", 3);
-        o += 3;
-        i += 1;
-    }
-    out[o] = '\0';
-    return out;
+    return hp_utf8_clean(arena, s);
 }
 
 struct fold_ctx {
@@ -182,6 +140,12 @@ static int compile(regex_t *re, const char *pat, const char *what, struct hp_buf
 {
     if (strlen(pat) > 4096) {
         hp_err_printf(err, "--%s: pattern longer than 4096 bytes", what);
+        return HP_EUSAGE;
+    }
+    struct hp_buf why = HP_BUF_INIT(0);
+    if (hp_regex_budget_check(pat, &why) < 0) {
+        hp_err_printf(err, "--%s: %s", what, why.data);
+        hp_buf_release(&why);
         return HP_EUSAGE;
     }
     int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);

@@ -1,21 +1,34 @@
 /* leaks: stacks and functions whose in-use bytes grow steadily across one
  * node's snapshots.
  *
- * Per stack the series y(t) (0 where the stack is absent) gets a
- * least-squares slope in bytes per hour, the R^2 of that line, the share of
- * rising steps among steps that change, and Spearman's rank correlation of y
- * with time; a suspect rises (slope > min_rate, last > first), mostly in
+ * A node's history is first cut into process lifetimes (a new pid, a new
+ * process start time, or where nothing says, a heap total that fell to
+ * under half by more than six sampling standard errors): a BE that was
+ * OOM-killed starts over from a small heap, and a fit across the restart
+ * sees a fall where each lifetime grew. Within lifetimes, per stack, the
+ * series y(t) (0 where the stack is absent) gets a least-squares slope in
+ * bytes per hour with one intercept per lifetime, the R^2 of that fit, the
+ * share of rising steps among steps that change, and Spearman's rank
+ * correlation of y with time (per lifetime of 3+ snapshots, averaged); a
+ * suspect rises (slope > min_rate, summed lifetime rises > 0), mostly in
  * steps (monotonic >= min_monotonic), along a line more than by chance
- * (R^2 > 0.25) and in rank order (spearman >= min_spearman), without one jump
- * carrying most of the rise (step_share <= max_step_share). Sampled dumps
- * make step-to-step changes noisy, so the rank correlation over the whole
- * window is the main test and the share of rising steps only a guard.
- * Function series are sums of their stacks' series; since a slope is
- * linear, a function's slope is the sum of its stacks' slopes, so only
- * functions whose summed slope passes are given a full series (which keeps
- * 30 days x 100 nodes fast). Idle: steps where the node's query and
- * load trackers both sat at or under idle_bytes; growth in those steps is
- * what a leak looks like, since no query holds memory then. */
+ * (R^2 > 0.25) and in rank order (spearman >= min_spearman), without one
+ * jump carrying most of the rise (step_share <= max_step_share), by more
+ * than sampling alone moves it (the rise over 3 standard deviations of the
+ * lifetimes' first and last values). Sampled dumps make step-to-step
+ * changes noisy, so the rank correlation is the main test and the share of
+ * rising steps only a guard.
+ *
+ * Functions are ranked by flat growth, the stacks they are the leaf of
+ * (what they allocate themselves; the folding trimmed allocator frames
+ * from the leaf end), with the cumulative rate beside it: a pass-through
+ * caller such as a thread's entry carries all growth cumulatively and
+ * none flat. Since a slope is linear, a function's slope is the sum of its
+ * stacks' slopes, so only functions whose summed slope passes are given a
+ * full series (which keeps 30 days x 100 nodes fast). Idle: steps where
+ * the node's query and load trackers both sat at or under idle_bytes;
+ * growth in those steps is what a leak looks like, since no query holds
+ * memory then. */
 #include "query/analysis-internal.h"
 
 #include <jansson.h>
@@ -48,6 +61,7 @@ void query_leak_opts_init(struct query_leak_opts *o)
     o->max_step_share = 0.5;
     o->min_share = 0.005;
     o->idle_bytes = 64.0 * 1024 * 1024;
+    o->idle_share = 0.05;
     o->top = 0;
 }
 
@@ -129,80 +143,129 @@ double query_spearman(const double *x, const double *y, size_t n)
 }
 
 struct leaks_priv {
+    struct hp_arena arena; /* lifetimes and their reasons */
     struct qa_stacks stacks;
     struct qa_funcs funcs;
 };
 
 struct series_stats {
-    double slope, r2, monotonic, idle_growth, step_share;
+    double slope, r2, monotonic, idle_growth, step_share, rise;
 };
 
-/* x's own sums, shared by every series of a node. */
-struct xstats {
-    double mx, sxx;
+/* A node's history cut into process lifetimes. Every fit is made within
+ * lifetimes: x and y are centred on their lifetime's means (a regression
+ * with one intercept per lifetime), steps across a restart are not steps,
+ * and the rise is the sum of each lifetime's rise. One slope for all
+ * lifetimes is right for a leak, which grows at the rate the workload
+ * drives, whatever the heap started from. */
+struct segs {
+    size_t n;         /* lifetimes */
+    size_t *start;    /* n + 1 entries: first snapshot of each, then T */
+    double *dx;       /* per snapshot: x minus its lifetime's mean x */
+    bool *first;      /* per snapshot: starts a lifetime */
+    double sxx;       /* sum of dx^2 */
 };
 
-static void xstats_init(struct xstats *xs, const double *x, size_t n)
+/* Zeroed scratch from the build's arena (STYLE: one arena per unit of work). */
+static void *scratch(struct hp_arena *a, size_t n, size_t size)
 {
-    double sx = 0;
-    for (size_t i = 0; i < n; i++)
-        sx += x[i];
-    xs->mx = sx / (double)n;
-    xs->sxx = 0;
-    for (size_t i = 0; i < n; i++)
-        xs->sxx += (x[i] - xs->mx) * (x[i] - xs->mx);
+    if (size && n > (SIZE_MAX - 64) / size)
+        return hp_xcalloc(n, size); /* reports the overflow and aborts */
+    void *p = hp_arena_alloc(a, n * size + 1);
+    memset(p, 0, n * size + 1);
+    return p;
 }
 
-/* One pass: slope and R^2 from running sums (x centred, so the sums stay
- * well conditioned), rising/falling steps, idle growth, largest rise. */
-static void series_stats(const struct xstats *xs, const double *x, const double *y,
-                         const bool *idle, size_t n, struct series_stats *st)
+static void segs_build(struct segs *g, const double *x, const bool *restart, size_t T,
+                       struct hp_arena *a)
 {
-    double sy = 0, syy = 0, sxy = 0, idle_growth = 0, max_up = 0;
-    size_t up = 0, down = 0;
-    for (size_t t = 0; t < n; t++) {
-        double v = y[t];
-        sy += v;
-        syy += v * v;
-        sxy += (x[t] - xs->mx) * v;
-        if (t) {
-            double d = v - y[t - 1];
-            if (d > max_up)
-                max_up = d;
-            if (d > 0)
-                up++;
-            else if (d < 0)
-                down++;
-            if (idle && idle[t] && idle[t - 1])
-                idle_growth += d;
+    g->start = scratch(a, T + 1, sizeof(*g->start));
+    g->dx = scratch(a, T, sizeof(*g->dx));
+    g->first = scratch(a, T, sizeof(*g->first));
+    g->n = 0;
+    for (size_t t = 0; t < T; t++)
+        if (t == 0 || restart[t]) {
+            g->first[t] = true;
+            g->start[g->n++] = t;
+        }
+    g->start[g->n] = T;
+    g->sxx = 0;
+    for (size_t k = 0; k < g->n; k++) {
+        double sx = 0;
+        for (size_t t = g->start[k]; t < g->start[k + 1]; t++)
+            sx += x[t];
+        double mx = sx / (double)(g->start[k + 1] - g->start[k]);
+        for (size_t t = g->start[k]; t < g->start[k + 1]; t++) {
+            g->dx[t] = x[t] - mx;
+            g->sxx += g->dx[t] * g->dx[t];
         }
     }
-    double vyy = syy - sy * sy / (double)n;
-    st->slope = xs->sxx > 0 ? sxy / xs->sxx : 0;
-    st->r2 = xs->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (sxy * sxy) / (xs->sxx * vyy)) : 0;
+}
+
+/* Within-lifetime slope and R^2, rising/falling steps, idle growth, largest
+ * rise and the summed rise of one series y over all snapshots. */
+static void series_stats(const struct segs *g, const double *y, const bool *idle,
+                         struct series_stats *st)
+{
+    double sxy = 0, vyy = 0, idle_growth = 0, max_up = 0, rise = 0;
+    size_t up = 0, down = 0;
+    for (size_t k = 0; k < g->n; k++) {
+        size_t a = g->start[k], b = g->start[k + 1];
+        double sy = 0, syy = 0;
+        for (size_t t = a; t < b; t++) {
+            double v = y[t];
+            sy += v;
+            syy += v * v;
+            sxy += g->dx[t] * v;
+            if (t > a) {
+                double d = v - y[t - 1];
+                max_up = d > max_up ? d : max_up;
+                up += d > 0;
+                down += d < 0;
+                if (idle && idle[t] && idle[t - 1])
+                    idle_growth += d;
+            }
+        }
+        vyy += syy - sy * sy / (double)(b - a);
+        rise += y[b - 1] - y[a];
+    }
+    st->slope = g->sxx > 0 ? sxy / g->sxx : 0;
+    st->r2 = g->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (sxy * sxy) / (g->sxx * vyy)) : 0;
     st->monotonic = up + down ? (double)up / (double)(up + down) : 0;
     st->idle_growth = idle_growth;
-    double rise = y[n - 1] - y[0];
+    st->rise = rise;
     st->step_share = rise > 0 ? max_up / rise : 1;
 }
 
 /* The same statistics accumulated one snapshot row at a time for all
  * stacks at once (snapshot-major data, sequential access). */
 struct acc {
-    double sy, syy, sxy, prev, max_up, idle_growth;
+    double sy, syy, vyy, sxy, prev, seg_first, rise, max_up, idle_growth;
     uint32_t up, down;
 };
 
-static void acc_row(struct acc *a, const double *row, size_t S, size_t t, double dx,
-                    bool idle_step)
+static void acc_close(struct acc *p, size_t len)
 {
+    p->vyy += p->syy - p->sy * p->sy / (double)len;
+    p->rise += p->prev - p->seg_first;
+    p->sy = p->syy = 0;
+}
+
+/* Row t; prev_len is the length of the lifetime that row t closes (when
+ * row t starts a new one). */
+static void acc_row(struct acc *a, const double *row, size_t S, size_t t, const struct segs *g,
+                    size_t prev_len, bool idle_step)
+{
+    bool first = g->first[t];
+    double dx = g->dx[t];
     for (size_t s = 0; s < S; s++) {
         double v = row[s];
         struct acc *p = &a[s];
-        p->sy += v;
-        p->syy += v * v;
-        p->sxy += dx * v;
-        if (t) {
+        if (first) {
+            if (t)
+                acc_close(p, prev_len);
+            p->seg_first = v;
+        } else {
             double d = v - p->prev;
             p->max_up = d > p->max_up ? d : p->max_up;
             p->up += d > 0;
@@ -210,28 +273,39 @@ static void acc_row(struct acc *a, const double *row, size_t S, size_t t, double
             if (idle_step)
                 p->idle_growth += d;
         }
+        p->sy += v;
+        p->syy += v * v;
+        p->sxy += dx * v;
         p->prev = v;
     }
 }
 
-static void acc_finish(const struct acc *a, const struct xstats *xs, size_t n, double first,
-                       double last, struct series_stats *st)
+static void acc_finish(struct acc *a, const struct segs *g, struct series_stats *st)
 {
-    double vyy = a->syy - a->sy * a->sy / (double)n;
-    st->slope = xs->sxx > 0 ? a->sxy / xs->sxx : 0;
-    st->r2 = xs->sxx > 0 && vyy > 0 ? HP_MIN(1.0, (a->sxy * a->sxy) / (xs->sxx * vyy)) : 0;
+    acc_close(a, g->start[g->n] - g->start[g->n - 1]);
+    st->slope = g->sxx > 0 ? a->sxy / g->sxx : 0;
+    st->r2 = g->sxx > 0 && a->vyy > 0 ? HP_MIN(1.0, (a->sxy * a->sxy) / (g->sxx * a->vyy)) : 0;
     st->monotonic = a->up + a->down ? (double)a->up / (double)(a->up + a->down) : 0;
     st->idle_growth = a->idle_growth;
-    double rise = last - first;
-    st->step_share = rise > 0 ? a->max_up / rise : 1;
+    st->rise = a->rise;
+    st->step_share = a->rise > 0 ? a->max_up / a->rise : 1;
 }
 
-static bool passes(const struct series_stats *st, double first, double last,
-                   const struct query_leak_opts *o)
+static bool passes(const struct series_stats *st, const struct query_leak_opts *o)
 {
-    return st->slope > 0 && st->slope >= o->min_rate && last > first &&
+    return st->slope > 0 && st->slope >= o->min_rate && st->rise > 0 &&
            st->monotonic >= o->min_monotonic && st->step_share <= o->max_step_share &&
            st->r2 > 0.25;
+}
+
+/* The rise within lifetimes against the sampling noise of the values it
+ * is made of (var: the summed variance of each lifetime's first and last
+ * value): more than LEAK_NOISE_Z standard deviations, or no sampling. */
+#define LEAK_NOISE_Z 3.0
+
+static bool beyond_noise(const struct series_stats *st, double var)
+{
+    return st->rise > LEAK_NOISE_Z * sqrt(var);
 }
 
 static int leak_cmp(const void *a, const void *b)
@@ -239,6 +313,8 @@ static int leak_cmp(const void *a, const void *b)
     const struct query_leak_row *x = a, *y = b;
     if (x->rate != y->rate)
         return x->rate < y->rate ? 1 : -1;
+    if (x->cum_rate != y->cum_rate)
+        return x->cum_rate < y->cum_rate ? 1 : -1;
     if (x->name && y->name)
         return strcmp(x->name, y->name);
     return 0;
@@ -262,9 +338,28 @@ struct rank_scratch {
     struct rank_item *tmp;
 };
 
+/* Spearman's rank correlation within each lifetime of at least 3
+ * snapshots, averaged with weights by snapshot count; 0 when no lifetime
+ * is long enough to rank. */
+static double spearman_segs(const struct segs *g, const double *x, const double *y,
+                            struct rank_scratch *rs)
+{
+    double sum = 0, w = 0;
+    for (size_t k = 0; k < g->n; k++) {
+        size_t a = g->start[k], n = g->start[k + 1] - a;
+        if (n < 3)
+            continue;
+        ranks(x + a, n, rs->rx, rs->tmp);
+        sum += (double)n * spearman_rx(rs->rx, y + a, n, rs->ry, rs->tmp);
+        w += (double)n;
+    }
+    return w > 0 ? sum / w : 0;
+}
+
 static void fill_row(struct query_leak_row *r, const struct series_stats *st,
-                     struct rank_scratch *rs, const double *y, size_t n, double total_rate,
-                     bool flag_idle, const struct query_leak_opts *o)
+                     struct rank_scratch *rs, const struct segs *g, const double *x,
+                     const double *y, size_t n, double total_rate, bool flag_idle,
+                     const struct query_leak_opts *o)
 {
     r->first = y[0];
     r->last = y[n - 1];
@@ -272,336 +367,487 @@ static void fill_row(struct query_leak_row *r, const struct series_stats *st,
     r->r2 = st->r2;
     r->monotonic = st->monotonic;
     r->step_share = st->step_share;
-    r->spearman = spearman_rx(rs->rx, y, n, rs->ry, rs->tmp);
+    r->spearman = spearman_segs(g, x, y, rs);
     r->share = total_rate > 0 ? st->slope / total_rate : 0;
     r->idle_growth = st->idle_growth;
     /* Growth during idle steps that is more than noise-sized: at least a
      * tenth of the series' whole rise. */
-    r->idle_flag = flag_idle && st->idle_growth > 0 &&
-                   st->idle_growth >= 0.1 * (y[n - 1] - y[0]) && st->idle_growth > o->min_rate;
+    r->idle_flag = flag_idle && st->idle_growth > 0 && st->idle_growth >= 0.1 * st->rise &&
+                   st->idle_growth > o->min_rate;
+}
+
+/* Why snapshot b starts a new process lifetime after a, or NULL. The
+ * process says so when it can (its pid, its start time); only where
+ * nothing says is a heap total that fell to under half, by more than six
+ * standard errors of sampling, taken as a restart. */
+/* The process id of a snapshot: its dump's name, else the agent's /proc. */
+static int64_t snap_pid(const struct query_snapshot *s)
+{
+    double x;
+    if (s->pid > 0)
+        return s->pid;
+    if (query_figure_find(s->figures, s->nfigures, "proc_pid", &x) && x > 0 && x < 1e15)
+        return (int64_t)x;
+    return 0;
+}
+
+/* When the process started (Unix seconds), and how precisely that is
+ * known, or 0: the snapshot's own, the Prometheus client convention
+ * process_start_time_seconds (the node's /metrics), the agent's
+ * /proc/<pid>/stat (proc_start_time_seconds), else a `*uptime_seconds`
+ * figure counted back from the snapshot's time (to within a minute: the
+ * figure and the dump are fetched moments apart). */
+static double snap_start(const struct query_snapshot *s, double *ret_slack)
+{
+    static const char *const exact[] = { "process_start_time_seconds",
+                                         "proc_start_time_seconds" };
+    double x;
+    *ret_slack = 1;
+    if (s->process_start_s > 0)
+        return (double)s->process_start_s;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(exact); i++)
+        if (query_figure_find(s->figures, s->nfigures, exact[i], &x) && x > 0)
+            return x;
+    for (size_t i = 0; i < s->nfigures; i++) {
+        const char *n = s->figures[i].name;
+        size_t nl = n ? strlen(n) : 0;
+        if (nl >= 14 && strcmp(n + nl - 14, "uptime_seconds") == 0 && !strchr(n, '{') &&
+            s->figures[i].value >= 0) {
+            *ret_slack = 60;
+            return (double)s->time_s - s->figures[i].value;
+        }
+    }
+    return 0;
+}
+
+static const char *restart_reason(const struct query_snapshot *a, const struct query_snapshot *b,
+                                  double total_a, double total_b, enum profile_value v,
+                                  struct hp_arena *ar)
+{
+    char buf[160], fa[40], fb[40];
+    int64_t pa = snap_pid(a), pb = snap_pid(b);
+    if (pa > 0 && pb > 0) {
+        if (pa == pb)
+            return NULL;
+        snprintf(buf, sizeof(buf), "pid %lld -> %lld", (long long)pa, (long long)pb);
+        return hp_arena_strdup(ar, buf);
+    }
+    double slack_a, slack_b;
+    double sa = snap_start(a, &slack_a), sb = snap_start(b, &slack_b);
+    if (sa > 0 && sb > 0) {
+        if (fabs(sa - sb) <= HP_MAX(slack_a, slack_b))
+            return NULL;
+        snprintf(buf, sizeof(buf), "process start time %s -> %s",
+                 hp_time_format((int64_t)sa * 1000, fa, sizeof(fa)),
+                 hp_time_format((int64_t)sb * 1000, fb, sizeof(fb)));
+        return hp_arena_strdup(ar, buf);
+    }
+    /* Un-sampled totals of a sampled profile: the variance of a total of
+     * bytes is about total x period (INTERNALS.md); 0 when exact. */
+    double period = a->folded && a->folded->period > 1 ? (double)a->folded->period : 0;
+    double sigma = qa_is_bytes(v) ? sqrt(total_a * period) : sqrt(total_a);
+    if (total_b < 0.5 * total_a && total_a - total_b > 6 * sigma) {
+        snprintf(buf, sizeof(buf), "heap fell from %s to %s", qa_fmt(v, total_a, fa, sizeof(fa)),
+                 qa_fmt(v, total_b, fb, sizeof(fb)));
+        return hp_arena_strdup(ar, buf);
+    }
+    return NULL;
+}
+
+/* One build's state, passed from pass to pass. Everything but L and pv (the
+ * result) is scratch in sa, released in one call at the end. */
+struct leaks_build {
+    const struct query_snapshot *snaps;
+    const struct query_leak_opts *o;
+    enum profile_value v;
+    struct query_leaks *L;
+    struct leaks_priv *pv;
+    struct hp_arena sa;
+    struct order_item *ord; /* usable snapshots, oldest first */
+    size_t T, S;            /* snapshots, stacks */
+    double *x;              /* hours since the first snapshot */
+    double *total;          /* heap total per snapshot */
+    double *busy;           /* summed busy figures per snapshot */
+    bool *busy_known, *idle;
+    size_t nbusy_known;
+    uint32_t **eid;  /* folded snapshots: entry -> stack id */
+    uint32_t **dmap; /* dict snapshots: dict entry -> stack id */
+    double *yt;      /* values, snapshot-major: T rows of S */
+    struct segs g;   /* process lifetimes */
+    double *nvar;    /* per stack: sampling variance of its rise */
+    double total_rate;
+    double *slope;   /* per stack */
+    struct rank_scratch rs;
+    double *series;  /* one series of T values */
+    bool flag_idle;
+};
+
+/* The snapshots with a heap profile, oldest first: at least 3, and not all
+ * at one time. */
+static int leaks_order(struct leaks_build *b, size_t n, struct hp_buf *err)
+{
+    const struct query_snapshot *snaps = b->snaps;
+    const char *node = n && snaps[0].node ? snaps[0].node : "";
+    struct order_item *ord = b->ord = scratch(&b->sa, n + 1, sizeof(*ord));
+    size_t T = 0;
+    for (size_t i = 0; i < n; i++)
+        if (snaps[i].folded || (snaps[i].dict && snaps[i].ids))
+            ord[T++] = (struct order_item){ snaps[i].time_s, i };
+    b->T = T;
+    if (T < 3) {
+        hp_err_printf(err, "leaks%s%s: %zu snapshots with a heap profile; at least 3 are needed "
+                           "to tell steady growth from a step",
+                      *node ? " for " : "", node, T);
+        return HP_EUSAGE;
+    }
+    hp_qsort(ord, T, sizeof(*ord), order_cmp);
+    if (ord[0].t == ord[T - 1].t) {
+        char tb[40];
+        hp_err_printf(err, "leaks%s%s: all %zu snapshots carry the same time %s; a growth rate "
+                           "needs elapsed time (give each file its time, e.g. with --time or "
+                           "--step, or import dumps whose names or mtimes differ)",
+                      *node ? " for " : "", node, T,
+                      hp_time_format(ord[0].t * 1000, tb, sizeof(tb)));
+        return HP_EUSAGE;
+    }
+    return 0;
+}
+
+/* Pass 1: stack ids (the union over snapshots), times, busy figures. */
+static void leaks_index(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct leaks_priv *pv = b->pv;
+    struct hp_arena *sa = &b->sa;
+    size_t T = b->T;
+    b->x = scratch(sa, T, sizeof(*b->x));
+    b->total = scratch(sa, T, sizeof(*b->total));
+    b->busy = scratch(sa, T, sizeof(*b->busy));
+    b->idle = scratch(sa, T, sizeof(*b->idle));
+    b->busy_known = scratch(sa, T, sizeof(bool));
+    b->eid = scratch(sa, T, sizeof(*b->eid));
+    b->dmap = scratch(sa, T, sizeof(*b->dmap));
+    const struct query_folded **dicts = scratch(sa, T, sizeof(*dicts));
+    uint32_t **dict_maps = scratch(sa, T, sizeof(*dict_maps));
+    size_t ndicts = 0;
+    const char *const *busy_names = b->o->busy_figures ? b->o->busy_figures : default_busy;
+    for (size_t t = 0; t < T; t++) {
+        const struct query_snapshot *s = &b->snaps[b->ord[t].i];
+        b->x[t] = (double)(s->time_s - L->t0) / 3600.0;
+        bool known = false;
+        for (size_t k = 0; busy_names[k]; k++) {
+            double fv;
+            if (query_figure_find(s->figures, s->nfigures, busy_names[k], &fv)) {
+                b->busy[t] += fv;
+                known = true;
+            }
+        }
+        if (known)
+            b->nbusy_known++;
+        b->busy_known[t] = known;
+        if (s->folded) {
+            const struct query_folded *f = s->folded;
+            b->eid[t] = scratch(sa, f->nentries, sizeof(**b->eid));
+            for (size_t e = 0; e < f->nentries; e++)
+                b->eid[t][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
+            b->total[t] = f->total[b->v];
+            continue;
+        }
+        size_t d;
+        for (d = 0; d < ndicts; d++)
+            if (dicts[d] == s->dict)
+                break;
+        if (d == ndicts) {
+            dicts[d] = s->dict;
+            dict_maps[d] = scratch(sa, s->dict->nentries, sizeof(uint32_t));
+            for (size_t e = 0; e < s->dict->nentries; e++)
+                dict_maps[d][e] = qa_stacks_add_entry(&pv->stacks, s->dict,
+                                                      &s->dict->entries[e]);
+            ndicts++;
+        }
+        b->dmap[t] = dict_maps[d];
+    }
+    b->S = pv->stacks.n;
+}
+
+/* Pass 2: values, snapshot-major (one row of S per snapshot, written in
+ * the order values arrive). */
+static void leaks_values(struct leaks_build *b)
+{
+    size_t T = b->T, S = b->S;
+    enum profile_value v = b->v;
+    b->yt = scratch(&b->sa, S * T, sizeof(*b->yt));
+    for (size_t t = 0; t < T; t++) {
+        const struct query_snapshot *s = &b->snaps[b->ord[t].i];
+        double *row = b->yt + t * S;
+        if (s->folded) {
+            for (size_t e = 0; e < s->folded->nentries; e++)
+                row[b->eid[t][e]] += s->folded->entries[e].value[v];
+        } else {
+            for (size_t k = 0; k < s->nids; k++) {
+                if (s->ids[k] >= s->dict->nentries)
+                    continue;
+                row[b->dmap[t][s->ids[k]]] += s->id_values[k];
+                b->total[t] += s->id_values[k];
+            }
+        }
+    }
+}
+
+/* Idle is relative to the node: query and load trackers under
+ * idle_share of the process (its RSS when a figure gives it, else the
+ * heap), and never above idle_bytes. A small node whose query tracker
+ * is twice its heap is busy, whatever 64 MiB says. */
+static void leaks_idle(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    const struct query_leak_opts *o = b->o;
+    L->has_busy = b->nbusy_known == b->T;
+    for (size_t t = 0; t < b->T && L->has_busy; t++) {
+        const struct query_snapshot *s = &b->snaps[b->ord[t].i];
+        double process = b->total[t], rss;
+        if ((query_figure_find(s->figures, s->nfigures, "process_rss_bytes", &rss) ||
+             query_figure_find(s->figures, s->nfigures, "process_resident_memory_bytes", &rss)) &&
+            rss > process)
+            process = rss;
+        b->idle[t] = b->busy_known[t] && b->busy[t] <= HP_MIN(o->idle_bytes, o->idle_share * process);
+    }
+    L->idle_share = o->idle_share;
+    L->idle_bytes = o->idle_bytes;
+}
+
+/* Process lifetimes, with the reason each one after the first began. */
+static void leaks_lifetimes(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct segs *g = &b->g;
+    size_t T = b->T;
+    bool *restart = scratch(&b->sa, T, sizeof(*restart));
+    const char **why = scratch(&b->sa, T, sizeof(*why));
+    for (size_t t = 1; t < T; t++) {
+        why[t] = restart_reason(&b->snaps[b->ord[t - 1].i], &b->snaps[b->ord[t].i],
+                                b->total[t - 1], b->total[t], b->v, &b->pv->arena);
+        restart[t] = why[t] != NULL;
+    }
+    segs_build(g, b->x, restart, T, &b->sa);
+    L->nlifetimes = g->n;
+    L->lifetimes = scratch(&b->pv->arena, g->n, sizeof(*L->lifetimes));
+    for (size_t k = 0; k < g->n; k++) {
+        struct query_lifetime *lt = &L->lifetimes[k];
+        lt->first = g->start[k];
+        lt->npoints = g->start[k + 1] - g->start[k];
+        lt->start_s = b->ord[g->start[k]].t;
+        lt->reason = why[g->start[k]];
+    }
+    for (size_t t = 1; t < T; t++)
+        if (!g->first[t]) {
+            L->steps++;
+            L->idle_steps += b->idle[t] && b->idle[t - 1];
+        }
+}
+
+/* Sampling noise of each stack's rise: the variance of its first and
+ * last value in every lifetime (INTERNALS.md §2; the sets of objects
+ * behind two dumps may be disjoint, so the variances add). A cache that
+ * keeps its size while its entries turn over is re-sampled entry by
+ * entry: its estimate walks, and can walk up for hours. Only a rise
+ * well beyond that walk is growth. */
+static void leaks_noise(struct leaks_build *b)
+{
+    const struct segs *g = &b->g;
+    enum profile_value v = b->v;
+    double *nvar = b->nvar = scratch(&b->sa, b->S, sizeof(*nvar));
+    for (size_t k = 0; k < g->n; k++) {
+        size_t ends[2] = { g->start[k], g->start[k + 1] - 1 };
+        for (size_t j = 0; j < (ends[0] == ends[1] ? 1u : 2u); j++) {
+            size_t t = ends[j];
+            const struct query_snapshot *s = &b->snaps[b->ord[t].i];
+            if (s->folded) {
+                for (size_t e = 0; e < s->folded->nentries; e++)
+                    nvar[b->eid[t][e]] += s->folded->entries[e].var[v];
+                continue;
+            }
+            /* Values only: the small-object bound, value x period for
+             * bytes (INTERNALS.md §2), which no object size exceeds. */
+            double period = s->dict->period > 1 ? (double)s->dict->period : 0;
+            for (size_t i = 0; i < s->nids; i++)
+                if (s->ids[i] < s->dict->nentries && s->id_values[i] > 0)
+                    nvar[b->dmap[t][s->ids[i]]] +=
+                        qa_is_bytes(v) ? s->id_values[i] * period
+                                       : (period > 0 ? s->id_values[i] : 0);
+        }
+    }
+}
+
+/* The heap total's own fit, against which each suspect's share is given. */
+static void leaks_total(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct series_stats tot;
+    series_stats(&b->g, b->total, b->idle, &tot);
+    L->total_first = b->total[0];
+    L->total_last = b->total[b->T - 1];
+    L->total_rate = tot.slope;
+    L->total_r2 = tot.r2;
+    b->total_rate = tot.slope;
+}
+
+/* Stacks; a stack's suspect is its leaf, the folding having trimmed the
+ * allocator's own frames from that end. Every stack's statistics are
+ * accumulated row by row so no pass strides across memory. */
+static void leaks_stacks(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct leaks_priv *pv = b->pv;
+    const struct segs *g = &b->g;
+    size_t T = b->T, S = b->S;
+    struct acc *acc = scratch(&b->sa, S, sizeof(*acc));
+    size_t prev_len = 0;
+    for (size_t t = 0, k = 0; t < T; t++) {
+        if (g->first[t]) {
+            prev_len = k ? g->start[k] - g->start[k - 1] : 0;
+            k++;
+        }
+        acc_row(acc, b->yt + t * S, S, t, g, prev_len,
+                !g->first[t] && b->idle[t] && b->idle[t - 1]);
+    }
+    b->rs = (struct rank_scratch){ scratch(&b->sa, T, sizeof(double)),
+                                   scratch(&b->sa, T, sizeof(double)),
+                                   scratch(&b->sa, T, sizeof(struct rank_item)) };
+    b->series = scratch(&b->sa, T, sizeof(*b->series));
+    b->flag_idle = L->idle_steps > 0;
+    b->slope = scratch(&b->sa, S, sizeof(*b->slope));
+    size_t cap = 0;
+    for (size_t s = 0; s < S; s++) {
+        struct series_stats st;
+        acc_finish(&acc[s], g, &st);
+        b->slope[s] = st.slope;
+        if (!passes(&st, b->o) || !beyond_noise(&st, b->nvar[s]))
+            continue;
+        for (size_t t = 0; t < T; t++)
+            b->series[t] = b->yt[t * S + s];
+        struct query_leak_row r = { 0 };
+        fill_row(&r, &st, &b->rs, g, b->x, b->series, T, b->total_rate, b->flag_idle, b->o);
+        if (r.spearman < b->o->min_spearman)
+            continue;
+        r.frames = qa_stack_frames(&pv->stacks, (uint32_t)s);
+        r.nframes = pv->stacks.v[s].n;
+        r.name = r.nframes ? r.frames[r.nframes - 1] : "";
+        r.cum_rate = r.rate;
+        L->stacks = hp_xgrow(L->stacks, &cap, L->nstacks + 1, sizeof(*L->stacks));
+        L->stacks[L->nstacks++] = r;
+    }
+}
+
+/* Functions, ranked by flat growth: the series of the stacks a function
+ * is the leaf of, i.e. what it allocates itself. A pass-through caller
+ * (worker_main, an HTTP handler) allocates nothing itself and is never a
+ * suspect; its cumulative rate (every stack through it, by linearity of
+ * the slope) is shown beside each suspect's own. */
+static void leaks_funcs(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct leaks_priv *pv = b->pv;
+    const struct query_leak_opts *o = b->o;
+    struct hp_arena *sa = &b->sa;
+    size_t T = b->T, S = b->S;
+    qa_funcs_build(&pv->funcs, &pv->stacks);
+    struct qa_funcs *fn = &pv->funcs;
+    double *cum = scratch(sa, fn->n, sizeof(*cum)), *flat = scratch(sa, fn->n, sizeof(*flat));
+    double gross = 0; /* sum of the rising stacks' rates */
+    for (size_t s = 0; s < S; s++) {
+        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++)
+            cum[fn->ids[k]] += b->slope[s];
+        flat[fn->leaf[s]] += b->slope[s];
+        if (b->slope[s] > 0)
+            gross += b->slope[s];
+    }
+    int32_t *cand_of = scratch(sa, fn->n, sizeof(*cand_of));
+    uint32_t *cand = scratch(sa, fn->n, sizeof(*cand));
+    size_t ncand = 0;
+    for (size_t f = 0; f < fn->n; f++) {
+        cand_of[f] = -1;
+        /* A full series only for functions that could be reported: rising,
+         * above min_rate, carrying at least min_share of the rising stacks'
+         * growth (known without the series, the slope being linear). */
+        if (flat[f] > 0 && flat[f] >= o->min_rate && flat[f] >= o->min_share * gross) {
+            cand_of[f] = (int32_t)ncand;
+            cand[ncand++] = (uint32_t)f;
+        }
+    }
+    double *fyt = scratch(sa, ncand * T, sizeof(*fyt)); /* snapshot-major too */
+    double *fvar = scratch(sa, ncand, sizeof(*fvar)); /* stacks sample independently */
+    for (size_t s = 0; s < S; s++)
+        if (cand_of[fn->leaf[s]] >= 0)
+            fvar[cand_of[fn->leaf[s]]] += b->nvar[s];
+    for (size_t t = 0; t < T; t++) {
+        const double *row = b->yt + t * S;
+        double *frow = fyt + t * ncand;
+        for (size_t s = 0; s < S; s++) {
+            int32_t c = cand_of[fn->leaf[s]];
+            if (c >= 0)
+                frow[c] += row[s];
+        }
+    }
+    size_t cap = 0;
+    for (size_t c = 0; c < ncand; c++) {
+        for (size_t t = 0; t < T; t++)
+            b->series[t] = fyt[t * ncand + c];
+        struct series_stats st;
+        series_stats(&b->g, b->series, b->idle, &st);
+        if (!passes(&st, o) || !beyond_noise(&st, fvar[c]))
+            continue;
+        struct query_leak_row r = { 0 };
+        fill_row(&r, &st, &b->rs, &b->g, b->x, b->series, T, b->total_rate, b->flag_idle, o);
+        if (r.spearman < o->min_spearman)
+            continue;
+        r.name = fn->name[cand[c]];
+        r.cum_rate = cum[cand[c]];
+        L->funcs = hp_xgrow(L->funcs, &cap, L->nfuncs + 1, sizeof(*L->funcs));
+        L->funcs[L->nfuncs++] = r;
+    }
 }
 
 int query_leaks_build(const struct query_snapshot *snaps, size_t n,
                       const struct query_leak_opts *o, struct query_leaks **ret,
                       struct hp_buf *err)
 {
-    enum profile_value v = o->sample;
-    if ((unsigned)v >= PV_COUNT) {
+    if ((unsigned)o->sample >= PV_COUNT) {
         hp_err_printf(err, "leaks: bad sample");
         return HP_EUSAGE;
     }
-    struct order_item *ord = hp_xmalloc((n + 1) * sizeof(*ord));
-    size_t T = 0;
-    for (size_t i = 0; i < n; i++)
-        if (snaps[i].folded || (snaps[i].dict && snaps[i].ids))
-            ord[T++] = (struct order_item){ snaps[i].time_s, i };
-    if (T < 3) {
-        hp_err_printf(err, "leaks%s%s: %zu snapshots with a heap profile; at least 3 are needed "
-                           "to tell steady growth from a step",
-                      n && snaps[0].node ? " for " : "", n && snaps[0].node ? snaps[0].node : "",
-                      T);
-        free(ord);
-        return HP_EUSAGE;
+    struct leaks_build b = { .snaps = snaps, .o = o, .v = o->sample };
+    hp_arena_init(&b.sa); /* scratch of this build, freed in one call */
+    int rc = leaks_order(&b, n, err);
+    if (rc < 0) {
+        hp_arena_release(&b.sa);
+        return rc;
     }
-    hp_qsort(ord, T, sizeof(*ord), order_cmp);
-
-    struct query_leaks *L = hp_xcalloc(1, sizeof(*L));
-    struct leaks_priv *pv = hp_xcalloc(1, sizeof(*pv));
+    size_t T = b.T;
+    struct query_leaks *L = b.L = hp_xcalloc(1, sizeof(*L));
+    struct leaks_priv *pv = b.pv = hp_xcalloc(1, sizeof(*pv));
     L->priv = pv;
+    hp_arena_init(&pv->arena);
     qa_stacks_init(&pv->stacks);
-    L->node = snaps[ord[0].i].node;
+    L->node = snaps[b.ord[0].i].node;
     L->npoints = T;
-    L->t0 = ord[0].t;
-    L->t1 = ord[T - 1].t;
+    L->t0 = b.ord[0].t;
+    L->t1 = b.ord[T - 1].t;
+    L->first_id = snaps[b.ord[0].i].id;
+    L->last_id = snaps[b.ord[T - 1].i].id;
 
-    /* Pass 1: stack ids (the union over snapshots), times, idle steps. */
-    double *x = hp_xmalloc(T * sizeof(*x)), *total = hp_xcalloc(T, sizeof(*total));
-    double *busy = hp_xcalloc(T, sizeof(*busy));
-    bool *idle = hp_xcalloc(T, sizeof(*idle));
-    uint32_t **eid = hp_xcalloc(T, sizeof(*eid)); /* folded snapshots: entry -> id */
-    struct dict_ids {
-        const struct query_folded *dict;
-        uint32_t *map;
-    } *dicts = NULL;
-    size_t ndicts = 0, dicts_cap = 0;
-    uint32_t **dmap = hp_xcalloc(T, sizeof(*dmap)); /* dict snapshots: dict entry -> id */
-    const char *const *busy_names = o->busy_figures ? o->busy_figures : default_busy;
-    size_t nbusy_known = 0;
-    for (size_t t = 0; t < T; t++) {
-        const struct query_snapshot *s = &snaps[ord[t].i];
-        x[t] = (double)(s->time_s - L->t0) / 3600.0;
-        bool known = false;
-        for (size_t k = 0; busy_names[k]; k++) {
-            double fv;
-            if (query_figure_find(s->figures, s->nfigures, busy_names[k], &fv)) {
-                busy[t] += fv;
-                known = true;
-            }
-        }
-        if (known) {
-            nbusy_known++;
-            idle[t] = busy[t] <= o->idle_bytes;
-        }
-        if (s->folded) {
-            const struct query_folded *f = s->folded;
-            eid[t] = hp_xmalloc((f->nentries + 1) * sizeof(**eid));
-            for (size_t e = 0; e < f->nentries; e++)
-                eid[t][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
-            total[t] = f->total[v];
-            continue;
-        }
-        size_t d;
-        for (d = 0; d < ndicts; d++)
-            if (dicts[d].dict == s->dict)
-                break;
-        if (d == ndicts) {
-            dicts = hp_xgrow(dicts, &dicts_cap, ndicts + 1, sizeof(*dicts));
-            dicts[ndicts].dict = s->dict;
-            dicts[ndicts].map = hp_xmalloc((s->dict->nentries + 1) * sizeof(uint32_t));
-            for (size_t e = 0; e < s->dict->nentries; e++)
-                dicts[ndicts].map[e] = qa_stacks_add_entry(&pv->stacks, s->dict,
-                                                           &s->dict->entries[e]);
-            ndicts++;
-        }
-        dmap[t] = dicts[d].map;
-    }
-    L->has_busy = nbusy_known == T;
-    if (!L->has_busy)
-        memset(idle, 0, T * sizeof(*idle));
-    L->steps = T - 1;
-    for (size_t t = 1; t < T; t++)
-        L->idle_steps += idle[t] && idle[t - 1];
-
-    /* Pass 2: values, snapshot-major (one row of S per snapshot, written in
-     * the order values arrive), and every stack's statistics accumulated
-     * row by row, so no pass strides across memory. */
-    size_t S = pv->stacks.n;
-    double *yt = hp_xcalloc(S * T + 1, sizeof(*yt));
-    for (size_t t = 0; t < T; t++) {
-        const struct query_snapshot *s = &snaps[ord[t].i];
-        double *row = yt + t * S;
-        if (s->folded) {
-            for (size_t e = 0; e < s->folded->nentries; e++)
-                row[eid[t][e]] += s->folded->entries[e].value[v];
-        } else {
-            for (size_t k = 0; k < s->nids; k++) {
-                if (s->ids[k] >= s->dict->nentries)
-                    continue;
-                row[dmap[t][s->ids[k]]] += s->id_values[k];
-                total[t] += s->id_values[k];
-            }
-        }
-    }
-    for (size_t t = 0; t < T; t++)
-        free(eid[t]);
-    free(eid);
-    free(dmap);
-    for (size_t d = 0; d < ndicts; d++)
-        free(dicts[d].map);
-    free(dicts);
-
-    struct xstats xs;
-    xstats_init(&xs, x, T);
-    struct series_stats tot;
-    series_stats(&xs, x, total, idle, T, &tot);
-    L->total_first = total[0];
-    L->total_last = total[T - 1];
-    L->total_rate = tot.slope;
-    L->total_r2 = tot.r2;
-    double total_rate = tot.slope;
-
-    struct acc *acc = hp_xcalloc(S + 1, sizeof(*acc));
-    for (size_t t = 0; t < T; t++)
-        acc_row(acc, yt + t * S, S, t, x[t] - xs.mx, t && idle[t] && idle[t - 1]);
-    struct rank_scratch rs = { hp_xmalloc(T * sizeof(double)), hp_xmalloc(T * sizeof(double)),
-                               hp_xmalloc(T * sizeof(struct rank_item)) };
-    ranks(x, T, rs.rx, rs.tmp);
-    double *series = hp_xmalloc(T * sizeof(*series));
-
-    /* Stacks. */
-    double *slope = hp_xcalloc(S + 1, sizeof(*slope));
-    double gross = 0; /* sum of the rising stacks' rates */
-    size_t cap = 0;
-    for (size_t s = 0; s < S; s++) {
-        struct series_stats st;
-        acc_finish(&acc[s], &xs, T, yt[s], yt[(T - 1) * S + s], &st);
-        slope[s] = st.slope;
-        if (st.slope > 0)
-            gross += st.slope;
-        if (!passes(&st, yt[s], yt[(T - 1) * S + s], o))
-            continue;
-        for (size_t t = 0; t < T; t++)
-            series[t] = yt[t * S + s];
-        struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
-        if (r.spearman < o->min_spearman)
-            continue;
-        r.frames = qa_stack_frames(&pv->stacks, (uint32_t)s);
-        r.nframes = pv->stacks.v[s].n;
-        r.name = r.nframes ? r.frames[r.nframes - 1] : "";
-        L->stacks = hp_xgrow(L->stacks, &cap, L->nstacks + 1, sizeof(*L->stacks));
-        L->stacks[L->nstacks++] = r;
-    }
-
-    /* Functions: slope by linearity, full series for the ones that may pass. */
-    qa_funcs_build(&pv->funcs, &pv->stacks);
-    struct qa_funcs *fn = &pv->funcs;
-    double *fslope = hp_xcalloc(fn->n + 1, sizeof(*fslope));
-    for (size_t s = 0; s < S; s++)
-        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++)
-            fslope[fn->ids[k]] += slope[s];
-    uint32_t *cand = hp_xmalloc((fn->n + 1) * sizeof(*cand));
-    int32_t *cand_of = hp_xmalloc((fn->n + 1) * sizeof(*cand_of));
-    size_t ncand = 0;
-    for (size_t f = 0; f < fn->n; f++) {
-        cand_of[f] = -1;
-        /* A full series only for functions that could be reported: rising,
-         * above min_rate, and carrying at least min_share of the rising
-         * stacks' growth (a function is a sum of stacks, so its rate is
-         * known without its series). */
-        if (fslope[f] > 0 && fslope[f] >= o->min_rate && fslope[f] >= o->min_share * gross) {
-            cand_of[f] = (int32_t)ncand;
-            cand[ncand++] = (uint32_t)f;
-        }
-    }
-    /* Candidates with the same set of stacks (a chain of frames that always
-     * appear together: main -> run_round, the root frames of every thread)
-     * share one series. The set's signature is a running hash of stack ids,
-     * stacks being visited in id order. */
-    uint64_t *sig = hp_xcalloc(ncand + 1, sizeof(*sig));
-    uint32_t *nst = hp_xcalloc(ncand + 1, sizeof(*nst));
-    for (size_t s = 0; s < S; s++)
-        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++) {
-            int32_t c = cand_of[fn->ids[k]];
-            if (c >= 0) {
-                sig[c] = hp_hash_u64(sig[c] ^ (s + 1));
-                nst[c]++;
-            }
-        }
-    uint32_t *rep = hp_xmalloc((ncand + 1) * sizeof(*rep)); /* series index */
-    struct hp_map64 sigmap;
-    hp_map64_init(&sigmap);
-    size_t nseries = 0;
-    for (size_t c = 0; c < ncand; c++) {
-        uint32_t idx;
-        uint64_t key = sig[c] ^ ((uint64_t)nst[c] << 40);
-        if (!hp_map64_put(&sigmap, key, (uint32_t)nseries, &idx))
-            nseries++;
-        rep[c] = idx;
-    }
-    hp_map64_release(&sigmap);
-    /* (stack, series) pairs, each series fed once per stack. */
-    struct pair {
-        uint32_t s, series;
-    } *pairs = NULL;
-    size_t npairs = 0, pairs_cap = 0;
-    uint32_t *seen = hp_xcalloc(nseries + 1, sizeof(*seen));
-    for (size_t s = 0; s < S; s++)
-        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++) {
-            int32_t c = cand_of[fn->ids[k]];
-            if (c < 0 || seen[rep[c]] == s + 1)
-                continue;
-            seen[rep[c]] = (uint32_t)s + 1;
-            pairs = hp_xgrow(pairs, &pairs_cap, npairs + 1, sizeof(*pairs));
-            pairs[npairs++] = (struct pair){ (uint32_t)s, rep[c] };
-        }
-    free(seen);
-    free(sig);
-    free(nst);
-    double *fyt = hp_xcalloc(nseries * T + 1, sizeof(*fyt)); /* snapshot-major too */
-    for (size_t t = 0; t < T; t++) {
-        const double *row = yt + t * S;
-        double *frow = fyt + t * nseries;
-        for (size_t k = 0; k < npairs; k++)
-            frow[pairs[k].series] += row[pairs[k].s];
-    }
-    free(pairs);
-    cap = 0;
-    int32_t *row_of = hp_xmalloc((fn->n + 1) * sizeof(*row_of));
-    for (size_t f = 0; f < fn->n; f++)
-        row_of[f] = -1;
-    for (size_t c = 0; c < ncand; c++) {
-        for (size_t t = 0; t < T; t++)
-            series[t] = fyt[t * nseries + rep[c]];
-        struct series_stats st;
-        series_stats(&xs, x, series, idle, T, &st);
-        if (!passes(&st, series[0], series[T - 1], o))
-            continue;
-        struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &rs, series, T, total_rate, L->idle_steps > 0, o);
-        if (r.spearman < o->min_spearman)
-            continue;
-        r.name = fn->name[cand[c]];
-        row_of[cand[c]] = (int32_t)L->nfuncs;
-        L->funcs = hp_xgrow(L->funcs, &cap, L->nfuncs + 1, sizeof(*L->funcs));
-        L->funcs[L->nfuncs++] = r;
-    }
-
-    /* Pass-through callers: F whose growth is >= 90% carried by one callee G
-     * (the frame right after F in its growing stacks) with G's own growth at
-     * most 1.1 x F's, i.e. G is specific to F (main -> run_round). */
-    if (L->nfuncs > 1) {
-        struct hp_map64 pair;
-        hp_map64_init(&pair);
-        double *pair_slope = NULL;
-        size_t npair = 0, pair_cap = 0;
-        uint32_t *pair_g = NULL, *pair_f = NULL;
-        size_t pg_cap = 0, pf_cap = 0;
-        for (size_t s = 0; s < S; s++) {
-            if (slope[s] <= 0)
-                continue;
-            const uint32_t *nid = qa_stack_name_ids(&pv->stacks, (uint32_t)s);
-            uint32_t nn = pv->stacks.v[s].n;
-            for (uint32_t k = 0; k + 1 < nn; k++) {
-                uint32_t f = nid[k], g = nid[k + 1];
-                if (row_of[f] < 0 || f == g)
-                    continue;
-                uint64_t key = ((uint64_t)f << 32) | g;
-                uint32_t idx;
-                if (!hp_map64_put(&pair, key, (uint32_t)npair, &idx)) {
-                    pair_slope = hp_xgrow(pair_slope, &pair_cap, npair + 1, sizeof(*pair_slope));
-                    pair_g = hp_xgrow(pair_g, &pg_cap, npair + 1, sizeof(*pair_g));
-                    pair_f = hp_xgrow(pair_f, &pf_cap, npair + 1, sizeof(*pair_f));
-                    pair_slope[npair] = 0;
-                    pair_g[npair] = g;
-                    pair_f[npair] = f;
-                    npair++;
-                }
-                pair_slope[idx] += slope[s];
-            }
-        }
-        for (size_t p = 0; p < npair; p++) {
-            uint32_t f = pair_f[p], g = pair_g[p];
-            if (pair_slope[p] >= 0.9 * fslope[f] && fslope[g] <= 1.1 * fslope[f] &&
-                row_of[g] >= 0)
-                L->funcs[row_of[f]].via = fn->name[g];
-        }
-        free(pair_slope);
-        free(pair_g);
-        free(pair_f);
-        hp_map64_release(&pair);
-    }
+    leaks_index(&b);
+    leaks_values(&b);
+    leaks_idle(&b);
+    leaks_lifetimes(&b);
+    leaks_noise(&b);
+    leaks_total(&b);
+    leaks_stacks(&b);
+    leaks_funcs(&b);
 
     hp_qsort(L->stacks, L->nstacks, sizeof(*L->stacks), leak_cmp);
     hp_qsort(L->funcs, L->nfuncs, sizeof(*L->funcs), leak_cmp);
-    free(rs.rx);
-    free(rs.ry);
-    free(rs.tmp);
-    free(series);
-    free(acc);
-    free(rep);
-    free(row_of);
-    free(cand);
-    free(cand_of);
-    free(fyt);
-    free(fslope);
-    free(slope);
-    free(yt);
-    free(x);
-    free(total);
-    free(busy);
-    free(idle);
-    free(ord);
+    hp_arena_release(&b.sa);
     *ret = L;
     return 0;
 }
@@ -614,6 +860,7 @@ void query_leaks_free(struct query_leaks *l)
     if (pv) {
         qa_funcs_release(&pv->funcs);
         qa_stacks_release(&pv->stacks);
+        hp_arena_release(&pv->arena);
         free(pv);
     }
     free(l->funcs);
@@ -633,51 +880,66 @@ int query_render_leaks_text(const struct query_leaks *const *ls, size_t n,
                             const struct query_leak_opts *o, struct hp_buf *out)
 {
     enum profile_value v = o->sample;
-    char a[40], b[40], c[40];
+    char a[40], b[40], c[40], d[40];
     for (size_t li = 0; li < n; li++) {
         const struct query_leaks *l = ls[li];
         if (li)
             hp_buf_puts(out, "\n");
         double hours = (double)(l->t1 - l->t0) / 3600.0;
         fmt_rate(v, l->total_rate, c, sizeof(c));
-        hp_buf_printf(out, "Node %s: %zu snapshots over %.1f h; heap %s -> %s (%s, R^2 %.2f)\n",
+        hp_buf_printf(out, "Node %s: %zu snapshots over %.1f h; heap %s -> %s (%s within "
+                           "lifetimes, R^2 %.2f)\n",
                       l->node ? l->node : "(files)", l->npoints, hours,
                       qa_fmt(v, l->total_first, a, sizeof(a)),
                       qa_fmt(v, l->total_last, b, sizeof(b)), c, l->total_r2);
+        /* Which snapshots: the first and the last, by id where stored. */
+        hp_buf_printf(out, "Snapshots: ");
+        if (l->first_id > 0)
+            hp_buf_printf(out, "#%lld at ", (long long)l->first_id);
+        hp_buf_printf(out, "%s to ", hp_time_format(l->t0 * 1000, a, sizeof(a)));
+        if (l->last_id > 0)
+            hp_buf_printf(out, "#%lld at ", (long long)l->last_id);
+        hp_buf_printf(out, "%s\n", hp_time_format(l->t1 * 1000, a, sizeof(a)));
+        hp_buf_printf(out, "Lifetimes: %zu", l->nlifetimes);
+        if (l->nlifetimes > 1) {
+            hp_buf_puts(out, " (restarts:");
+            for (size_t k = 1; k < l->nlifetimes; k++)
+                hp_buf_printf(out, "%s %s, %s", k > 1 ? ";" : "",
+                              hp_time_format(l->lifetimes[k].start_s * 1000, a, sizeof(a)),
+                              l->lifetimes[k].reason);
+            hp_buf_puts(out, ")");
+        }
+        hp_buf_puts(out, "; growth is fitted within each\n");
         if (!l->has_busy)
             hp_buf_puts(out, "Idle: unknown (no query/load tracker figures with these "
                              "snapshots)\n");
         else
-            hp_buf_printf(out, "Idle: %zu of %zu steps had query and load trackers near zero\n",
-                          l->idle_steps, l->steps);
-        size_t shown = 0;
-        for (size_t i = 0; i < l->nfuncs; i++)
-            shown += l->funcs[i].via == NULL;
+            hp_buf_printf(out,
+                          "Idle: %zu of %zu steps had query and load trackers under %.0f%% of "
+                          "the process (RSS, else the heap; at most %s)\n",
+                          l->idle_steps, l->steps, 100.0 * l->idle_share,
+                          qa_fmt(PV_INUSE_SPACE, l->idle_bytes, a, sizeof(a)));
         if (!l->nfuncs && !l->nstacks) {
             hp_buf_puts(out, "No steadily growing stacks.\n");
             continue;
         }
-        hp_buf_printf(out, "\n%14s %7s %6s %6s %12s %12s  %s\n", "growth", "share", "rising",
-                      "rank-r", "first", "last", "function");
-        size_t rows = 0;
-        for (size_t i = 0; i < l->nfuncs && (!o->top || rows < o->top); i++) {
+        hp_buf_printf(out, "\n%14s %14s %7s %6s %6s %12s %12s  %s\n", "flat growth",
+                      "cum growth", "share", "rising", "rank-r", "first", "last",
+                      "function (allocates itself)");
+        size_t rows = o->top ? HP_MIN(o->top, l->nfuncs) : l->nfuncs;
+        for (size_t i = 0; i < rows; i++) {
             const struct query_leak_row *r = &l->funcs[i];
-            if (r->via)
-                continue;
             fmt_rate(v, r->rate, c, sizeof(c));
-            hp_buf_printf(out, "%14s %6.1f%% %5.0f%% %6.2f %12s %12s  %s%s\n", c,
+            fmt_rate(v, r->cum_rate, d, sizeof(d));
+            hp_buf_printf(out, "%14s %14s %6.1f%% %5.0f%% %6.2f %12s %12s  %s%s\n", c, d,
                           100.0 * r->share, 100.0 * r->monotonic, r->spearman,
                           qa_fmt(v, r->first, a, sizeof(a)), qa_fmt(v, r->last, b, sizeof(b)),
                           r->name, r->idle_flag ? "  [grows while idle]" : "");
-            rows++;
         }
-        if (shown > rows)
-            hp_buf_printf(out, "(%zu more functions; --top 0 shows all)\n", shown - rows);
-        if (l->nfuncs > shown)
-            hp_buf_printf(out, "(%zu pass-through callers folded into their callee)\n",
-                          l->nfuncs - shown);
+        if (rows < l->nfuncs)
+            hp_buf_printf(out, "(%zu more functions; --top 0 shows all)\n", l->nfuncs - rows);
         hp_buf_printf(out, "\n%14s %7s %6s %6s %12s  %s\n", "growth", "share", "rising",
-                      "rank-r", "last", "stack (leaf <- callers)");
+                      "rank-r", "last", "stack (suspect <- callers)");
         rows = o->top ? HP_MIN(o->top, l->nstacks) : l->nstacks;
         for (size_t i = 0; i < rows; i++) {
             const struct query_leak_row *r = &l->stacks[i];
@@ -698,8 +960,7 @@ static json_t *leak_json(struct hp_arena *tmp, const struct query_leak_row *r, b
     json_t *j = json_object();
     if (func) {
         json_object_set_new(j, "name", json_string(query_utf8_clean(tmp, r->name)));
-        if (r->via)
-            json_object_set_new(j, "via", json_string(query_utf8_clean(tmp, r->via)));
+        json_object_set_new(j, "cum_rate_per_hour", json_real(r->cum_rate));
     } else {
         json_t *fr = json_array();
         for (uint32_t k = 0; k < r->nframes; k++)
@@ -729,17 +990,40 @@ int query_render_leaks_json(const struct query_leaks *const *ls, size_t n,
     json_t *nodes = json_array();
     for (size_t li = 0; li < n; li++) {
         const struct query_leaks *l = ls[li];
-        json_t *jn = json_object();
+        json_t *jn = json_object(), *lts = json_array();
         json_object_set_new(jn, "node", l->node ? json_string(query_utf8_clean(&tmp, l->node))
                                                 : json_null());
         json_object_set_new(jn, "snapshots", json_integer((json_int_t)l->npoints));
         json_object_set_new(jn, "from", json_integer(l->t0));
         json_object_set_new(jn, "to", json_integer(l->t1));
+        for (int k = 0; k < 2; k++) {
+            char tb[40];
+            json_t *js = json_object();
+            int64_t id = k ? l->last_id : l->first_id, t = k ? l->t1 : l->t0;
+            json_object_set_new(js, "id", id > 0 ? json_integer(id) : json_null());
+            json_object_set_new(js, "node", l->node ? json_string(query_utf8_clean(&tmp, l->node))
+                                                    : json_null());
+            json_object_set_new(js, "time", json_string(hp_time_format(t * 1000, tb, sizeof(tb))));
+            json_object_set_new(jn, k ? "last_snapshot" : "first_snapshot", js);
+        }
         json_object_set_new(jn, "total_first", json_real(l->total_first));
         json_object_set_new(jn, "total_last", json_real(l->total_last));
         json_object_set_new(jn, "total_rate_per_hour", json_real(l->total_rate));
         json_object_set_new(jn, "idle_known", json_boolean(l->has_busy));
         json_object_set_new(jn, "idle_steps", json_integer((json_int_t)l->idle_steps));
+        json_object_set_new(jn, "steps", json_integer((json_int_t)l->steps));
+        json_object_set_new(jn, "idle_rule", json_pack("{s:f, s:f}", "share_of_process",
+                                                       l->idle_share, "max_bytes", l->idle_bytes));
+        for (size_t k = 0; k < l->nlifetimes; k++) {
+            const struct query_lifetime *lt = &l->lifetimes[k];
+            json_t *jl = json_object();
+            json_object_set_new(jl, "start", json_integer(lt->start_s));
+            json_object_set_new(jl, "snapshots", json_integer((json_int_t)lt->npoints));
+            json_object_set_new(jl, "restart", lt->reason ? json_string(lt->reason)
+                                                          : json_null());
+            json_array_append_new(lts, jl);
+        }
+        json_object_set_new(jn, "lifetimes", lts);
         json_t *fa = json_array(), *sa = json_array();
         size_t rows = o->top ? HP_MIN(o->top, l->nfuncs) : l->nfuncs;
         for (size_t i = 0; i < rows; i++)

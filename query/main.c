@@ -24,7 +24,10 @@ static const struct command commands[] = {
     { "reindex", query_cmd_reindex, "re-derive stored snapshots from their raw dumps" },
     { "nodes", query_cmd_nodes, "list stored nodes with their last status" },
     { "snapshots", query_cmd_snapshots, "list a node's stored snapshots" },
+    { "symbols", query_cmd_symbols, "add binaries or debug files to the store, list them" },
     { "retain", query_cmd_retain, "delete old snapshots, thin to one a day, reclaim space" },
+    { "collectors", query_cmd_collectors, "collectors sharing the fleet (PostgreSQL): health" },
+    { "migrate", query_cmd_migrate, "copy an SQLite store into PostgreSQL, resumable" },
 };
 
 static void usage(FILE *f)

@@ -34,6 +34,20 @@ enum query_format {
 int query_format_parse(const char *s, enum query_format *ret);
 const char *query_format_name(enum query_format f);
 
+/* Which snapshot an output was made from, so that every output can name it:
+ * a stored one (id > 0, node, time taken) or a file (path; time from the
+ * dump or its mtime). */
+struct query_snapref {
+    int64_t id;        /* stored snapshot id; 0 for a file */
+    char node[128];    /* "" for a file */
+    int64_t time_ms;   /* when taken (stored) or the file's time; 0 unknown */
+    const char *path;  /* the file, or NULL */
+};
+
+/* "#32 be-1 at 2026-11-23T19:00:00Z" or "a.heap (2026-11-23T19:00:00Z)" into
+ * out; returns out. */
+const char *query_snapref_label(const struct query_snapref *r, char *out, size_t outsz);
+
 struct query_opts {
     enum profile_value sample; /* default PV_INUSE_SPACE */
     bool no_inline;            /* one frame per location (the outermost function) */
@@ -45,6 +59,8 @@ struct query_opts {
     double nodefraction;       /* dot/svg: hide nodes under this share (default 0.005) */
     double edgefraction;       /* dot: hide edges under this share (default 0.001) */
     const char *title;         /* shown in text/svg/dot headers; NULL for none */
+    const struct query_snapref *snap;   /* JSON "snapshot" (diff: side A); may be NULL */
+    const struct query_snapref *snap_b; /* diff: side B */
 };
 
 void query_opts_init(struct query_opts *o);
@@ -153,10 +169,15 @@ int query_render_svg_diff(const struct query_folded *a, const struct query_folde
  * (largest remainder first), writing integers into ret. */
 void query_round_preserving_sum(const double *vals, size_t n, int64_t *ret);
 
-/* Copy s replacing invalid UTF-8 bytes with U+FFFD, so that names from
- * binaries or files with broken encodings still make valid JSON/SVG/XML.
- * Returns s itself when it is valid; else a string in `arena`. */
+/* hp_utf8_clean() under query's name (the renderers' callers use both). */
 const char *query_utf8_clean(struct hp_arena *arena, const char *s);
+
+/* JSON strings, written one way (jansson) everywhere: s (NULL: "") with
+ * invalid UTF-8 replaced, as a jansson string (never NULL) or appended to
+ * out quoted and escaped. */
+struct json_t;
+struct json_t *query_json_string(const char *s);
+void query_json_str(struct hp_buf *out, const char *s);
 
 /* ==== analysis: diff, leaks, fleet, trend, discrepancy ====================
  * The cores below work on in-memory inputs (folded profiles, arrays of
@@ -259,6 +280,12 @@ int query_render_diff_json(const struct query_diff *d, const char *a_label, cons
 struct query_snapshot {
     const char *node;
     int64_t time_s;                    /* unix seconds */
+    int64_t id;                        /* stored snapshot id; 0 for files */
+    const char *path;                  /* the profile file, or NULL when stored */
+    int64_t pid;                       /* process id when known (a jemalloc dump's
+                                          name), else 0 */
+    int64_t process_start_s;           /* process start (unix s) when known, else 0;
+                                          a figure process_start_time_seconds serves too */
     const struct query_folded *folded; /* may be NULL: figures only */
     const struct query_figure *figures;
     size_t nfigures;
@@ -283,7 +310,9 @@ struct query_leak_opts {
                                    single jump is a step, not a steady leak */
     double min_share;           /* functions: least share of the rising stacks'
                                    growth worth a row (0.005) */
-    double idle_bytes;          /* busy trackers at or under this mean idle (64 MiB) */
+    double idle_bytes;          /* busy trackers above this are never idle (64 MiB) */
+    double idle_share;          /* idle: busy trackers under this share of the process
+                                   (RSS when known, else the heap) (0.05) */
     const char *const *busy_figures; /* figure names that are query/load trackers;
                                         NULL for the built-in Doris/StarRocks list */
     size_t top;                 /* rows per list (0 = all) */
@@ -304,19 +333,31 @@ struct query_leak_row {
     double share;              /* rate / the node's total rate (growth explained) */
     double idle_growth;        /* growth over steps where the node was idle */
     bool idle_flag;            /* grew while query/load trackers sat near zero */
-    const char *via;           /* functions: a callee carrying >= 90% of this growth
-                                  and specific to it (a pass-through caller); text
-                                  output hides these rows */
+    double cum_rate;           /* functions: slope of every stack through it (rate is
+                                  its flat growth: what it allocates itself) */
+};
+
+/* One process lifetime of a node: a restart (a new pid, a new process start
+ * time, or a heap that fell far beyond sampling noise) begins the next. */
+struct query_lifetime {
+    int64_t start_s;           /* time of its first snapshot */
+    size_t first, npoints;     /* its snapshots, in time order */
+    const char *reason;        /* why a restart was seen here; NULL for the first */
 };
 
 struct query_leaks {
     const char *node;
     size_t npoints;
     int64_t t0, t1;
+    int64_t first_id, last_id; /* stored snapshot ids of the first and last; 0 for files */
     double total_first, total_last, total_rate, total_r2;
-    size_t idle_steps, steps; /* steps with both ends idle; -1 figures unknown: has_busy false */
+    size_t idle_steps, steps; /* steps within a lifetime, and those with both ends
+                                 idle; idle unknown unless has_busy */
     bool has_busy;
-    struct query_leak_row *funcs; /* suspects, by rate */
+    double idle_share, idle_bytes;    /* the idle rule applied (opts) */
+    struct query_lifetime *lifetimes; /* fits are made within each, evidence pooled */
+    size_t nlifetimes;
+    struct query_leak_row *funcs; /* suspects by flat rate (what they allocate) */
     size_t nfuncs;
     struct query_leak_row *stacks;
     size_t nstacks;
@@ -324,7 +365,8 @@ struct query_leaks {
 };
 
 /* Leak suspects of one node from its snapshots (any order; sorted by time
- * inside). HP_EUSAGE with fewer than 3 snapshots with profiles. */
+ * inside), fitted within process lifetimes. HP_EUSAGE with fewer than 3
+ * snapshots with profiles, or when they all carry one time. */
 int query_leaks_build(const struct query_snapshot *snaps, size_t n,
                       const struct query_leak_opts *o, struct query_leaks **ret,
                       struct hp_buf *err) HP_MUST_CHECK;
@@ -411,6 +453,12 @@ void query_trend_free(struct query_trend *t);
 /* format: text, csv or json. */
 int query_render_trend(const struct query_trend *t, enum query_format format,
                        struct hp_buf *out, struct hp_buf *err);
+/* The text table with the columns `series` picks: NULL for the main series
+ * (heap total, RSS, jemalloc allocated, tracked total: what is present; fits
+ * 100 columns), "all" for every column, else a comma-separated list of column
+ * names or 1-based numbers. HP_EUSAGE (err names it) for an unknown one. */
+int query_render_trend_text(const struct query_trend *t, const char *series,
+                            struct hp_buf *out, struct hp_buf *err);
 
 /* ---- discrepancy: the node's accounting against the heap profile ---- */
 
@@ -425,6 +473,16 @@ int query_rules_builtin(struct query_rules **ret, struct hp_buf *err) HP_MUST_CH
 int query_rules_parse(struct query_rules *base, const char *text, size_t len,
                       const char *origin, struct hp_buf *err) HP_MUST_CHECK;
 void query_rules_free(struct query_rules *r);
+/* Built-in rules for one database kind (doris, starrocks, databend,
+ * risingwave: each from its own trackers, query/README.md lists them). A
+ * kind that says nothing (agent, url, NULL) is told from the figures
+ * (doris_be_*, starrocks_be_*, databend_*, stream_memory_usage); failing
+ * that, the Doris+StarRocks set of query_rules_builtin. */
+int query_rules_for_kind(const char *kind, const struct query_figure *figs, size_t nfigs,
+                         struct query_rules **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* The kind query_rules_for_kind would use (a static string), or NULL. */
+const char *query_rules_kind_detect(const char *kind, const struct query_figure *figs,
+                                    size_t nfigs);
 
 enum query_verdict {
     QUERY_VERDICT_CONSISTENT = 0,
@@ -446,6 +504,8 @@ struct query_discrepancy_row {
     enum query_verdict verdict;
     const char *top_frames[3]; /* matching frames holding the most bytes */
     double top_bytes[3];
+    double allowance;          /* a gap up to this is "consistent" (noise, share, floor) */
+    const char *why;           /* the verdict in one sentence, with its figures */
 };
 
 struct query_ladder_step {
@@ -454,6 +514,8 @@ struct query_ladder_step {
     double value;       /* NAN when unknown */
     const char *gap_name; /* what the gap from the previous step is */
     double gap;         /* previous - this, NAN when either is unknown */
+    bool inconsistent;  /* this step exceeds the one above beyond noise: the two
+                           figures cannot both be right (gap is not a quantity) */
 };
 
 struct query_discrepancy {
@@ -463,6 +525,16 @@ struct query_discrepancy {
     size_t nrows;
     struct query_ladder_step ladder[8];
     size_t nladder;
+    /* The Doris guide's own test, as a named finding: the query tracker
+     * accounts for less than the stacks with query-operator frames hold
+     * (beyond noise and the floor): the query tracker is inaccurate. The
+     * "query" row, or NULL when the test passes or cannot be made. */
+    const struct query_discrepancy_row *query_tracker_inaccurate;
+    const char *finding_why; /* that finding in one sentence, or NULL */
+    const char *rules_kind;  /* whose built-in rules were used ("doris"), or NULL */
+    /* The snapshot the report is about (the caller sets it; id 0 and no
+     * path: unnamed). Text names it on its first line, JSON as "snapshot". */
+    struct query_snapref snap;
     void *priv;
 };
 

@@ -1,6 +1,6 @@
 /* Renderers for a single profile: collapsed stacks, the text top table and
  * JSON. Graph renderers (dot, svg) and pprof live in their own files. */
-#include "query/query.h"
+#include "query/analysis-internal.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -37,6 +37,34 @@ int query_render_collapsed(const struct query_folded *f, const struct query_opts
     return 0;
 }
 
+const char *query_snapref_label(const struct query_snapref *r, char *out, size_t outsz)
+{
+    char tb[40];
+    if (r->time_ms)
+        hp_time_format(r->time_ms, tb, sizeof(tb));
+    else
+        snprintf(tb, sizeof(tb), "time unknown");
+    if (r->id > 0)
+        snprintf(out, outsz, "#%lld %s at %s", (long long)r->id, r->node, tb);
+    else
+        snprintf(out, outsz, "%s (%s)", r->path ? r->path : "(profile)", tb);
+    return out;
+}
+
+json_t *query_snapref_json(const struct query_snapref *r)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "id", r->id > 0 ? json_integer(r->id) : json_null());
+    json_object_set_new(j, "node", r->node[0] ? json_string(r->node) : json_null());
+    char tb[40];
+    json_object_set_new(j, "time",
+                        r->time_ms ? json_string(hp_time_format(r->time_ms, tb, sizeof(tb)))
+                                   : json_null());
+    if (r->path)
+        json_object_set_new(j, "path", json_string(r->path));
+    return j;
+}
+
 static bool is_bytes(enum profile_value v)
 {
     return v == PV_INUSE_SPACE || v == PV_ALLOC_SPACE;
@@ -64,6 +92,10 @@ int query_render_top_text(const struct profile *p, const struct query_folded *f,
                       (unsigned long long)p->period);
     else if (p->scaling == PROFILE_SCALING_V1)
         hp_buf_printf(out, ", v1 sampling period %llu", (unsigned long long)p->period);
+    else if (p->period > 1)
+        hp_buf_printf(out, ", sampled every %llu bytes on average (the file's period; values "
+                           "un-sampled by its producer)",
+                      (unsigned long long)p->period);
     else
         hp_buf_puts(out, ", unsampled");
     hp_buf_printf(out, "; %zu stacks, %zu threads, %zu mappings\n", p->nsamples, p->nthreads,
@@ -115,6 +147,8 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
     hp_arena_init(&tmp);
     enum profile_value v = o->sample;
     json_t *root = json_object();
+    if (o->snap)
+        json_object_set_new(root, "snapshot", query_snapref_json(o->snap));
     json_t *meta = json_object();
     json_object_set_new(meta, "format", json_string(profile_format_name(p->format)));
     json_object_set_new(meta, "scaling",
@@ -220,13 +254,6 @@ int query_render_json(const struct profile *p, const struct query_folded *f,
     free(ints);
     hp_map64_release(&detail);
 
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    json_decref(root);
     hp_arena_release(&tmp);
-    if (!text)
-        return HP_EPARSE;
-    hp_buf_puts(out, text);
-    hp_buf_puts(out, "\n");
-    free(text);
-    return 0;
+    return qa_json_emit(root, out); /* jansson's default precision is 17 digits too */
 }

@@ -242,6 +242,167 @@ static void csv_field(struct hp_buf *out, const char *s)
     hp_buf_puts(out, "\"");
 }
 
+static bool col_is_bytes(const char *c);
+
+static void trend_text_all(const struct query_trend *t, struct hp_buf *out)
+{
+    char tb[40], vb[40];
+    /* Every column: a legend, then an aligned table of short headers. */
+    for (size_t j = 0; j < t->ncols; j++)
+        hp_buf_printf(out, "  [%zu] %s\n", j + 1, t->cols[j]);
+    hp_buf_printf(out, "\n%-20s %-12s", "time", "node");
+    for (size_t j = 0; j < t->ncols; j++)
+        hp_buf_printf(out, " %11s[%zu]", "", j + 1);
+    hp_buf_puts(out, "\n");
+    for (size_t i = 0; i < t->nrows; i++) {
+        iso_time(t->row_time[i], tb, sizeof(tb));
+        hp_buf_printf(out, "%-20s %-12s", tb, t->row_node[i] ? t->row_node[i] : "-");
+        for (size_t j = 0; j < t->ncols; j++) {
+            double x = t->cells[i * t->ncols + j];
+            const char *s = isnan(x)                   ? "-"
+                            : col_is_bytes(t->cols[j]) ? hp_fmt_bytes(x, vb, sizeof(vb))
+                                                       : hp_fmt_count(x, vb, sizeof(vb));
+            hp_buf_printf(out, " %14s", s);
+        }
+        hp_buf_puts(out, "\n");
+    }
+}
+
+/* The main series of the default text table, each the first of its names
+ * present (the names the kinds really export; see reference notes). */
+static const struct {
+    const char *label;
+    const char *names[6];
+} main_series[] = {
+    { "heap", { "heap_total" } },
+    { "rss",
+      { "doris_be_memory_allocated_bytes", "databend_process_resident_memory_bytes",
+        "process_resident_memory_bytes", "proc_rss_bytes",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"process resident memory\"}" } },
+    { "allocated",
+      { "doris_be_memory_jemalloc_allocated_bytes", "starrocks_be_jemalloc_allocated_bytes",
+        "jemalloc_allocated_bytes", "proc_jemalloc_allocated" } },
+    { "tracked",
+      { "memory_all_tracked_sum_bytes", "starrocks_be_process_mem_bytes",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"sum of all trackers\"}",
+        "stream_memory_usage", "databend_query_memory_usage_bytes" } },
+};
+
+static bool col_has_value(const struct query_trend *t, size_t j)
+{
+    for (size_t i = 0; i < t->nrows; i++)
+        if (!isnan(t->cells[i * t->ncols + j]))
+            return true;
+    return false;
+}
+
+int query_render_trend_text(const struct query_trend *t, const char *series,
+                            struct hp_buf *out, struct hp_buf *err)
+{
+    if (series && strcmp(series, "all") == 0) {
+        trend_text_all(t, out);
+        return 0;
+    }
+    size_t *pick = hp_xcalloc(t->ncols + 1, sizeof(*pick));
+    const char **label = hp_xcalloc(t->ncols + 1, sizeof(*label));
+    size_t npick = 0;
+    if (!series) {
+        for (size_t m = 0; m < HP_ARRAY_SIZE(main_series); m++) {
+            bool found = false;
+            for (size_t k = 0; !found && k < HP_ARRAY_SIZE(main_series[m].names) &&
+                               main_series[m].names[k];
+                 k++)
+                for (size_t j = 0; !found && j < t->ncols; j++)
+                    if (strcmp(t->cols[j], main_series[m].names[k]) == 0 && col_has_value(t, j)) {
+                        label[npick] = main_series[m].label;
+                        pick[npick++] = j;
+                        found = true;
+                    }
+        }
+    } else {
+        for (const char *p = series; *p;) {
+            size_t n = strcspn(p, ",");
+            size_t j = t->ncols;
+            uint64_t num;
+            if (n > 0 && hp_parse_u64(p, n, &num) == 0 && num >= 1 && num <= t->ncols)
+                j = (size_t)num - 1;
+            for (size_t c = 0; j == t->ncols && c < t->ncols; c++)
+                if (strlen(t->cols[c]) == n && memcmp(t->cols[c], p, n) == 0)
+                    j = c;
+            if (j == t->ncols) {
+                hp_err_printf(err, "--series: no series \"%.*s\" (give names or numbers from "
+                                   "--series all)",
+                              (int)n, p);
+                free(pick);
+                free(label);
+                return HP_EUSAGE;
+            }
+            label[npick] = NULL;
+            pick[npick++] = j;
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+    }
+    int wnode = 4;
+    for (size_t i = 0; i < t->nrows; i++) {
+        int w = t->row_node[i] ? (int)strlen(t->row_node[i]) : 1;
+        wnode = w > wnode ? (w < 24 ? w : 24) : wnode;
+    }
+    for (size_t k = 0; k < npick; k++)
+        if (!label[k])
+            hp_buf_printf(out, "  [%zu] %s\n", pick[k] + 1, t->cols[pick[k]]);
+    hp_buf_printf(out, "%s%-20s %-*s", npick && !label[0] ? "\n" : "", "time", wnode, "node");
+    for (size_t k = 0; k < npick; k++) {
+        char h[24];
+        if (label[k])
+            snprintf(h, sizeof(h), "%s", label[k]);
+        else
+            snprintf(h, sizeof(h), "[%zu]", pick[k] + 1);
+        hp_buf_printf(out, " %11s", h);
+    }
+    hp_buf_puts(out, "\n");
+    char tb[40], vb[40];
+    for (size_t i = 0; i < t->nrows; i++) {
+        iso_time(t->row_time[i], tb, sizeof(tb));
+        hp_buf_printf(out, "%-20s %-*.*s", tb, wnode, wnode, t->row_node[i] ? t->row_node[i] : "-");
+        for (size_t k = 0; k < npick; k++) {
+            double x = t->cells[i * t->ncols + pick[k]];
+            const char *s = isnan(x)                          ? "-"
+                            : col_is_bytes(t->cols[pick[k]]) ? hp_fmt_bytes(x, vb, sizeof(vb))
+                                                              : hp_fmt_count(x, vb, sizeof(vb));
+            hp_buf_printf(out, " %11s", s);
+        }
+        hp_buf_puts(out, "\n");
+    }
+    if (t->ncols > npick) {
+        /* The rest summarized: how many, and the trackers' newest non-zero
+         * values, one a line. */
+        size_t ntr = 0;
+        size_t last = t->nrows ? t->nrows - 1 : 0;
+        hp_buf_printf(out, "\n%zu more series", t->ncols - npick);
+        for (size_t j = 0; j < t->ncols && t->nrows; j++) {
+            const char *c = t->cols[j];
+            double x = t->cells[last * t->ncols + j];
+            bool tracker = strstr(c, "trackers_sum_bytes") ||
+                           (strncmp(c, "starrocks_be_", 13) == 0 && strstr(c, "_mem_bytes")) ||
+                           strcmp(c, "stream_memory_usage") == 0;
+            if (!tracker || isnan(x) || x == 0)
+                continue;
+            if (!ntr++)
+                hp_buf_printf(out, "; trackers of %s at %s:",
+                              t->row_node[last] ? t->row_node[last] : "the node",
+                              (iso_time(t->row_time[last], tb, sizeof(tb)), tb));
+            hp_buf_printf(out, "\n  %-60.60s %12s", c, hp_fmt_bytes(x, vb, sizeof(vb)));
+        }
+        hp_buf_puts(out, "\nEvery series: --series all; some: --series NAME,NAME or numbers "
+                         "from that list.\n");
+    }
+    free(pick);
+    free(label);
+    return 0;
+}
+
 static bool col_is_bytes(const char *c)
 {
     return strncmp(c, "fn:", 3) == 0 || strcmp(c, "heap_total") == 0 || strstr(c, "bytes") ||
@@ -251,7 +412,7 @@ static bool col_is_bytes(const char *c)
 int query_render_trend(const struct query_trend *t, enum query_format format,
                        struct hp_buf *out, struct hp_buf *err)
 {
-    char tb[40], vb[40];
+    char tb[40];
     switch (format) {
     case QUERY_FORMAT_CSV:
         hp_buf_puts(out, "time,time_unix,node");
@@ -301,28 +462,8 @@ int query_render_trend(const struct query_trend *t, enum query_format format,
         hp_arena_release(&tmp); /* after: names may point into it */
         return r;
     }
-    case QUERY_FORMAT_TEXT: {
-        /* Columns as a legend, then an aligned table of short headers. */
-        for (size_t j = 0; j < t->ncols; j++)
-            hp_buf_printf(out, "  [%zu] %s\n", j + 1, t->cols[j]);
-        hp_buf_printf(out, "\n%-20s %-12s", "time", "node");
-        for (size_t j = 0; j < t->ncols; j++)
-            hp_buf_printf(out, " %11s[%zu]", "", j + 1);
-        hp_buf_puts(out, "\n");
-        for (size_t i = 0; i < t->nrows; i++) {
-            iso_time(t->row_time[i], tb, sizeof(tb));
-            hp_buf_printf(out, "%-20s %-12s", tb, t->row_node[i] ? t->row_node[i] : "-");
-            for (size_t j = 0; j < t->ncols; j++) {
-                double x = t->cells[i * t->ncols + j];
-                const char *s = isnan(x)                   ? "-"
-                                : col_is_bytes(t->cols[j]) ? hp_fmt_bytes(x, vb, sizeof(vb))
-                                                           : hp_fmt_count(x, vb, sizeof(vb));
-                hp_buf_printf(out, " %14s", s);
-            }
-            hp_buf_puts(out, "\n");
-        }
-        return 0;
-    }
+    case QUERY_FORMAT_TEXT:
+        return query_render_trend_text(t, NULL, out, err);
     default:
         hp_err_printf(err, "--format %s is not available for trend (text, csv, json)",
                       query_format_name(format));

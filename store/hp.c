@@ -2,9 +2,12 @@
  * HTTP or DWARF; it is the bottom layer every module links. */
 #include "store/hp.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +203,71 @@ void hp_err_printf(struct hp_buf *err, const char *fmt, ...)
         (void)hp_buf_puts(err, "; ");
     (void)hp_buf_vprintf(err, fmt, ap);
     va_end(ap);
+}
+
+/* ---- text ---- */
+
+void hp_buf_prom_label(struct hp_buf *b, const char *s)
+{
+    hp_buf_puts(b, "\"");
+    for (; s && *s; s++) {
+        if (*s == '\\')
+            hp_buf_puts(b, "\\\\");
+        else if (*s == '"')
+            hp_buf_puts(b, "\\\"");
+        else if (*s == '\n')
+            hp_buf_puts(b, "\\n");
+        else
+            hp_buf_append(b, s, 1);
+    }
+    hp_buf_puts(b, "\"");
+}
+
+const char *hp_utf8_clean(struct hp_arena *arena, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0, len = 0;
+    while (p[len]) {
+        unsigned char c = p[len];
+        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
+                                                                                            : 9;
+        if (need == 9 || (c >= 0x80 && c < 0xc2) || c > 0xf4) {
+            bad++;
+            len++;
+            continue;
+        }
+        size_t k = 1;
+        while (k <= need && (p[len + k] & 0xc0) == 0x80)
+            k++;
+        if (k <= need)
+            bad++, k = 1;
+        len += k;
+    }
+    if (!bad)
+        return s;
+    char *out = hp_arena_alloc(arena, len + bad * 2 + 1);
+    size_t o = 0, i = 0;
+    while (p[i]) {
+        unsigned char c = p[i];
+        size_t need = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3
+                                                                                            : 9;
+        size_t k = 1;
+        if (need != 9 && !(c >= 0x80 && c < 0xc2) && c <= 0xf4) {
+            while (k <= need && (p[i + k] & 0xc0) == 0x80)
+                k++;
+            if (k > need) {
+                memcpy(out + o, p + i, k);
+                o += k;
+                i += k;
+                continue;
+            }
+        }
+        memcpy(out + o, "\xef\xbf\xbd", 3);
+        o += 3;
+        i += 1;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* ---- arena ---- */
@@ -423,6 +491,16 @@ int hp_parse_i64(const char *s, size_t n, int64_t *ret)
     return 0;
 }
 
+int hp_hex_digit(char c)
+{
+    unsigned u = (unsigned char)c;
+    if (u - '0' <= 9)
+        return (int)(u - '0');
+    if ((u | 0x20) - 'a' <= 5)
+        return (int)((u | 0x20) - 'a' + 10);
+    return -1;
+}
+
 int hp_parse_hex64(const char *s, size_t n, uint64_t *ret)
 {
     if (n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
@@ -437,16 +515,29 @@ int hp_parse_hex64(const char *s, size_t n, uint64_t *ret)
         return HP_EPARSE;
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned c = (unsigned char)s[i], d;
-        if (c - '0' <= 9)
-            d = c - '0';
-        else if ((c | 0x20) - 'a' <= 5)
-            d = (c | 0x20) - 'a' + 10;
-        else
+        int d = hp_hex_digit(s[i]);
+        if (d < 0)
             return HP_EPARSE;
-        v = (v << 4) | d;
+        v = (v << 4) | (unsigned)d;
     }
     *ret = v;
+    return 0;
+}
+
+int hp_size_parse(const char *s, uint64_t *ret)
+{
+    size_t n = strlen(s);
+    uint64_t mult = 1;
+    if (n && (s[n - 1] == 'K' || s[n - 1] == 'k'))
+        mult = 1 << 10, n--;
+    else if (n && (s[n - 1] == 'M' || s[n - 1] == 'm'))
+        mult = 1 << 20, n--;
+    else if (n && (s[n - 1] == 'G' || s[n - 1] == 'g'))
+        mult = 1 << 30, n--;
+    uint64_t v;
+    if (hp_parse_u64(s, n, &v) < 0 || v == 0 || v > UINT64_MAX / mult)
+        return HP_EPARSE;
+    *ret = v * mult;
     return 0;
 }
 
@@ -602,6 +693,41 @@ void hp_log_emit(enum hp_log_level lvl, const char *comp, const char *fmt, ...)
 
 /* ---- files ---- */
 
+DIR *hp_opendir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
+int hp_mkdir_p(const char *path)
+{
+    char *t = hp_xstrdup(path);
+    int r = 0;
+    for (char *p = t + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(t, 0755) != 0 && errno != EEXIST) {
+            r = HP_ERR(errno);
+            break;
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(t);
+    return r;
+}
+
 int hp_file_read(const char *path, size_t cap, char **ret_data, size_t *ret_len,
                  struct hp_buf *err)
 {
@@ -663,4 +789,459 @@ int64_t hp_wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- sorted arrays -------------------------------------------------------- */
+
+static uint64_t rec_u64(const void *base, size_t i, size_t size, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)base + i * size + off, sizeof(v));
+    return v;
+}
+
+size_t hp_search_le_u64(const void *base, size_t n, size_t size, size_t off, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rec_u64(base, mid, size, off) <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void hp_interval_maxhi(const void *base, size_t n, size_t size, size_t off_hi, uint64_t *maxhi)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = rec_u64(base, i, size, off_hi);
+        m = h > m ? h : m;
+        maxhi[i] = m;
+    }
+}
+
+size_t hp_interval_find(const void *base, size_t n, size_t size, size_t off_lo, size_t off_hi,
+                        const uint64_t *maxhi, uint64_t key)
+{
+    /* Records [0, i) start at or before key; walk back while some record
+     * at or before i - 1 still ends after key. */
+    for (size_t i = hp_search_le_u64(base, n, size, off_lo, key); i > 0 && maxhi[i - 1] > key;
+         i--) {
+        if (key < rec_u64(base, i - 1, size, off_hi))
+            return i - 1;
+    }
+    return SIZE_MAX;
+}
+
+/* ---- peers: secrets, addresses, names, patterns -------------------------- */
+
+bool hp_secret_equal(const char *expected, size_t elen, const char *got, size_t glen)
+{
+    /* Every byte of the expected secret is visited whatever `got` holds; a
+     * length mismatch is folded into the same accumulator. */
+    unsigned char diff = (unsigned char)(elen != glen);
+    for (size_t k = 0; k < elen; k++)
+        diff |= (unsigned char)(expected[k] ^ (k < glen ? got[k] : 0));
+    return diff == 0;
+}
+
+int hp_hostport_parse(const char *s, const char *what, struct sockaddr_storage *ret,
+                      struct hp_buf *err)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) {
+        hp_err_printf(err, "%s \"%s\": expected HOST:PORT or [V6]:PORT (e.g. 127.0.0.1:7070)",
+                      what, s);
+        return HP_EUSAGE;
+    }
+    uint64_t port;
+    if (hp_parse_u64(colon + 1, strlen(colon + 1), &port) < 0 || port > 65535) {
+        hp_err_printf(err, "%s \"%s\": bad port (0-65535)", what, s);
+        return HP_EUSAGE;
+    }
+    char host[INET6_ADDRSTRLEN + 1];
+    size_t hlen = (size_t)(colon - s);
+    const char *h = s;
+    bool bracketed = hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']';
+    if (bracketed)
+        h++, hlen -= 2;
+    if (hlen == 0 || hlen >= sizeof(host)) {
+        hp_err_printf(err, "%s \"%s\": bad host", what, s);
+        return HP_EUSAGE;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        memcpy(host, "127.0.0.1", 10);
+    memset(ret, 0, sizeof(*ret));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ret;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ret;
+    if (!bracketed && inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        return 0;
+    }
+    hp_err_printf(err, "%s \"%s\": \"%s\" is not a numeric IPv4/IPv6 address or localhost", what,
+                  s, host);
+    return HP_EUSAGE;
+}
+
+bool hp_addr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)ss;
+        return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+int hp_name_check(const char *s, size_t n, size_t *ret_at)
+{
+    if (n == 0 || n > HP_NAME_MAX) {
+        *ret_at = n > HP_NAME_MAX ? HP_NAME_MAX : 0;
+        return HP_EPARSE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) {
+            *ret_at = i;
+            return HP_EPARSE;
+        }
+    }
+    return 0;
+}
+
+char *hp_url_redact(const char *url)
+{
+    const char *scheme = strstr(url, "://");
+    const char *auth = scheme ? scheme + 3 : url;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            at = p; /* the last '@' ends the userinfo */
+    if (!at)
+        return hp_xstrdup(url);
+    return hp_xasprintf("%.*s***%s", (int)(auth - url), url, at);
+}
+
+/* One level of the pattern while scanning: the cost so far and that of the
+ * last element (what a following repetition multiplies). */
+struct regex_frame {
+    uint64_t cost, last;
+};
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b;
+}
+
+int hp_regex_budget_check(const char *pat, struct hp_buf *err)
+{
+    size_t n = strlen(pat);
+    if (n > HP_REGEX_MAX) {
+        hp_err_printf(err, "pattern longer than %d bytes", HP_REGEX_MAX);
+        return HP_EUSAGE;
+    }
+    struct regex_frame st[64];
+    size_t depth = 0;
+    st[0] = (struct regex_frame){ 0, 0 };
+    for (size_t i = 0; i < n; i++) {
+        struct regex_frame *f = &st[depth];
+        char c = pat[i];
+        uint64_t factor = 0; /* a repetition when > 0 */
+        if (c == '\\') {
+            i += i + 1 < n;
+            f->last = 1;
+            f->cost++;
+        } else if (c == '[') {
+            size_t j = i + 1;
+            if (j < n && pat[j] == '^')
+                j++;
+            if (j < n && pat[j] == ']')
+                j++;
+            while (j < n && pat[j] != ']') {
+                if (pat[j] == '[' && j + 1 < n && strchr(":.=", pat[j + 1])) {
+                    const char *end = strstr(pat + j + 2, (char[]){ pat[j + 1], ']', 0 });
+                    j = end ? (size_t)(end - pat) + 2 : n;
+                } else {
+                    j++;
+                }
+            }
+            i = j < n ? j : n;
+            f->last = 1;
+            f->cost++;
+        } else if (c == '(') {
+            if (depth + 1 >= HP_ARRAY_SIZE(st)) {
+                hp_err_printf(err, "groups nested deeper than %zu", HP_ARRAY_SIZE(st) - 1);
+                return HP_EUSAGE;
+            }
+            st[++depth] = (struct regex_frame){ 0, 0 };
+        } else if (c == ')' && depth > 0) {
+            uint64_t g = st[depth].cost + 1;
+            depth--;
+            st[depth].last = g;
+            st[depth].cost += g;
+        } else if (c == '|') {
+            f->last = 0;
+        } else if (c == '+') {
+            factor = 2; /* regcomp turns a+ into aa* */
+        } else if (c == '*' || c == '?') {
+            /* no copies */
+        } else if (c == '{') {
+            size_t j = i + 1;
+            uint64_t m = 0, hi = 0;
+            bool comma = false, have_hi = false;
+            for (; j < n && pat[j] != '}'; j++) {
+                char d = pat[j];
+                if (d == ',' && !comma) {
+                    comma = true;
+                } else if (d >= '0' && d <= '9') {
+                    uint64_t *t = comma ? &hi : &m;
+                    *t = *t * 10 + (uint64_t)(d - '0');
+                    have_hi |= comma;
+                    if (*t > HP_REGEX_MAX_REPEAT) {
+                        hp_err_printf(err, "repetition count at byte %zu is over %d", i,
+                                      HP_REGEX_MAX_REPEAT);
+                        return HP_EUSAGE;
+                    }
+                } else {
+                    break;
+                }
+            }
+            if (j >= n || pat[j] != '}') {
+                f->last = 1; /* a literal brace; regcomp decides */
+                f->cost++;
+                continue;
+            }
+            factor = have_hi ? hi : comma ? m + 1 : m;
+            if (factor == 0)
+                factor = 1;
+            i = j;
+        } else {
+            f->last = 1;
+            f->cost++;
+        }
+        if (factor > 1) {
+            uint64_t grown = sat_mul(f->last, factor);
+            f->cost = f->cost - f->last + grown;
+            if (f->cost < grown)
+                f->cost = UINT64_MAX;
+            f->last = grown;
+        }
+        uint64_t total = 0;
+        for (size_t k = 0; k <= depth; k++) {
+            uint64_t mult = st[k].cost;
+            total = total + mult < total ? UINT64_MAX : total + mult;
+        }
+        if (total > HP_REGEX_MAX_COST) {
+            hp_err_printf(err, "pattern too expensive: repetitions expand it past %d elements "
+                               "(at byte %zu)", HP_REGEX_MAX_COST, i);
+            return HP_EUSAGE;
+        }
+    }
+    return 0;
+}
+
+size_t hp_edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 255 || nb > 255)
+        return SIZE_MAX;
+    /* One row of the Wagner-Fischer table at a time. */
+    size_t row[256];
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* ---- times and selectors ---------------------------------------------------- */
+
+static bool digits_n(const char **s, int n, int *ret)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        char c = (*s)[i];
+        if (c < '0' || c > '9')
+            return false;
+        v = v * 10 + (c - '0');
+    }
+    *s += n;
+    *ret = v;
+    return true;
+}
+
+int hp_time_parse(const char *text, int64_t now_ms, int64_t *ret_ms)
+{
+    if (!text || !*text)
+        return HP_EPARSE;
+    if (strcmp(text, "now") == 0) {
+        *ret_ms = now_ms;
+        return 0;
+    }
+    if (text[0] == '-') {
+        int64_t sec;
+        if (hp_parse_duration(text + 1, &sec) < 0 || sec > INT64_C(3650) * 86400)
+            return HP_EPARSE;
+        *ret_ms = now_ms - sec * 1000;
+        return 0;
+    }
+    const char *p = text;
+    int y, mo, d, h = 0, mi = 0, sec = 0, ms = 0;
+    if (!digits_n(&p, 4, &y) || *p++ != '-' || !digits_n(&p, 2, &mo) || *p++ != '-' ||
+        !digits_n(&p, 2, &d))
+        return HP_EPARSE;
+    if (*p == 'T' || *p == 't' || *p == ' ') {
+        p++;
+        if (!digits_n(&p, 2, &h) || *p++ != ':' || !digits_n(&p, 2, &mi))
+            return HP_EPARSE;
+        if (*p == ':') {
+            p++;
+            if (!digits_n(&p, 2, &sec))
+                return HP_EPARSE;
+            if (*p == '.' || *p == ',') {
+                p++;
+                int nd = 0;
+                while (*p >= '0' && *p <= '9' && nd < 9) {
+                    if (nd < 3)
+                        ms = ms * 10 + (*p - '0');
+                    p++, nd++;
+                }
+                if (nd == 0)
+                    return HP_EPARSE;
+                for (; nd < 3; nd++)
+                    ms *= 10;
+            }
+        }
+    }
+    int64_t off_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1, oh, om = 0;
+        if (!digits_n(&p, 2, &oh))
+            return HP_EPARSE;
+        if (*p == ':')
+            p++;
+        if (*p && !digits_n(&p, 2, &om))
+            return HP_EPARSE;
+        if (oh > 23 || om > 59)
+            return HP_EPARSE;
+        off_s = sign * (oh * 3600 + om * 60);
+    }
+    if (*p || y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+        mi > 59 || sec > 60)
+        return HP_EPARSE;
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    time_t t = timegm(&tm);
+    if (tm.tm_mday != d && sec != 60) /* 2026-02-31 normalized into March */
+        return HP_EPARSE;
+    *ret_ms = ((int64_t)t - off_s) * 1000 + ms;
+    return 0;
+}
+
+const char *hp_time_format(int64_t ms, char *out, size_t outsz)
+{
+    time_t t = (time_t)(ms / 1000 - (ms % 1000 < 0));
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, outsz, "@%lld", (long long)ms);
+    return out;
+}
+
+int hp_selector_parse(const char *text, int64_t now_ms, struct hp_selector *ret,
+                      struct hp_buf *err)
+{
+    struct hp_selector sel;
+    memset(&sel, 0, sizeof(sel));
+    size_t n = strlen(text);
+    if (n == 0 || n > HP_SELECTOR_MAX) {
+        hp_err_printf(err, "selector must be 1 to %d characters (NODE, NODE@TIME or #ID)",
+                      HP_SELECTOR_MAX);
+        return HP_EPARSE;
+    }
+    if (text[0] == '#') {
+        uint64_t id;
+        if (hp_parse_u64(text + 1, n - 1, &id) < 0 || id == 0 || id > (UINT64_C(1) << 53)) {
+            hp_err_printf(err, "\"%s\": expected #ID with a positive number", text);
+            return HP_EPARSE;
+        }
+        sel.id = (int64_t)id;
+        *ret = sel;
+        return 0;
+    }
+    /* Node names never hold '@' (be.list names are [A-Za-z0-9._:-]), so
+     * the first '@' ends the node. */
+    const char *at = strchr(text, '@');
+    sel.node = text;
+    sel.node_len = at ? (size_t)(at - text) : n;
+    if (sel.node_len == 0) {
+        hp_err_printf(err, "\"%s\": no node before '@' (expected NODE@TIME)", text);
+        return HP_EPARSE;
+    }
+    if (at) {
+        const char *t = at + 1;
+        if (t[0] == '<' && t[1] == '=') {
+            sel.at_or_before = true;
+            t += 2;
+        }
+        if (hp_time_parse(t, now_ms, &sel.at_ms) < 0) {
+            hp_err_printf(err,
+                          "\"%s\": unreadable time \"%.64s\" (expected ISO 8601 like "
+                          "2026-11-22T09:00:00Z, or relative like -6h, -2d; NODE@<=TIME "
+                          "for the latest at or before TIME)",
+                          text, t);
+            return HP_EPARSE;
+        }
+        sel.has_time = true;
+        if (!sel.at_or_before && sel.at_ms > now_ms) {
+            char a[40], b[40];
+            hp_err_printf(err,
+                          "\"%s\": %s is in the future (now is %s): the newest snapshot is "
+                          "older than asked, as none was taken then; ask NODE@<=TIME for the "
+                          "latest at or before it",
+                          text, hp_time_format(sel.at_ms, a, sizeof(a)),
+                          hp_time_format(now_ms, b, sizeof(b)));
+            return HP_EPARSE;
+        }
+    }
+    *ret = sel;
+    return 0;
 }

@@ -11,6 +11,7 @@
 #ifndef HP_H
 #define HP_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,6 +87,14 @@ char *hp_buf_detach(struct hp_buf *b, size_t *ret_len);
 /* Append an error message to an optional error buffer (NULL is fine). Error
  * buffers are uncapped and appended only on failure, so calls can chain. */
 void hp_err_printf(struct hp_buf *err, const char *fmt, ...) HP_PRINTF(2, 3);
+/* Copy s replacing invalid UTF-8 bytes with U+FFFD, so that names from
+ * binaries, files or nodes with broken encodings still make valid JSON, SVG
+ * or XML. Returns s itself when it is valid; else a string in `arena`. */
+struct hp_arena;
+const char *hp_utf8_clean(struct hp_arena *arena, const char *s);
+/* Append s (NULL: "") as a quoted Prometheus label value: backslash, double
+ * quote and newline escaped, as the text exposition format 0.0.4 wants. */
+void hp_buf_prom_label(struct hp_buf *b, const char *s);
 /* ---- arena: many small allocations freed together ------------------------ */
 struct hp_arena_chunk;
 struct hp_arena {
@@ -165,11 +174,48 @@ const char *hp_strtab_intern(struct hp_strtab *t, const char *s, size_t n);
  * Each parses the whole of [s, s+n) and returns 0, or HP_EPARSE on an empty,
  * partial or overflowing number. */
 int hp_parse_u64(const char *s, size_t n, uint64_t *ret) HP_MUST_CHECK;
+/* A byte size: digits with an optional K, M or G suffix (powers of 1024);
+ * 0 and overflow are HP_EPARSE. */
+int hp_size_parse(const char *s, uint64_t *ret) HP_MUST_CHECK;
 int hp_parse_i64(const char *s, size_t n, int64_t *ret) HP_MUST_CHECK;
 int hp_parse_hex64(const char *s, size_t n, uint64_t *ret) HP_MUST_CHECK;
+/* The value of one hex digit (0-9, a-f, A-F), or -1. */
+int hp_hex_digit(char c);
 int hp_parse_double(const char *s, double *ret) HP_MUST_CHECK;
 /* Durations like 90s, 15m, 1h, 7d, 2w (bare numbers are seconds). */
 int hp_parse_duration(const char *s, int64_t *ret_seconds) HP_MUST_CHECK;
+
+/* Edit distance (insertions, deletions, substitutions; each costs 1)
+ * between two strings, for "did you mean" hints; strings longer than 255
+ * bytes compare as far apart (returns SIZE_MAX). */
+size_t hp_edit_distance(const char *a, const char *b);
+
+/* ---- times and snapshot selectors: the one parser the CLI and the API share
+ *
+ * A time is "now", relative "-N[smhdw]" (at most 3650 days back), or ISO 8601
+ * / RFC 3339: YYYY-MM-DD[(T|t| )HH:MM[:SS[(.|,)fraction]]][Z|z|(+|-)HH[:]MM],
+ * UTC when no offset is given. Years 1970..9999, days that exist (no Feb 31),
+ * offsets up to 23:59; fractions past milliseconds are dropped. */
+int hp_time_parse(const char *text, int64_t now_ms, int64_t *ret_ms) HP_MUST_CHECK;
+/* "2026-11-22T09:00:00Z" (UTC, seconds) into out; returns out. */
+const char *hp_time_format(int64_t ms, char *out, size_t outsz);
+
+/* A snapshot selector: "#ID", "NODE" (its latest snapshot), "NODE@TIME"
+ * (the snapshot at TIME: an error when TIME is later than now, as no
+ * snapshot can be taken in the future) or "NODE@<=TIME" (the latest at or
+ * before TIME, whatever TIME is). The node is [s, s + node_len) of the
+ * text. HP_EPARSE with the reason in err. */
+struct hp_selector {
+    int64_t id;          /* #ID, else 0 */
+    const char *node;    /* into the parsed text; NULL for #ID */
+    size_t node_len;
+    bool has_time;
+    bool at_or_before;   /* "@<=": no check against now */
+    int64_t at_ms;       /* with has_time */
+};
+#define HP_SELECTOR_MAX 256
+int hp_selector_parse(const char *text, int64_t now_ms, struct hp_selector *ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
 
 /* A double as int64, truncated toward zero and saturated at the range ends
  * (NaN gives 0): sums of hostile counts may exceed what int64 holds. */
@@ -184,6 +230,16 @@ static inline int64_t hp_double_to_i64(double x)
     return (int64_t)x;
 }
 
+/* a + b, saturated at INT64_MIN/INT64_MAX instead of overflowing: counts
+ * come from nodes and files, and two records of INT64_MAX are valid input. */
+static inline int64_t hp_i64_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
 /* qsort that accepts an empty array with a NULL base (qsort's base is
  * declared nonnull, even for n == 0). */
 static inline void hp_qsort(void *base, size_t n, size_t size,
@@ -192,6 +248,22 @@ static inline void hp_qsort(void *base, size_t n, size_t size,
     if (n > 1)
         qsort(base, n, size, cmp);
 }
+
+/* ---- sorted arrays -------------------------------------------------------- */
+/* base holds n records of `size` bytes sorted by the uint64_t at byte offset
+ * `off` of each. Returns how many records have a key <= `key`: the index one
+ * past the last such record, 0 when there is none. */
+size_t hp_search_le_u64(const void *base, size_t n, size_t size, size_t off, uint64_t key);
+/* Interval lookup. Records are [lo, hi) ranges (uint64_t at off_lo and
+ * off_hi), sorted by lo, possibly overlapping. hp_interval_maxhi() fills
+ * maxhi[i] with the largest hi of records 0..i (n entries); then
+ * hp_interval_find() returns the index of the record holding `key` with the
+ * largest lo (the innermost of nested ranges), or SIZE_MAX. It looks back
+ * only as far as an earlier range can still reach `key`: exact, with no
+ * fixed look-back. */
+void hp_interval_maxhi(const void *base, size_t n, size_t size, size_t off_hi, uint64_t *maxhi);
+size_t hp_interval_find(const void *base, size_t n, size_t size, size_t off_lo, size_t off_hi,
+                        const uint64_t *maxhi, uint64_t key);
 
 /* ---- human units ---------------------------------------------------------- */
 /* Format bytes as "1.5 GiB"/"312 B" into out (at least 32 bytes). */
@@ -218,11 +290,60 @@ void hp_log_emit(enum hp_log_level lvl, const char *comp, const char *fmt, ...) 
 /* Append `s` to b as a logfmt value: bare when safe, else quoted and escaped. */
 int hp_logfmt_value(struct hp_buf *b, const char *s);
 
+/* ---- peers: secrets, addresses, names, patterns -------------------------- */
+/* Compare a presented secret with the expected one in time that depends only
+ * on the expected length (no early exit on the first wrong byte). */
+bool hp_secret_equal(const char *expected, size_t elen, const char *got, size_t glen);
+
+/* Parse a listen address "HOST:PORT" or "[V6]:PORT" into `ret` (a struct
+ * sockaddr_storage). HOST is numeric, or "localhost" (127.0.0.1) for every
+ * server alike: a name would need a blocking resolver call. `what` names the
+ * flag in errors ("--listen"). 0 or HP_EUSAGE with `err` set. */
+struct sockaddr_storage;
+int hp_hostport_parse(const char *s, const char *what, struct sockaddr_storage *ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+/* True when the address is 127.0.0.0/8 or ::1 (or ::ffff:127.x). */
+bool hp_addr_is_loopback(const struct sockaddr_storage *ss);
+
+/* Node names: 1 to HP_NAME_MAX of letters, digits and "._:-". Returns 0, or
+ * HP_EPARSE with the offending byte's offset in *ret_at. */
+#define HP_NAME_MAX 128
+int hp_name_check(const char *s, size_t n, size_t *ret_at);
+
+/* Copy of a URL with its userinfo ("user:pw@") replaced by "***@" for
+ * display in logs, labels and the API. Plain host:port strings come back
+ * unchanged. free() it. */
+char *hp_url_redact(const char *url);
+
+/* The budget every user-given regular expression must fit before anything
+ * compiles it: at most HP_REGEX_MAX bytes, counted repetitions {m,n} up to
+ * HP_REGEX_MAX_REPEAT, and an expanded size (atoms times the repetition
+ * counts around them) up to HP_REGEX_MAX_COST. glibc's regcomp expands
+ * counted repetitions, so ((a{1000}){1000}){1000} would take minutes and
+ * gigabytes. 0 or HP_EUSAGE with the reason in `err`. */
+#define HP_REGEX_MAX 4096
+#define HP_REGEX_MAX_REPEAT 255
+#define HP_REGEX_MAX_COST 20000
+int hp_regex_budget_check(const char *pat, struct hp_buf *err);
+
 /* ---- files ---------------------------------------------------------------- */
 /* Read a whole file, refusing files over `cap` bytes (HP_ETOOBIG). The result
  * is NUL-terminated; free() it. */
 int hp_file_read(const char *path, size_t cap, char **ret_data, size_t *ret_len,
                  struct hp_buf *err) HP_MUST_CHECK;
+
+/* mkdir -p: create `path` and its missing parents (mode 0755). 0, or a
+ * negated errno (HP_ERR) of the first mkdir that failed for another reason
+ * than the folder existing. */
+int hp_mkdir_p(const char *path) HP_MUST_CHECK;
+
+/* opendir(3) by way of open(O_DIRECTORY | O_CLOEXEC) and fdopendir(3): the
+ * descriptor is not inherited by children, and ThreadSanitizer sees the
+ * descriptor being created. Its opendir interceptor does not, so a
+ * closedir() on a number that a socket used a moment ago in another thread
+ * is reported as a race on the descriptor (web/source-dir.c in the web
+ * server's worker threads hit exactly that). NULL with errno set. */
+DIR *hp_opendir(const char *path);
 
 /* Monotonic and wall clocks. */
 uint64_t hp_now_ns(void);

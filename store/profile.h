@@ -116,6 +116,16 @@ struct profile {
     int64_t time_ns;        /* the dump's own time hint, 0 if none */
     const char *hint;       /* producer hints ("jemalloc 5.3 unbiased"...), or NULL */
     const char *value_unit[PV_COUNT]; /* "bytes"/"count"; for pprof inputs */
+    /* Which values the input carries, one bit per PV_* (1u << PV_...). 0 means
+     * all of them: the text formats always state both pairs. A pprof file
+     * with only alloc_* types sets just those bits, so asking it for
+     * inuse_space is an error rather than a total of 0. */
+    uint8_t values_present;
+    /* Input lines a text reader skipped as not part of the profile
+     * (comments and invalid lines in collapsed stacks); the first is
+     * described in skipped_first ("line 3: \"...\""), NULL when none. */
+    uint64_t lines_skipped;
+    const char *skipped_first;
 
     struct profile_sample *samples; /* one per distinct stack, all threads */
     size_t nsamples, samples_cap;

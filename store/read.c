@@ -18,15 +18,14 @@
 
 /* Ids closer than this are fetched in one range scan. */
 #define RANGE_GAP 64
-/* A keyframe chain longer than this is corruption (the writer makes 1). */
-#define MAX_BASE_DEPTH 4
 
 static int blob_load_depth(struct store *s, enum store_stmt_id get, int64_t id, int depth,
                            void **ret, size_t *ret_len, struct hp_buf *err)
 {
     const char *what = get == STMT_RAW_GET ? "raw dump" : "sample set";
-    if (depth > MAX_BASE_DEPTH) {
-        hp_err_printf(err, "%s: %s %lld: keyframe chain too long", s->path, what, (long long)id);
+    if (depth > STORE_CHAIN_GUARD) {
+        hp_err_printf(err, "%s: %s %lld: delta chain longer than %d links (a loop?)", s->path,
+                      what, (long long)id, STORE_CHAIN_GUARD);
         return HP_ECORRUPT;
     }
     sqlite3_stmt *st;
@@ -440,6 +439,29 @@ bad:
     return corrupt(ld, "the sample set does not decode", err);
 }
 
+int store_sample_set_refs(struct store *s, int64_t ss_id, const void *blob, size_t len,
+                          struct hp_map64 *stacks, struct hp_map64 *objects, struct hp_buf *err)
+{
+    struct loader ld = { .s = s, .snap_id = ss_id };
+    struct raw_sample *sm = NULL;
+    int64_t *mobj = NULL;
+    size_t ns, nall;
+    uint32_t old;
+    ld.p = profile_new(PROFILE_FORMAT_UNKNOWN);
+    int r = decode_sample_set(&ld, blob, len, &sm, &ns, &nall, &mobj, err);
+    if (r == 0) {
+        for (size_t i = 0; i < nall; i++)
+            (void)hp_map64_put(stacks, (uint64_t)sm[i].stack, 1, &old);
+        for (size_t i = 0; i < ld.p->nmappings; i++)
+            if (mobj[i] > 0)
+                (void)hp_map64_put(objects, (uint64_t)mobj[i], 1, &old);
+    }
+    free(sm);
+    free(mobj);
+    profile_free(ld.p);
+    return r;
+}
+
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
 {
     struct loader ld = { .s = s, .snap_id = id };
@@ -779,106 +801,15 @@ int store_node_find(struct store *s, const char *name, int64_t *ret_id, struct h
 
 /* ---- times and selectors -------------------------------------------------- */
 
-static bool digits(const char *s, int n, int *ret)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)s[i]))
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    *ret = v;
-    return true;
-}
-
+/* The parser itself is hp_time_parse (store/hp.c), shared with the web API. */
 int store_time_parse(const char *text, int64_t now_ms, int64_t *ret_ms)
 {
-    if (!text || !*text)
-        return HP_EUSAGE;
-    if (strcmp(text, "now") == 0) {
-        *ret_ms = now_ms;
-        return 0;
-    }
-    if (text[0] == '-') {
-        int64_t sec;
-        if (hp_parse_duration(text + 1, &sec) < 0 || sec > INT64_MAX / 1000)
-            return HP_EUSAGE;
-        *ret_ms = now_ms - sec * 1000;
-        return 0;
-    }
-    /* YYYY-MM-DD[(T| )HH:MM[:SS[.fff]]][Z|(+|-)HH[:]MM] */
-    const char *p = text;
-    struct tm tm = { 0 };
-    int y, mo, d, h = 0, mi = 0, sec = 0, ms = 0;
-    if (!digits(p, 4, &y) || p[4] != '-' || !digits(p + 5, 2, &mo) || p[7] != '-' ||
-        !digits(p + 8, 2, &d))
-        return HP_EUSAGE;
-    p += 10;
-    if (*p == 'T' || *p == 't' || *p == ' ') {
-        if (!digits(p + 1, 2, &h) || p[3] != ':' || !digits(p + 4, 2, &mi))
-            return HP_EUSAGE;
-        p += 6;
-        if (*p == ':') {
-            if (!digits(p + 1, 2, &sec))
-                return HP_EUSAGE;
-            p += 3;
-            if (*p == '.' || *p == ',') {
-                p++;
-                int nd = 0;
-                while (isdigit((unsigned char)*p)) {
-                    if (nd < 3)
-                        ms = ms * 10 + (*p - '0');
-                    nd++;
-                    p++;
-                }
-                if (nd == 0)
-                    return HP_EUSAGE;
-                for (; nd < 3; nd++)
-                    ms *= 10;
-            }
-        }
-    }
-    int64_t offset_s = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om = 0, sign = *p == '-' ? -1 : 1;
-        if (!digits(p + 1, 2, &oh))
-            return HP_EUSAGE;
-        p += 3;
-        if (*p == ':')
-            p++;
-        if (*p) {
-            if (!digits(p, 2, &om))
-                return HP_EUSAGE;
-            p += 2;
-        }
-        if (oh > 23 || om > 59)
-            return HP_EUSAGE;
-        offset_s = sign * (oh * 3600 + om * 60);
-    }
-    if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-        return HP_EUSAGE;
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    time_t t = timegm(&tm);
-    if (tm.tm_mday != d) /* 2026-02-31 normalized to March */
-        return HP_EUSAGE;
-    *ret_ms = ((int64_t)t - offset_s) * 1000 + ms;
-    return 0;
+    return hp_time_parse(text, now_ms, ret_ms) < 0 ? HP_EUSAGE : 0;
 }
 
 const char *store_time_format(int64_t ms, char *out, size_t outsz)
 {
-    time_t t = (time_t)(ms / 1000 - (ms % 1000 < 0));
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(out, outsz, "@%lld", (long long)ms);
-    return out;
+    return hp_time_format(ms, out, outsz);
 }
 
 int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
@@ -913,20 +844,29 @@ int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
         *ret_id = id;
         return 0;
     }
-    const char *at = strrchr(text, '@');
-    size_t nlen = at ? (size_t)(at - text) : strlen(text);
-    char *node = hp_xstrndup(text, nlen);
-    int64_t node_id, when = INT64_MAX;
+    struct hp_selector sel;
+    struct hp_buf perr = HP_BUF_INIT(0);
+    if (hp_selector_parse(text, now_ms, &sel, &perr) < 0) {
+        /* "x@y.heap" is a file name, not a selector, unless x is a node:
+         * ENOTFOUND lets the caller try the path. */
+        const char *at = strchr(text, '@');
+        char *name = hp_xstrndup(text, at ? (size_t)(at - text) : strlen(text));
+        int64_t nid;
+        r = *name ? store_node_find(s, name, &nid, err) : HP_ENOTFOUND;
+        free(name);
+        if (r != HP_ENOTFOUND) {
+            hp_err_printf(err, "%.*s", (int)perr.len, perr.data ? perr.data : "");
+            r = HP_EUSAGE;
+        }
+        hp_buf_release(&perr);
+        return r;
+    }
+    hp_buf_release(&perr);
+    bool at = sel.has_time;
+    char *node = hp_xstrndup(sel.node, sel.node_len);
+    int64_t node_id, when = at ? sel.at_ms : INT64_MAX;
     if ((r = store_node_find(s, node, &node_id, err)) < 0)
         goto out;
-    if (at && (r = store_time_parse(at + 1, now_ms, &when)) < 0) {
-        hp_err_printf(err,
-                      "\"%s\": unreadable time \"%s\" (expected ISO 8601 like "
-                      "2026-11-22T09:00:00Z, or relative like -6h, -2d)",
-                      text, at + 1);
-        r = HP_EUSAGE;
-        goto out;
-    }
     if ((r = store_stmt(s, STMT_SNAP_AT, &st, err)) < 0)
         goto out;
     sqlite3_bind_int64(st, 1, node_id);
@@ -934,7 +874,26 @@ int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
     if ((r = store_step_row(s, st, "resolving a selector", err)) < 0)
         goto out;
     if (r == 0) {
-        char tbuf[40];
+        char tbuf[40], obuf[40];
+        sqlite3_stmt *ost;
+        /* Before the oldest snapshot: say so with the oldest one's name,
+         * so the user can ask again (or ask NODE@<=TIME knowingly). */
+        if (at && store_stmt(s, STMT_SNAP_OLDEST, &ost, err) == 0) {
+            sqlite3_bind_int64(ost, 1, node_id);
+            if (store_step_row(s, ost, "resolving a selector", err) > 0) {
+                hp_err_printf(err,
+                              "%s: the oldest snapshot of node \"%s\" (#%lld at %s) is newer "
+                              "than asked (%s): no stored profile at or before then",
+                              s->path, node, (long long)sqlite3_column_int64(ost, 0),
+                              store_time_format(sqlite3_column_int64(ost, 1), obuf,
+                                                sizeof(obuf)),
+                              store_time_format(when, tbuf, sizeof(tbuf)));
+                sqlite3_reset(ost);
+                r = HP_ENOTFOUND;
+                goto out;
+            }
+            sqlite3_reset(ost);
+        }
         if (at)
             hp_err_printf(err, "%s: node \"%s\" has no stored profile at or before %s",
                           s->path, node, store_time_format(when, tbuf, sizeof(tbuf)));
@@ -948,6 +907,28 @@ int store_selector_resolve(struct store *s, const char *text, int64_t now_ms,
     r = 0;
 out:
     free(node);
+    return r;
+}
+
+int store_snapshot_find_dump(struct store *s, int64_t node_id, const void *raw, size_t len,
+                             int64_t *ret_id, int64_t *ret_taken_at_ms, struct hp_buf *err)
+{
+    unsigned char hash[16];
+    int64_t raw_id;
+    int r = store_raw_find(s, raw, len, hash, &raw_id, err);
+    if (r <= 0)
+        return r;
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_SNAP_BY_RAW, &st, err)) < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, raw_id);
+    r = store_step_row(s, st, "looking up a snapshot by its dump", err);
+    if (r == 1) {
+        *ret_id = sqlite3_column_int64(st, 0);
+        *ret_taken_at_ms = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_reset(st);
     return r;
 }
 
@@ -988,6 +969,99 @@ int store_series_node(struct store *s, int64_t node_id, int64_t since_ms, int64_
     return 0;
 }
 
+int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry **ret,
+                       size_t *ret_n, struct hp_buf *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_FTR_GET, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, snap_id);
+    if ((r = store_step_row(s, st, "reading function totals", err)) <= 0) {
+        sqlite3_reset(st);
+        return r;
+    }
+    int64_t size = sqlite3_column_int64(st, 0);
+    const void *z = sqlite3_column_blob(st, 1);
+    size_t zlen = (size_t)sqlite3_column_bytes(st, 1);
+    void *raw = NULL;
+    if (size < 0 || size > ((int64_t)1 << 30) || !z) {
+        hp_err_printf(err, "%s: snapshot %lld: packed function totals of %lld bytes", s->path,
+                      (long long)snap_id, (long long)size);
+        r = HP_ECORRUPT;
+    } else {
+        r = store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &raw, err);
+    }
+    sqlite3_reset(st);
+    if (r < 0)
+        return r;
+    struct store_unpack u = { raw, (const unsigned char *)raw + size, false };
+    uint64_t n = store_unpack_u64(&u);
+    /* Each entry takes at least 5 bytes. */
+    if (u.bad || n > (uint64_t)size / 5) {
+        free(raw);
+        hp_err_printf(err, "%s: snapshot %lld: packed function totals say %llu functions in %lld "
+                      "bytes", s->path, (long long)snap_id, (unsigned long long)n,
+                      (long long)size);
+        return HP_ECORRUPT;
+    }
+    struct store_ft_entry *e = hp_xmalloc((n ? n : 1) * sizeof(*e));
+    int64_t fid = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        fid += (int64_t)store_unpack_u64(&u);
+        e[i].function_id = fid;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        e[i].flat_space = store_unpack_i64(&u);
+    for (uint64_t i = 0; i < n; i++)
+        e[i].cum_space = store_unpack_i64(&u);
+    for (uint64_t i = 0; i < n; i++)
+        e[i].flat_objects = store_unpack_i64(&u);
+    for (uint64_t i = 0; i < n; i++)
+        e[i].cum_objects = store_unpack_i64(&u);
+    bool bad = u.bad || u.p != u.end;
+    free(raw);
+    if (bad) {
+        free(e);
+        hp_err_printf(err, "%s: snapshot %lld: packed function totals are truncated", s->path,
+                      (long long)snap_id);
+        return HP_ECORRUPT;
+    }
+    *ret = e;
+    *ret_n = (size_t)n;
+    return 0;
+}
+
+/* The totals of function fid in snapshot snap_id's packed rest into pt; not
+ * there: zeros (the function holds nothing in that snapshot). */
+static int ft_rest_point(struct store *s, int64_t snap_id, int64_t fid,
+                         struct store_function_point *pt, struct hp_buf *err)
+{
+    struct store_ft_entry *e;
+    size_t n;
+    int r = store_ft_rest_load(s, snap_id, &e, &n, err);
+    if (r < 0)
+        return r;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e[mid].function_id < fid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < n && e[lo].function_id == fid) {
+        pt->flat_space = e[lo].flat_space;
+        pt->cum_space = e[lo].cum_space;
+        pt->flat_objects = e[lo].flat_objects;
+        pt->cum_objects = e[lo].cum_objects;
+    }
+    free(e);
+    return 0;
+}
+
 int store_series_function(struct store *s, int64_t node_id, const char *function,
                           int64_t since_ms, int64_t until_ms,
                           struct store_function_point **ret_points, size_t *ret_n,
@@ -1024,6 +1098,11 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
         pt->cum_space = sqlite3_column_int64(st, 3);
         pt->flat_objects = sqlite3_column_int64(st, 4);
         pt->cum_objects = sqlite3_column_int64(st, 5);
+        /* No row: the function is in the packed rest, or not in this
+         * snapshot at all. */
+        if (sqlite3_column_type(st, 2) == SQLITE_NULL &&
+            (r = ft_rest_point(s, pt->snapshot_id, fid, pt, err)) < 0)
+            break;
     }
     sqlite3_reset(st);
     if (r < 0) {
@@ -1035,26 +1114,73 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
     return 0;
 }
 
+static int ft_total_cmp(const void *a, const void *b)
+{
+    /* As SQL's ORDER BY cum_space DESC, name (BINARY collation). */
+    const struct store_function_total *x = a, *y = b;
+    if (x->cum_space != y->cum_space)
+        return x->cum_space < y->cum_space ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
 int store_function_totals(struct store *s, int64_t snapshot_id, store_function_cb cb, void *ctx,
                           struct hp_buf *err)
 {
+    /* The rows and the packed rest, merged and ordered as one table. */
+    struct hp_arena names;
+    hp_arena_init(&names);
+    struct store_function_total *all = NULL;
+    size_t n = 0, cap = 0;
+    struct store_ft_entry *rest = NULL;
+    size_t nrest = 0;
     sqlite3_stmt *st;
     int r = store_stmt(s, STMT_FT_LIST, &st, err);
     if (r < 0)
-        return r;
+        goto out;
     sqlite3_bind_int64(st, 1, snapshot_id);
-    struct store_function_total row;
     while ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
-        row.function_id = sqlite3_column_int64(st, 0);
-        row.name = (const char *)sqlite3_column_text(st, 1);
-        row.flat_space = sqlite3_column_int64(st, 2);
-        row.cum_space = sqlite3_column_int64(st, 3);
-        row.flat_objects = sqlite3_column_int64(st, 4);
-        row.cum_objects = sqlite3_column_int64(st, 5);
-        if ((r = cb(&row, ctx)) != 0)
-            break;
+        all = hp_xgrow(all, &cap, n + 1, sizeof(*all));
+        struct store_function_total *row = &all[n++];
+        row->function_id = sqlite3_column_int64(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        row->name = hp_arena_strdup(&names, name ? name : "");
+        row->flat_space = sqlite3_column_int64(st, 2);
+        row->cum_space = sqlite3_column_int64(st, 3);
+        row->flat_objects = sqlite3_column_int64(st, 4);
+        row->cum_objects = sqlite3_column_int64(st, 5);
     }
     sqlite3_reset(st);
+    if (r < 0 || (r = store_ft_rest_load(s, snapshot_id, &rest, &nrest, err)) < 0)
+        goto out;
+    for (size_t i = 0; i < nrest; i++) {
+        if ((r = store_stmt(s, STMT_FUNCTION_NAME, &st, err)) < 0)
+            goto out;
+        sqlite3_bind_int64(st, 1, rest[i].function_id);
+        if ((r = store_step_row(s, st, "reading a function name", err)) < 0)
+            goto out;
+        if (r == 1) { /* as the join: a function without a name row is left out */
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            all = hp_xgrow(all, &cap, n + 1, sizeof(*all));
+            all[n++] = (struct store_function_total){
+                .function_id = rest[i].function_id,
+                .name = hp_arena_strdup(&names, name ? name : ""),
+                .flat_space = rest[i].flat_space,
+                .cum_space = rest[i].cum_space,
+                .flat_objects = rest[i].flat_objects,
+                .cum_objects = rest[i].cum_objects,
+            };
+        }
+        sqlite3_reset(st);
+    }
+    if (nrest)
+        qsort(all, n, sizeof(*all), ft_total_cmp);
+    r = 0;
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = cb(&all[i], ctx);
+out:
+    free(rest);
+    free(all);
+    hp_arena_release(&names);
     return r;
 }
 

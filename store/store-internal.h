@@ -8,7 +8,20 @@
 #include <sqlite3.h>
 #include <zstd.h>
 
+#include "store/backend.h"
+#ifdef STORE_BACKEND_PG
+#include "store/pg-shim.h"
+#endif
 #include "store/store.h"
+
+/* Delta chains (raw_dumps, sample_sets): each row of a node is compressed
+ * against the node's previous row; after STORE_CHAIN_MAX links the next row
+ * is compressed against the chain's keyframe (a standalone row) instead, so
+ * reading any one row decompresses at most STORE_CHAIN_MAX + 1 blobs. A new
+ * keyframe starts when a delta stops paying. Readers refuse chains longer
+ * than STORE_CHAIN_GUARD as corrupt (loops, hostile files). */
+#define STORE_CHAIN_MAX 24
+#define STORE_CHAIN_GUARD 64
 
 /* "HPFL": PRAGMA application_id of every heapfleet database. */
 #define STORE_APPLICATION_ID 0x4850464c
@@ -22,12 +35,23 @@ struct store_migration {
 extern const struct store_migration store_migrations[];
 extern const int store_nmigrations;
 
+/* The snapshot columns that come from a parsed profile, as named parameters
+ * that SNAP_INSERT and SNAP_REDERIVE share (write.c binds them in one
+ * place, snapshot_bind_profile). */
+#define STORE_SNAP_PROFILE_VALUES                                                              \
+    ":format, :scaling, :period, :has_alloc, :time_hint_ns, :hint, :inuse_objects,"          \
+    " :inuse_space, :alloc_objects, :alloc_space, :nsamples, :samples_id"
+
 /* Every statement the store runs, prepared once per connection on first use
  * and always with bound parameters. */
 #define STORE_STMT_MAP(X)                                                                      \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                \
+    X(DATA_VERSION, "PRAGMA data_version")                                                     \
     X(COMMIT, "COMMIT")                                                                        \
     X(ROLLBACK, "ROLLBACK")                                                                    \
+    X(SAVEPOINT, "SAVEPOINT hp_batch_item")                                                    \
+    X(SAVEPOINT_RELEASE, "RELEASE hp_batch_item")                                              \
+    X(SAVEPOINT_ROLLBACK, "ROLLBACK TO hp_batch_item")                                         \
     X(NODE_UPSERT,                                                                             \
       "INSERT INTO nodes(name, kind, address, labels, created_at, updated_at)"                 \
       " VALUES (?1, coalesce(?2, ''), coalesce(?3, ''), coalesce(?4, ''), ?5, ?5)"             \
@@ -42,13 +66,19 @@ extern const int store_nmigrations;
     X(SS_EXISTS, "SELECT 1 FROM sample_sets WHERE id = ?1")                                    \
     X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
     X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
-    X(NODE_LAST_BASES,                                                                         \
-      "SELECT k.raw, k.ss, (SELECT length(data) FROM raw_dumps WHERE id = k.raw),"            \
-      " (SELECT length(data) FROM sample_sets WHERE id = k.ss) FROM"                           \
-      " (SELECT coalesce(r.base_id, r.id) AS raw, coalesce(ss.base_id, ss.id) AS ss"           \
-      "  FROM snapshots s LEFT JOIN raw_dumps r ON r.id = s.raw_id"                            \
-      "  LEFT JOIN sample_sets ss ON ss.id = s.samples_id WHERE s.node_id = ?1"                \
-      "  AND s.status = 'ok' ORDER BY s.taken_at DESC, s.id DESC LIMIT 1) AS k")              \
+    X(NODE_LAST_BLOBS,                                                                         \
+      "SELECT raw_id, samples_id FROM snapshots WHERE node_id = ?1 AND status = 'ok'"          \
+      " ORDER BY taken_at DESC, id DESC LIMIT 1")                                              \
+    X(RAW_LINK, "SELECT base_id, length(data) FROM raw_dumps WHERE id = ?1")                   \
+    X(SS_LINK, "SELECT base_id, length(data) FROM sample_sets WHERE id = ?1")                  \
+    X(RAW_REFS, "SELECT EXISTS (SELECT 1 FROM snapshots WHERE raw_id = ?1)")                   \
+    X(SS_REFS, "SELECT EXISTS (SELECT 1 FROM snapshots WHERE samples_id = ?1)")                \
+    X(RAW_CHILDREN, "SELECT id FROM raw_dumps WHERE base_id = ?1")                             \
+    X(SS_CHILDREN, "SELECT id FROM sample_sets WHERE base_id = ?1")                            \
+    X(RAW_REBASE, "UPDATE raw_dumps SET base_id = ?2, data = ?3 WHERE id = ?1")                \
+    X(SS_REBASE, "UPDATE sample_sets SET base_id = ?2, data = ?3 WHERE id = ?1")               \
+    X(RAW_DELETE, "DELETE FROM raw_dumps WHERE id = ?1")                                       \
+    X(SS_DELETE, "DELETE FROM sample_sets WHERE id = ?1")                                      \
     X(OBJECT_FIND, "SELECT id FROM objects WHERE key = ?1")                                    \
     X(OBJECT_INSERT, "INSERT INTO objects(key, build_id, path) VALUES (?1, ?2, ?3)")           \
     X(FUNCTION_FIND, "SELECT id FROM functions WHERE name = ?1")                               \
@@ -65,19 +95,23 @@ extern const int store_nmigrations;
     X(SNAP_INSERT,                                                                             \
       "INSERT INTO snapshots(node_id, taken_at, status, error, format, scaling, period,"        \
       " has_alloc, time_hint_ns, hint, inuse_objects, inuse_space, alloc_objects,"             \
-      " alloc_space, nsamples, raw_id, raw_size, samples_id, source, prof_active, fetch_ms,"    \
+      " alloc_space, nsamples, samples_id, raw_id, raw_size, source, prof_active, fetch_ms,"    \
       " parse_ms, symbolize_ms, store_ms)"                                                     \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"   \
-      " ?18, ?19, ?20, ?21, ?22, ?23, ?24)")                                                   \
+      " VALUES (:node_id, :taken_at, :status, :error, " STORE_SNAP_PROFILE_VALUES ","          \
+      " :raw_id, :raw_size, :source, :prof_active, :fetch_ms, :parse_ms, :symbolize_ms,"       \
+      " :store_ms)")                                                                           \
     X(SNAP_REDERIVE,                                                                           \
-      "UPDATE snapshots SET status = 'ok', error = NULL, format = ?2, scaling = ?3,"           \
-      " period = ?4, has_alloc = ?5, time_hint_ns = ?6, hint = ?7, inuse_objects = ?8,"        \
-      " inuse_space = ?9, alloc_objects = ?10, alloc_space = ?11, nsamples = ?12,"             \
-      " samples_id = ?13 WHERE id = ?1")                                                       \
+      "UPDATE snapshots SET status = 'ok', error = NULL, (format, scaling, period, has_alloc,"  \
+      " time_hint_ns, hint, inuse_objects, inuse_space, alloc_objects, alloc_space, nsamples," \
+      " samples_id) = (" STORE_SNAP_PROFILE_VALUES ") WHERE id = :id")                         \
     X(SNAP_GET_RAW, "SELECT raw_id, samples_id, node_id FROM snapshots WHERE id = ?1")        \
     X(FT_INSERT, "INSERT INTO function_totals(snapshot_id, function_id, flat_space,"           \
                  " cum_space, flat_objects, cum_objects) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")     \
     X(FT_DELETE, "DELETE FROM function_totals WHERE snapshot_id = ?1")                         \
+    X(FTR_INSERT, "INSERT INTO function_totals_rest(snapshot_id, size, data) VALUES (?1, ?2, ?3)") \
+    X(FTR_DELETE, "DELETE FROM function_totals_rest WHERE snapshot_id = ?1")                   \
+    X(FTR_GET, "SELECT size, data FROM function_totals_rest WHERE snapshot_id = ?1")           \
+    X(FUNCTION_NAME, "SELECT name FROM functions WHERE id = ?1")                               \
     X(STAT_NAME_FIND, "SELECT id FROM stat_names WHERE name = ?1 AND unit = ?2")               \
     X(STAT_NAME_INSERT, "INSERT INTO stat_names(name, unit) VALUES (?1, ?2)")                  \
     X(STAT_INSERT, "INSERT INTO node_stats(snapshot_id, seq, stat_id, value)"                  \
@@ -114,7 +148,13 @@ extern const int store_nmigrations;
     X(SNAP_AT,                                                                                 \
       "SELECT id FROM snapshots WHERE node_id = ?1 AND status = 'ok' AND taken_at <= ?2"       \
       " ORDER BY taken_at DESC, id DESC LIMIT 1")                                              \
+    X(SNAP_OLDEST,                                                                             \
+      "SELECT id, taken_at FROM snapshots WHERE node_id = ?1 AND status = 'ok'"                \
+      " ORDER BY taken_at, id LIMIT 1")                                                        \
     X(SNAP_OK_EXISTS, "SELECT status FROM snapshots WHERE id = ?1")                            \
+    X(SNAP_BY_RAW,                                                                             \
+      "SELECT id, taken_at FROM snapshots WHERE node_id = ?1 AND raw_id = ?2"                  \
+      " AND status = 'ok' ORDER BY id LIMIT 1")                                                \
     X(SERIES_NODE,                                                                             \
       "SELECT s.id, s.taken_at, s.inuse_objects, s.inuse_space, s.alloc_objects,"              \
       " s.alloc_space, (SELECT st.value FROM node_stats st WHERE st.snapshot_id = s.id"        \
@@ -134,14 +174,6 @@ extern const int store_nmigrations;
     X(STATS_LIST,                                                                              \
       "SELECT n.name, n.unit, st.value FROM node_stats st JOIN stat_names n"                   \
       " ON n.id = st.stat_id WHERE st.snapshot_id = ?1 ORDER BY st.seq")                       \
-    X(SS_RELEASE,                                                                              \
-      "DELETE FROM sample_sets WHERE id = ?1"                                                  \
-      " AND NOT EXISTS (SELECT 1 FROM snapshots WHERE samples_id = ?1)"                        \
-      " AND NOT EXISTS (SELECT 1 FROM sample_sets WHERE base_id = ?1) RETURNING base_id")      \
-    X(RAW_RELEASE,                                                                             \
-      "DELETE FROM raw_dumps WHERE id = ?1"                                                    \
-      " AND NOT EXISTS (SELECT 1 FROM snapshots WHERE raw_id = ?1)"                            \
-      " AND NOT EXISTS (SELECT 1 FROM raw_dumps WHERE base_id = ?1) RETURNING base_id")        \
     X(RETAIN_OLD, "SELECT id FROM snapshots WHERE taken_at < ?1 ORDER BY id LIMIT ?2")         \
     X(RETAIN_THIN,                                                                             \
       "SELECT id FROM (SELECT id, status, row_number() OVER (PARTITION BY node_id,"            \
@@ -149,6 +181,11 @@ extern const int store_nmigrations;
       " FROM snapshots WHERE taken_at < ?1) WHERE NOT (status = 'ok' AND rn = 1) LIMIT ?2")   \
     X(SNAP_DELETE, "DELETE FROM snapshots WHERE id = ?1 RETURNING raw_id, samples_id")        \
     X(STATS_DELETE, "DELETE FROM node_stats WHERE snapshot_id = ?1")                           \
+    X(KEEP_CREATE, "CREATE TEMP TABLE IF NOT EXISTS keep(kind INTEGER NOT NULL,"               \
+                   " id INTEGER NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID")             \
+    X(SS_ALL, "SELECT id, size, base_id, data FROM sample_sets ORDER BY id")                  \
+    X(STACKS_ALL, "SELECT id, locs_packed FROM stacks ORDER BY id")                            \
+    X(LOCS_ALL, "SELECT id, object_id, address, frames_packed FROM locations ORDER BY id")     \
     X(SYMCACHE_GET,                                                                            \
       "SELECT frames_packed FROM symbol_cache WHERE build_id = ?1 AND address = ?2")           \
     X(SYMCACHE_PUT,                                                                            \
@@ -164,10 +201,73 @@ enum store_stmt_id {
 
 struct store_writer; /* write.c */
 
+/* The engine behind a struct store (backend.h): each compilation of the
+ * store's logic fills one of these; backend.c dispatches through it. */
+struct store_backend {
+    const char *name; /* "sqlite", "postgresql" */
+    __typeof__(store_close) *close;
+    __typeof__(store_check) *check;
+    __typeof__(store_usage_get) *usage_get;
+    __typeof__(store_node_upsert) *node_upsert;
+    __typeof__(store_node_find) *node_find;
+    __typeof__(store_snapshot_insert) *snapshot_insert;
+    __typeof__(store_snapshot_find_dump) *snapshot_find_dump;
+    __typeof__(store_snapshot_attempt_record) *snapshot_attempt_record;
+    __typeof__(store_snapshot_reindex) *snapshot_reindex;
+    __typeof__(store_snapshot_load) *snapshot_load;
+    __typeof__(store_snapshot_raw) *snapshot_raw;
+    __typeof__(store_snapshot_info) *snapshot_info;
+    __typeof__(store_selector_resolve) *selector_resolve;
+    __typeof__(store_nodes_list) *nodes_list;
+    __typeof__(store_snapshots_list) *snapshots_list;
+    __typeof__(store_series_node) *series_node;
+    __typeof__(store_function_totals) *function_totals;
+    __typeof__(store_series_function) *series_function;
+    __typeof__(store_snapshot_stats) *snapshot_stats;
+    __typeof__(store_retain) *retain;
+    __typeof__(store_symcache_get) *symcache_get;
+    __typeof__(store_symcache_put) *symcache_put;
+    __typeof__(store_batch_begin) *batch_begin;
+    __typeof__(store_batch_commit) *batch_commit;
+    __typeof__(store_batch_open) *batch_open;
+    /* PostgreSQL only (NULL: HP_EUSAGE) */
+    __typeof__(store_fleet_heartbeat) *fleet_heartbeat;
+    __typeof__(store_fleet_claim) *fleet_claim;
+    __typeof__(store_fleet_list) *fleet_list;
+    __typeof__(store_fleet_claim_owner) *fleet_claim_owner;
+};
+extern const struct store_backend sqlstore_backend, pgstore_backend;
+
+struct store_pg; /* pg.c: the libpq connection */
+
+/* One value of a copied row (copy.c -> pg.c); type is SQLite's
+ * (SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT NUL-terminated, SQLITE_BLOB,
+ * SQLITE_NULL). */
+struct store_copy_val {
+    int type;
+    int64_t i;
+    double d;
+    const void *p;
+    size_t n;
+};
+/* pg.c, for copy.c: a multi-row INSERT ... ON CONFLICT DO NOTHING of nrows
+ * rows of ncols values; one integer from a query; SQL without parameters;
+ * tell the connection a transaction is open (BEGIN/COMMIT by exec_sql). */
+int pgstore_copy_rows(struct store *s, const char *table, const char *cols, int ncols,
+                      const struct store_copy_val *vals, size_t nrows, struct hp_buf *err);
+int pgstore_query_int(struct store *s, const char *sql, int64_t *ret, struct hp_buf *err);
+int pgstore_exec_sql(struct store *s, const char *sql, struct hp_buf *err);
+void pgstore_set_in_tx(struct store *s, bool in_tx);
+
 struct store {
+    const struct store_backend *be;
+    struct store_pg *pg; /* PostgreSQL only */
     sqlite3 *db;
     char *path;
     bool writer;
+    int64_t data_version; /* at this connection's last write transaction */
+    bool batch;           /* store_batch_begin: transactions are savepoints */
+    bool batch_lost;      /* SQLite rolled the open batch back */
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
@@ -229,6 +329,11 @@ int store_zstd_decompress(struct store *s, const void *src, size_t len, const vo
 
 /* 16-byte content key of a raw dump: a 64-bit hash and the length. */
 void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
+/* The raw-dump row holding exactly these bytes (hash, size, then the bytes
+ * compared): 1 found (*ret_id), 0 none, <0 error. ret_hash gets the content
+ * hash either way, for an insert. */
+int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char ret_hash[16],
+                   int64_t *ret_id, struct hp_buf *err);
 
 /* ---- write.c ---- */
 void store_writer_free(struct store_writer *w);
@@ -240,11 +345,25 @@ void store_writer_reset(struct store *s);
  * Returns the number of rows deleted. The writer's keyframe cache must be
  * reset by the caller. (retain.c) */
 int store_blob_release(struct store *s, bool raw, int64_t id, struct hp_buf *err);
+/* Delete a snapshot's function totals: its rows and its packed rest. */
+int store_function_totals_delete(struct store *s, int64_t snap_id, struct hp_buf *err);
 
 /* ---- read.c ---- */
+/* Mark the stack ids and object ids a packed sample set refers to
+ * (hp_map64 keys, value 1). For retention's sweep (retain.c). */
+int store_sample_set_refs(struct store *s, int64_t ss_id, const void *blob, size_t len,
+                          struct hp_map64 *stacks, struct hp_map64 *objects, struct hp_buf *err);
 /* Load a packed, possibly delta-compressed row of raw_dumps (STMT_RAW_GET) or
  * sample_sets (STMT_SS_GET). *ret is malloc'd, *ret_len its size. */
 int store_blob_load(struct store *s, enum store_stmt_id get, int64_t id, void **ret,
                     size_t *ret_len, struct hp_buf *err);
+/* One function's totals in a snapshot's packed rest (function_totals_rest). */
+struct store_ft_entry {
+    int64_t function_id, flat_space, cum_space, flat_objects, cum_objects;
+};
+/* The packed rest of a snapshot, ordered by function id; none: *ret NULL,
+ * *ret_n 0. *ret is malloc'd. */
+int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry **ret,
+                       size_t *ret_n, struct hp_buf *err);
 
 #endif

@@ -53,6 +53,11 @@ const char *store_path_default(const char *flag);
  * missing file for STORE_OPEN_READ (HP_ENOTFOUND). */
 int store_open(const char *path, unsigned flags, struct store **ret, struct hp_buf *err)
     HP_MUST_CHECK;
+/* True when path is a libpq URI (postgresql://… or postgres://…): the
+ * PostgreSQL backend; anything else is an SQLite file. */
+bool store_is_postgres(const char *path);
+/* "sqlite" or "postgresql". */
+const char *store_backend_name(const struct store *s);
 /* Close; NULL is fine. */
 void store_close(struct store *s);
 const char *store_path(const struct store *s);
@@ -114,6 +119,20 @@ struct store_stat {
     double value;
 };
 
+/* Write batching: between store_batch_begin and store_batch_commit every
+ * store_snapshot_insert / store_snapshot_attempt_record (and symbol-cache
+ * write) is a savepoint inside one transaction: an item that fails rolls
+ * back alone, and the items become durable and visible to readers together
+ * at store_batch_commit (one WAL commit for many snapshots: fewer page
+ * writes per snapshot). Until then "returns 0" means "in the batch". Retention,
+ * reindex and import must not run inside a batch. store_close commits an
+ * open batch. Writer only. */
+int store_batch_begin(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+/* Commit the open batch (0 when none is open). An error means none of the
+ * batch's items were stored. */
+int store_batch_commit(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+bool store_batch_open(const struct store *s);
+
 /* Store one profile of node `node_id` taken at `taken_at_ms`: the raw bytes
  * (may be NULL/0 when the profile did not come from bytes), the profile
  * (finished and, if available, symbolized), the fetch info (may be NULL) and
@@ -124,6 +143,13 @@ int store_snapshot_insert(struct store *s, int64_t node_id, int64_t taken_at_ms,
                           const struct profile *p, const void *raw, size_t raw_len,
                           const struct store_fetch_info *fi, const struct store_stat *stats,
                           size_t nstats, int64_t *ret_id, struct hp_buf *err) HP_MUST_CHECK;
+
+/* A stored snapshot of node_id whose raw dump is byte for byte raw (found
+ * by content hash, confirmed by comparing the bytes): 1 found (*ret_id and
+ * *ret_taken_at_ms set), 0 none, <0 error. For import's duplicate check. */
+int store_snapshot_find_dump(struct store *s, int64_t node_id, const void *raw, size_t len,
+                             int64_t *ret_id, int64_t *ret_taken_at_ms,
+                             struct hp_buf *err) HP_MUST_CHECK;
 
 /* Record an attempt that produced no profile: status (not OK) and the error
  * text; raw bytes if some arrived (a parse failure keeps them so a parser fix
@@ -279,16 +305,30 @@ struct store_retain_policy {
     int64_t thin_after_s; /* older than this keep one per UTC day per node (the
                            * last ok one); 0 disables thinning */
     int64_t vacuum_pages; /* pages to reclaim by incremental vacuum; 0 = all */
+    /* Also delete the stacks, locations, functions, files, objects, stat
+     * names and symbol-cache entries that no remaining snapshot references
+     * (mark and sweep: reads every stored sample set, in one transaction
+     * that holds the write lock; meant for `query retain`, not every round). */
+    bool reclaim;
+    bool dry_run; /* count what would go (in one transaction, rolled back) */
 };
 
 struct store_retain_result {
     int64_t snapshots_deleted;
     int64_t raw_deleted;
     int64_t pages_freed;
+    /* With reclaim: rows of the shared dictionaries deleted. */
+    int64_t stacks_deleted, locations_deleted, names_deleted, objects_deleted,
+        symbols_deleted;
+    bool skipped; /* PostgreSQL: another process was retaining */
 };
 
-/* Apply the policy relative to now_ms. Writer only; runs in bounded
- * transactions so readers and the collector are not blocked for long. */
+/* Apply the policy relative to now_ms. On PostgreSQL one process at a time
+ * retains (an advisory lock): another one's call returns 0 at once with
+ * nothing done and ret->skipped set. Writer only; runs in bounded
+ * transactions so readers and the collector are not blocked for long. A dry
+ * run deletes inside one transaction and rolls it back: *ret says what
+ * would go (pages_freed stays 0), the file is unchanged. */
 int store_retain(struct store *s, const struct store_retain_policy *pol, int64_t now_ms,
                  struct store_retain_result *ret, struct hp_buf *err) HP_MUST_CHECK;
 
@@ -304,6 +344,68 @@ int store_symcache_get(struct store *s, const char *build_id, uint64_t address,
 int store_symcache_put(struct store *s, const char *build_id, uint64_t address,
                        const struct profile_frame *frames, uint32_t n, struct hp_buf *err)
     HP_MUST_CHECK;
+
+/* ---- collectors sharing a fleet (PostgreSQL only) ----------------------------
+ *
+ * Any number of collectors with the same node list and the same PostgreSQL
+ * database split the fleet between them. Each heartbeats its identity and
+ * health every few seconds; it is alive while its last heartbeat is within
+ * its lease. At each round (round_key: the round's start divided by the
+ * interval, the same number on every collector) a collector claims the
+ * nodes rendezvous hashing gives it among the live collectors, and only
+ * those the database grants: a (node, round_key) claim is unique, so no node
+ * is polled twice in a round however the collectors' views differ. A dead
+ * collector stops heartbeating; after its lease the others' next round
+ * hashes its nodes to them. On SQLite these return HP_EUSAGE (one collector
+ * per SQLite file). Any handle opened for writing; one thread at a time. */
+struct store_collector_row {
+    char id[128];
+    char host[128];
+    int64_t pid;
+    int64_t started_at, heartbeat_at; /* ms */
+    int64_t lease_ms, interval_ms;
+    int64_t round_key;                /* last round it claimed in */
+    int64_t claimed;                  /* nodes it claimed in that round */
+    int64_t polls_ok, polls_failed, store_errors; /* since it started */
+    char last_error[256];
+    bool alive;                       /* heartbeat within its lease (list only) */
+};
+/* Insert or refresh this collector's row (heartbeat_at = now). */
+int store_fleet_heartbeat(struct store *s, const struct store_collector_row *me,
+                          struct hp_buf *err) HP_MUST_CHECK;
+/* Claim this collector's share of `names` (n nodes) for round_key: mine[i]
+ * true for the nodes it must poll. Refreshes the heartbeat too. */
+int store_fleet_claim(struct store *s, const struct store_collector_row *me, int64_t round_key,
+                      const char *const *names, size_t n, bool *mine, struct hp_buf *err)
+    HP_MUST_CHECK;
+typedef int (*store_collector_cb)(const struct store_collector_row *row, void *ctx);
+/* Every collector that ever heartbeated, by id. */
+int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct hp_buf *err)
+    HP_MUST_CHECK;
+/* Who polled a node in a round: the collector's id into out, 1 found, 0 none. */
+int store_fleet_claim_owner(struct store *s, const char *node, int64_t round_key, char *out,
+                            size_t outsz, struct hp_buf *err) HP_MUST_CHECK;
+
+/* ---- copying a store (query migrate) ------------------------------------------
+ *
+ * Copy every row of an SQLite store into a PostgreSQL one (opened for
+ * writing), table by table in dependency order, ids kept, in transactions of
+ * a few thousand rows. Resumable: a table continues after the highest key
+ * the destination already holds (rows are inserted with ON CONFLICT DO
+ * NOTHING, so a batch cut short by a crash is simply done again). At the end
+ * each table's row count must be the same on both sides, else HP_EMISMATCH
+ * naming the table. cb (may be NULL) is called after each batch and once
+ * per table when it is checked (checked = true). */
+struct store_copy_table {
+    const char *table;
+    int64_t source_rows;   /* rows in the source table */
+    int64_t copied_rows;   /* inserted by this run so far */
+    int64_t dest_rows;     /* in the destination, when checked */
+    bool checked;
+};
+typedef void (*store_copy_cb)(const struct store_copy_table *t, void *ctx);
+int store_copy(struct store *from, struct store *to, store_copy_cb cb, void *ctx,
+               struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- size accounting ------------------------------------------------------- */
 

@@ -8,10 +8,14 @@
  *   - each stack becomes a row of location ids, deduplicated by hash;
  *   - the snapshot's own data (header fields, mappings, threads, samples with
  *     their raw values) is one packed blob in sample_sets, zstd-compressed
- *     against the node's keyframe blob; the raw dump likewise against the
- *     node's keyframe dump. A new keyframe starts when a delta stops paying
- *     (over half the keyframe's own compressed size).
- *   - per-function flat/cumulative totals go to function_totals.
+ *     against the node's previous blob; the raw dump likewise against the
+ *     node's previous dump. A new keyframe (a standalone row) starts when
+ *     a delta stops paying (over half the keyframe's own compressed size)
+ *     or the chain reaches STORE_CHAIN_MAX links, so reading one row
+ *     decompresses a bounded chain.
+ *   - per-function flat/cumulative totals go to function_totals, one row per
+ *     function above a share of the snapshot, the long tail packed into one
+ *     blob per snapshot (function_totals_rest).
  *
  * The writer caches database ids of objects, functions, files, locations and
  * stacks so a steady node costs hash lookups, not queries. Caches are only
@@ -19,6 +23,7 @@
  * a rollback drops them all (store_writer_reset). */
 #include "store/store-internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +31,8 @@
 
 #define SAMPLE_SET_VERSION 1
 #define NODE_BASES 8
+/* Stack ids the writer keeps (16-byte slots: about 32 MB at this size). */
+#define STACK_CACHE_MAX ((size_t)1 << 20)
 /* Delta-compress only when base + data fit the zstd window (pack.c). */
 #define DELTA_MAX_BYTES ((size_t)1 << 27)
 
@@ -36,11 +43,17 @@ struct name_ids {
     struct hp_map64 ids; /* interned pointer -> id */
 };
 
+/* What a node's next row is compressed against: its previous row while
+ * the chain has room, else the chain's keyframe (both cached). */
 struct blob_base {
-    int64_t id; /* 0: none */
+    int64_t id; /* the previous row; 0: none */
     void *data;
     size_t len;
-    size_t csize; /* its compressed size */
+    int depth;    /* links from the previous row down to its keyframe */
+    int64_t key_id; /* the keyframe (standalone row) */
+    void *key_data;
+    size_t key_len;
+    size_t csize; /* the keyframe's compressed size */
 };
 
 struct node_base {
@@ -77,6 +90,7 @@ static void name_ids_release(struct name_ids *n)
 
 static void blob_base_clear(struct blob_base *b)
 {
+    free(b->key_data);
     free(b->data);
     *b = (struct blob_base){ 0 };
 }
@@ -128,106 +142,87 @@ static struct store_writer *writer(struct store *s)
     return s->w;
 }
 
-/* Id of a row keyed by one text column (two for stat names, joined by
- * "\x1f"), inserted when missing. */
-static int name_id(struct store *s, struct name_ids *n, enum store_stmt_id find,
-                   enum store_stmt_id insert, const char *key, const char *key2, int64_t *ret,
-                   struct hp_buf *err)
+/* Id of a dictionary row (functions, files, stat names, objects): from the
+ * writer's cache under `key`, else found with `find` (binding
+ * binds[0..nfind)), else inserted with `insert` (binding binds[0..ninsert);
+ * a NULL bind is SQL NULL). The one find-or-insert of the writer. */
+static int dict_id(struct store *s, struct name_ids *n, const char *key,
+                   enum store_stmt_id find, enum store_stmt_id insert, const char *const *binds,
+                   int nfind, int ninsert, const char *what, int64_t *ret, struct hp_buf *err)
 {
-    char *joined = NULL;
-    const char *k = key;
-    if (key2) {
-        joined = hp_xasprintf("%s\x1f%s", key, key2);
-        k = joined;
-    }
-    const char *interned = hp_strtab_intern(&n->tab, k, strlen(k));
+    const char *interned = hp_strtab_intern(&n->tab, key, strlen(key));
     uint64_t slot = (uint64_t)(uintptr_t)interned;
     uint32_t v;
-    int r = 0;
     if (hp_map64_get(&n->ids, slot, &v)) {
         *ret = v;
-        goto out;
+        return 0;
     }
     sqlite3_stmt *st;
+    int r;
     if ((r = store_stmt(s, find, &st, err)) < 0)
-        goto out;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (key2)
-        sqlite3_bind_text(st, 2, key2, -1, SQLITE_STATIC);
+        return r;
+    for (int i = 0; i < nfind; i++)
+        sqlite3_bind_text(st, i + 1, binds[i], -1, SQLITE_STATIC);
+    if ((r = store_step_row(s, st, what, err)) < 0)
+        return r;
     int64_t id;
-    r = store_step_row(s, st, "looking up a name", err);
-    if (r < 0)
-        goto out;
     if (r == 1) {
         id = sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
     } else {
         if ((r = store_stmt(s, insert, &st, err)) < 0)
-            goto out;
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        if (key2)
-            sqlite3_bind_text(st, 2, key2, -1, SQLITE_STATIC);
-        if ((r = store_step_done(s, st, "inserting a name", err)) < 0)
-            goto out;
+            return r;
+        for (int i = 0; i < ninsert; i++)
+            if (binds[i])
+                sqlite3_bind_text(st, i + 1, binds[i], -1, SQLITE_STATIC);
+        if ((r = store_step_done(s, st, what, err)) < 0)
+            return r;
         id = sqlite3_last_insert_rowid(s->db);
     }
-    r = 0;
-    if (id > 0 && id <= UINT32_MAX)
-        (void)hp_map64_put(&n->ids, slot, (uint32_t)id, &v);
+    if (id <= 0 || id > UINT32_MAX) {
+        hp_err_printf(err, "%s: %s: id %lld out of range", s->path, what, (long long)id);
+        return HP_ESTORE;
+    }
+    (void)hp_map64_put(&n->ids, slot, (uint32_t)id, &v);
     *ret = id;
-out:
-    free(joined);
+    return 0;
+}
+
+/* Id of a function or file name. */
+static int name_id(struct store *s, struct name_ids *n, enum store_stmt_id find,
+                   enum store_stmt_id insert, const char *name, int64_t *ret,
+                   struct hp_buf *err)
+{
+    const char *binds[] = { name };
+    return dict_id(s, n, name, find, insert, binds, 1, 1, "storing a name", ret, err);
+}
+
+/* Id of a statistic's (name, unit); cached under "name\x1funit". */
+static int stat_name_id(struct store *s, const char *name, const char *unit, int64_t *ret,
+                        struct hp_buf *err)
+{
+    char *key = hp_xasprintf("%s\x1f%s", name, unit);
+    const char *binds[] = { name, unit };
+    int r = dict_id(s, &writer(s)->stat_names, key, STMT_STAT_NAME_FIND,
+                    STMT_STAT_NAME_INSERT, binds, 2, 2, "storing a statistic name", ret, err);
+    free(key);
     return r;
 }
 
+/* Id of a mapping's object: by build-id, else by node, inode and path. */
 static int object_id(struct store *s, int64_t node_id, const struct profile_mapping *m,
                      int64_t *ret, struct hp_buf *err)
 {
-    struct store_writer *w = writer(s);
+    bool by_build_id = m->build_id && *m->build_id;
     char *key;
-    if (m->build_id && *m->build_id)
+    if (by_build_id)
         key = hp_xasprintf("b:%s", m->build_id);
     else
         key = hp_xasprintf("p:%lld:%llu:%s", (long long)node_id, (unsigned long long)m->inode,
                            m->path);
-    const char *interned = hp_strtab_intern(&w->objects.tab, key, strlen(key));
-    uint64_t slot = (uint64_t)(uintptr_t)interned;
-    uint32_t v;
-    int r = 0;
-    if (hp_map64_get(&w->objects.ids, slot, &v)) {
-        *ret = v;
-        goto out;
-    }
-    sqlite3_stmt *st;
-    if ((r = store_stmt(s, STMT_OBJECT_FIND, &st, err)) < 0)
-        goto out;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    int64_t id;
-    if ((r = store_step_row(s, st, "looking up an object", err)) < 0)
-        goto out;
-    if (r == 1) {
-        id = sqlite3_column_int64(st, 0);
-        sqlite3_reset(st);
-    } else {
-        if ((r = store_stmt(s, STMT_OBJECT_INSERT, &st, err)) < 0)
-            goto out;
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        if (m->build_id && *m->build_id)
-            sqlite3_bind_text(st, 2, m->build_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, m->path, -1, SQLITE_STATIC);
-        if ((r = store_step_done(s, st, "inserting an object", err)) < 0)
-            goto out;
-        id = sqlite3_last_insert_rowid(s->db);
-    }
-    r = 0;
-    if (id <= 0 || id > UINT32_MAX) {
-        hp_err_printf(err, "%s: object id %lld out of range", s->path, (long long)id);
-        r = HP_ESTORE;
-        goto out;
-    }
-    (void)hp_map64_put(&w->objects.ids, slot, (uint32_t)id, &v);
-    *ret = id;
-out:
+    const char *binds[] = { key, by_build_id ? m->build_id : NULL, m->path };
+    int r = dict_id(s, &writer(s)->objects, key, STMT_OBJECT_FIND, STMT_OBJECT_INSERT, binds,
+                    1, 3, "storing an object", ret, err);
     free(key);
     return r;
 }
@@ -259,7 +254,7 @@ static int profile_name_id(struct store *s, struct hp_map64 *by_ptr, struct name
         *ret = v;
         return 0;
     }
-    int r = name_id(s, n, find, insert, str, NULL, ret, err);
+    int r = name_id(s, n, find, insert, str, ret, err);
     if (r == 0 && *ret > 0 && *ret <= UINT32_MAX)
         (void)hp_map64_put(by_ptr, (uint64_t)(uintptr_t)str, (uint32_t)*ret, &v);
     return r;
@@ -494,6 +489,14 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
                 r = HP_ESTORE;
                 goto out;
             }
+            /* Bounded: a fleet whose nodes share few stacks (3,000 nodes x
+             * 2,600 own stacks in collector-bench) grew this map to most of
+             * the writer's memory. When full, it starts over; a miss costs
+             * one index lookup. */
+            if (w->stacks.len >= STACK_CACHE_MAX) {
+                hp_map64_release(&w->stacks);
+                hp_map64_init(&w->stacks);
+            }
             (void)hp_map64_put(&w->stacks, h, (uint32_t)id, &cached);
         }
         d->sid[i] = id;
@@ -582,8 +585,52 @@ static int row_exists(struct store *s, enum store_stmt_id stmt, int64_t id, stru
     return r;
 }
 
-/* The cache slot for a node, filled with its current keyframes on first
- * use (from its latest ok snapshot). Another process (query retain,
+/* Fill `b` for the node whose last row is `id` of raw_dumps (raw) or
+ * sample_sets: the keyframe of its chain (bytes and compressed size). The
+ * node's next row is compressed against the keyframe (depth 1): one
+ * decompression, where loading the last row would decompress its whole
+ * chain; a writer that keeps a node cached chains rows one after another.
+ * id 0 leaves b empty. */
+static int base_load(struct store *s, bool raw, int64_t id, struct blob_base *b,
+                     struct hp_buf *err)
+{
+    if (id <= 0)
+        return 0;
+    int depth = 0;
+    int64_t link = id, root = id, csize = 0;
+    while (link > 0) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, raw ? STMT_RAW_LINK : STMT_SS_LINK, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, link);
+        if ((r = store_step_row(s, st, "walking a delta chain", err)) < 0)
+            return r;
+        if (r == 0 || ++depth > STORE_CHAIN_GUARD) {
+            sqlite3_reset(st);
+            hp_err_printf(err, "%s: %s %lld: broken delta chain at row %lld", s->path,
+                          raw ? "raw dump" : "sample set", (long long)id, (long long)link);
+            return HP_ECORRUPT;
+        }
+        root = link;
+        link = sqlite3_column_int64(st, 0);
+        csize = sqlite3_column_int64(st, 1);
+        sqlite3_reset(st);
+    }
+    int r = store_blob_load(s, raw ? STMT_RAW_GET : STMT_SS_GET, root, &b->data, &b->len, err);
+    if (r < 0)
+        return r;
+    b->id = b->key_id = root;
+    b->key_data = hp_xmalloc(b->len ? b->len : 1);
+    memcpy(b->key_data, b->data, b->len);
+    b->key_len = b->len;
+    b->depth = 0;
+    b->csize = (size_t)HP_MAX(csize, 0);
+    return 0;
+}
+
+/* The cache slot for a node, filled with its last blobs on first use
+ * (from its latest ok snapshot). Another process (query retain,
  * reindex) may have deleted a cached keyframe since: each use checks, under
  * the write lock, that both still exist, and reloads otherwise. */
 static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
@@ -610,9 +657,11 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
     if (nb->loaded) {
         int r1 = nb->raw.id ? row_exists(s, STMT_RAW_EXISTS, nb->raw.id, err) : 1;
         int r2 = nb->ss.id ? row_exists(s, STMT_SS_EXISTS, nb->ss.id, err) : 1;
-        if (r1 < 0 || r2 < 0)
-            return r1 < 0 ? r1 : r2;
-        if (!r1 || !r2) {
+        int r3 = nb->raw.key_id ? row_exists(s, STMT_RAW_EXISTS, nb->raw.key_id, err) : 1;
+        int r4 = nb->ss.key_id ? row_exists(s, STMT_SS_EXISTS, nb->ss.key_id, err) : 1;
+        if (r1 < 0 || r2 < 0 || r3 < 0 || r4 < 0)
+            return r1 < 0 ? r1 : r2 < 0 ? r2 : r3 < 0 ? r3 : r4;
+        if (!r1 || !r2 || !r3 || !r4) {
             blob_base_clear(&nb->raw);
             blob_base_clear(&nb->ss);
             nb->loaded = false;
@@ -620,40 +669,29 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
     }
     if (!nb->loaded) {
         sqlite3_stmt *st;
-        int r = store_stmt(s, STMT_NODE_LAST_BASES, &st, err);
+        int r = store_stmt(s, STMT_NODE_LAST_BLOBS, &st, err);
         if (r < 0)
             return r;
         sqlite3_bind_int64(st, 1, node_id);
-        if ((r = store_step_row(s, st, "finding the node's keyframes", err)) < 0)
+        if ((r = store_step_row(s, st, "finding the node's last blobs", err)) < 0)
             return r;
         int64_t raw_id = r ? sqlite3_column_int64(st, 0) : 0;
         int64_t ss_id = r ? sqlite3_column_int64(st, 1) : 0;
-        /* Their compressed sizes decide when a delta stops paying. */
-        int64_t raw_csize = r ? sqlite3_column_int64(st, 2) : 0;
-        int64_t ss_csize = r ? sqlite3_column_int64(st, 3) : 0;
         sqlite3_reset(st);
-        if (raw_id > 0) {
-            if ((r = store_blob_load(s, STMT_RAW_GET, raw_id, &nb->raw.data, &nb->raw.len,
-                                     err)) < 0)
-                return r;
-            nb->raw.id = raw_id;
-            nb->raw.csize = (size_t)HP_MAX(raw_csize, 0);
-        }
-        if (ss_id > 0) {
-            if ((r = store_blob_load(s, STMT_SS_GET, ss_id, &nb->ss.data, &nb->ss.len, err)) < 0)
-                return r;
-            nb->ss.id = ss_id;
-            nb->ss.csize = (size_t)HP_MAX(ss_csize, 0);
-        }
+        if ((r = base_load(s, true, raw_id, &nb->raw, err)) < 0 ||
+            (r = base_load(s, false, ss_id, &nb->ss, err)) < 0)
+            return r;
         nb->loaded = true;
     }
     *ret = nb;
     return 0;
 }
 
-/* Compress data against base (when it pays) and insert it with `ins`
- * (raw_dumps binds hash first). Updates base when this row becomes the new
- * keyframe. */
+/* Compress data against the node's previous row while its chain has room,
+ * else against the chain's keyframe, when that pays (under half the
+ * keyframe's own compressed size); else store it standalone as a new
+ * keyframe. Insert it with `ins` (raw_dumps binds hash first); it becomes
+ * the base of the node's next row. */
 static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned char *hash,
                        const void *data, size_t len, struct blob_base *base, int64_t *ret_id,
                        struct hp_buf *err)
@@ -661,13 +699,19 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
     void *z = NULL;
     size_t zlen = 0;
     int64_t base_id = 0;
+    int depth = 0;
     int r;
-    if (base->id && base->len + len <= DELTA_MAX_BYTES) {
-        if ((r = store_zstd_compress(s, data, len, base->data, base->len, &z, &zlen, err)) < 0)
+    bool chain = base->id && base->depth < STORE_CHAIN_MAX;
+    const void *against = chain ? base->data : base->key_data;
+    size_t against_len = chain ? base->len : base->key_len;
+    int64_t against_id = chain ? base->id : base->key_id;
+    if (against_id && against_len + len <= DELTA_MAX_BYTES) {
+        if ((r = store_zstd_compress(s, data, len, against, against_len, &z, &zlen, err)) < 0)
             return r;
-        if (zlen * 2 <= base->csize || zlen < 256)
-            base_id = base->id;
-        else {
+        if (zlen * 2 <= base->csize || zlen < 256) {
+            base_id = against_id;
+            depth = chain ? base->depth + 1 : 1;
+        } else {
             free(z);
             z = NULL;
         }
@@ -688,20 +732,68 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
     if ((r = store_step_done(s, st, hash ? "storing a raw dump" : "storing samples", err)) < 0)
         goto out;
     int64_t id = sqlite3_last_insert_rowid(s->db);
-    if (!base_id && len <= DELTA_MAX_BYTES / 2) {
-        /* A standalone row is the node's new keyframe. */
-        blob_base_clear(base);
-        base->id = id;
-        base->data = hp_xmalloc(len ? len : 1);
+    struct blob_base next = { 0 };
+    if (len <= DELTA_MAX_BYTES / 2) {
+        next.id = id;
+        next.data = hp_xmalloc(len ? len : 1);
         if (len)
-            memcpy(base->data, data, len);
-        base->len = len;
-        base->csize = zlen;
+            memcpy(next.data, data, len);
+        next.len = len;
+        next.depth = depth;
+        if (base_id) { /* same keyframe: take it over */
+            next.key_id = base->key_id;
+            next.key_len = base->key_len;
+            next.key_data = base->key_data;
+            base->key_data = NULL;
+            next.csize = base->csize;
+        } else {
+            next.key_id = id;
+            next.key_data = hp_xmalloc(len ? len : 1);
+            if (len)
+                memcpy(next.key_data, data, len);
+            next.key_len = len;
+            next.csize = zlen;
+        }
     }
+    blob_base_clear(base);
+    *base = next;
     *ret_id = id;
 out:
     free(z);
     return r;
+}
+
+int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char ret_hash[16],
+                   int64_t *ret_id, struct hp_buf *err)
+{
+    store_content_hash(raw, len, ret_hash);
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_RAW_FIND, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_blob(st, 1, ret_hash, 16, SQLITE_STATIC);
+    int64_t cand[8];
+    int ncand = 0;
+    while ((r = store_step_row(s, st, "looking up a raw dump", err)) == 1)
+        if (ncand < 8 && sqlite3_column_int64(st, 1) == (int64_t)len)
+            cand[ncand++] = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (r < 0)
+        return r;
+    for (int i = 0; i < ncand; i++) {
+        /* Same hash and size: confirm byte for byte. */
+        void *old;
+        size_t olen;
+        if ((r = store_blob_load(s, STMT_RAW_GET, cand[i], &old, &olen, err)) < 0)
+            return r;
+        bool same = olen == len && memcmp(old, raw, len) == 0;
+        free(old);
+        if (same) {
+            *ret_id = cand[i];
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int raw_store(struct store *s, struct node_base *nb, const void *raw, size_t len,
@@ -713,33 +805,9 @@ static int raw_store(struct store *s, struct node_base *nb, const void *raw, siz
         return HP_ETOOBIG;
     }
     unsigned char hash[16];
-    store_content_hash(raw, len, hash);
-    sqlite3_stmt *st;
-    int r = store_stmt(s, STMT_RAW_FIND, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_blob(st, 1, hash, 16, SQLITE_STATIC);
-    int64_t cand[8];
-    int ncand = 0;
-    while ((r = store_step_row(s, st, "looking up a raw dump", err)) == 1)
-        if (ncand < 8 && sqlite3_column_int64(st, 1) == (int64_t)len)
-            cand[ncand++] = sqlite3_column_int64(st, 0);
-    if (r < 0)
-        return r;
-    sqlite3_reset(st);
-    for (int i = 0; i < ncand; i++) {
-        /* Same hash and size: confirm before sharing the row. */
-        void *old;
-        size_t olen;
-        if ((r = store_blob_load(s, STMT_RAW_GET, cand[i], &old, &olen, err)) < 0)
-            return r;
-        bool same = olen == len && memcmp(old, raw, len) == 0;
-        free(old);
-        if (same) {
-            *ret_id = cand[i];
-            return 0;
-        }
-    }
+    int r = store_raw_find(s, raw, len, hash, ret_id, err);
+    if (r != 0)
+        return r < 0 ? r : 0;
     return blob_insert(s, STMT_RAW_INSERT, hash, raw, len, &nb->raw, ret_id, err);
 }
 
@@ -747,6 +815,71 @@ static int raw_store(struct store *s, struct node_base *nb, const void *raw, siz
 static int64_t total_i64(double x)
 {
     return hp_double_to_i64(round(x));
+}
+
+/* A function gets a function_totals row from this share of the snapshot's
+ * in-use bytes or objects on (1/100); smaller ones go packed to
+ * function_totals_rest (migrations/0002). */
+#define FT_ROW_SHARE 100.0
+
+static int ft_entry_cmp(const void *a, const void *b)
+{
+    const struct store_ft_entry *x = a, *y = b;
+    return (x->function_id > y->function_id) - (x->function_id < y->function_id);
+}
+
+/* The packed rest: varint count, the functions' id deltas (by id), then
+ * each total for all of them in turn (flat_space, cum_space, flat_objects,
+ * cum_objects; zigzag), zstd-compressed. */
+static int ft_rest_insert(struct store *s, int64_t snap_id, struct store_ft_entry *e, size_t n,
+                          struct hp_buf *err)
+{
+    qsort(e, n, sizeof(*e), ft_entry_cmp);
+    struct store_pack b = { 0 };
+    store_pack_u64(&b, n);
+    int64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        store_pack_u64(&b, (uint64_t)(e[i].function_id - prev));
+        prev = e[i].function_id;
+    }
+    /* Column by column: most functions are not leaves (flat 0), and like
+     * values next to each other compress better. */
+    for (size_t i = 0; i < n; i++)
+        store_pack_i64(&b, e[i].flat_space);
+    for (size_t i = 0; i < n; i++)
+        store_pack_i64(&b, e[i].cum_space);
+    for (size_t i = 0; i < n; i++)
+        store_pack_i64(&b, e[i].flat_objects);
+    for (size_t i = 0; i < n; i++)
+        store_pack_i64(&b, e[i].cum_objects);
+    void *z = NULL;
+    size_t zlen = 0;
+    sqlite3_stmt *st;
+    int r = store_zstd_compress(s, b.data, b.len, NULL, 0, &z, &zlen, err);
+    if (r == 0 && (r = store_stmt(s, STMT_FTR_INSERT, &st, err)) == 0) {
+        sqlite3_bind_int64(st, 1, snap_id);
+        sqlite3_bind_int64(st, 2, (int64_t)b.len);
+        sqlite3_bind_blob(st, 3, z, (int)zlen, SQLITE_STATIC);
+        r = store_step_done(s, st, "storing function totals", err);
+    }
+    free(z);
+    store_pack_release(&b);
+    return r;
+}
+
+int store_function_totals_delete(struct store *s, int64_t snap_id, struct hp_buf *err)
+{
+    static const enum store_stmt_id del[] = { STMT_FT_DELETE, STMT_FTR_DELETE };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(del); i++) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, del[i], &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, snap_id);
+        if ((r = store_step_done(s, st, "deleting function totals", err)) < 0)
+            return r;
+    }
+    return 0;
 }
 
 /* Per-function flat and cumulative totals of the all-threads samples.
@@ -808,11 +941,25 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
             leaf = false;
         }
     }
+    /* Rows for the functions a top list or a trend reads (at least
+     * 1/FT_ROW_SHARE of the in-use bytes or objects); the long tail packed
+     * into one compressed blob (function_totals_rest, ordered by id). */
+    double tot_s = fabs(d->totals[PV_INUSE_SPACE]), tot_o = fabs(d->totals[PV_INUSE_OBJECTS]);
+    struct store_ft_entry *rest = NULL;
+    size_t nrest = 0;
+    if (n)
+        rest = hp_xmalloc(n * sizeof(*rest));
     for (size_t i = 0; i < n; i++) {
         const struct acc *a = &acc[i];
         int64_t cs = total_i64(a->cum_space), co = total_i64(a->cum_objects);
         if (cs == 0 && co == 0)
             continue;
+        if (fabs(a->cum_space) * FT_ROW_SHARE < tot_s &&
+            fabs(a->cum_objects) * FT_ROW_SHARE < tot_o) {
+            rest[nrest++] = (struct store_ft_entry){ a->fid, total_i64(a->flat_space), cs,
+                                                     total_i64(a->flat_objects), co };
+            continue;
+        }
         sqlite3_stmt *st;
         if ((r = store_stmt(s, STMT_FT_INSERT, &st, err)) < 0)
             goto out;
@@ -825,7 +972,10 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
         if ((r = store_step_done(s, st, "storing function totals", err)) < 0)
             goto out;
     }
+    if (nrest)
+        r = ft_rest_insert(s, snap_id, rest, nrest, err);
 out:
+    free(rest);
     free(fa);
     free(acc);
     hp_map64_release(&idx);
@@ -852,7 +1002,6 @@ static int derive(struct store *s, int64_t node_id, struct node_base *nb,
 static int stats_insert(struct store *s, int64_t snap_id, const struct store_stat *stats,
                         size_t nstats, struct hp_buf *err)
 {
-    struct store_writer *w = writer(s);
     for (size_t i = 0; i < nstats; i++) {
         int64_t sid;
         int r;
@@ -860,8 +1009,8 @@ static int stats_insert(struct store *s, int64_t snap_id, const struct store_sta
             hp_err_printf(err, "%s: statistic %zu has no name", s->path, i);
             return HP_EUSAGE;
         }
-        if ((r = name_id(s, &w->stat_names, STMT_STAT_NAME_FIND, STMT_STAT_NAME_INSERT,
-                         stats[i].name, stats[i].unit ? stats[i].unit : "", &sid, err)) < 0)
+        if ((r = stat_name_id(s, stats[i].name, stats[i].unit ? stats[i].unit : "", &sid,
+                              err)) < 0)
             return r;
         sqlite3_stmt *st;
         if ((r = store_stmt(s, STMT_STAT_INSERT, &st, err)) < 0)
@@ -877,10 +1026,51 @@ static int stats_insert(struct store *s, int64_t snap_id, const struct store_sta
     return 0;
 }
 
-static void bind_ms(sqlite3_stmt *st, int col, int64_t v)
+/* Named parameters of SNAP_INSERT / SNAP_REDERIVE (unbound ones stay NULL). */
+static int param(sqlite3_stmt *st, const char *name)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+    assert(i > 0); /* a statement in store-internal.h lost the parameter */
+    return i;
+}
+
+static void bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+    sqlite3_bind_int64(st, param(st, name), v);
+}
+
+static void bind_text(sqlite3_stmt *st, const char *name, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, param(st, name), v, -1, SQLITE_STATIC);
+}
+
+static void bind_ms(sqlite3_stmt *st, const char *name, int64_t v)
 {
     if (v >= 0)
-        sqlite3_bind_int64(st, col, v);
+        bind_i64(st, name, v);
+}
+
+/* The columns a profile decides (STORE_SNAP_PROFILE_VALUES), for a new
+ * snapshot and for re-derivation alike. */
+static void snapshot_bind_profile(sqlite3_stmt *st, const struct profile *p,
+                                  const struct derived *d)
+{
+    static const char *const totals[PV_COUNT] = {
+        [PV_INUSE_OBJECTS] = ":inuse_objects", [PV_INUSE_SPACE] = ":inuse_space",
+        [PV_ALLOC_OBJECTS] = ":alloc_objects", [PV_ALLOC_SPACE] = ":alloc_space",
+    };
+    bind_text(st, ":format", profile_format_name(p->format));
+    bind_i64(st, ":scaling", (int64_t)p->scaling);
+    bind_i64(st, ":period", (int64_t)p->period);
+    bind_i64(st, ":has_alloc", p->has_alloc);
+    if (p->time_ns)
+        bind_i64(st, ":time_hint_ns", p->time_ns);
+    bind_text(st, ":hint", p->hint);
+    for (int v = 0; v < PV_COUNT; v++)
+        sqlite3_bind_double(st, param(st, totals[v]), d->totals[v]);
+    bind_i64(st, ":nsamples", (int64_t)p->nsamples);
+    bind_i64(st, ":samples_id", d->ss_id);
 }
 
 /* The snapshot row; p NULL for a failed attempt. */
@@ -894,42 +1084,53 @@ static int snapshot_row(struct store *s, int64_t node_id, int64_t taken_at,
     int r = store_stmt(s, STMT_SNAP_INSERT, &st, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, taken_at);
-    sqlite3_bind_text(st, 3, store_status_name(status), -1, SQLITE_STATIC);
-    if (error)
-        sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
-    if (p) {
-        sqlite3_bind_text(st, 5, profile_format_name(p->format), -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 6, (int)p->scaling);
-        sqlite3_bind_int64(st, 7, (int64_t)p->period);
-        sqlite3_bind_int(st, 8, p->has_alloc);
-        if (p->time_ns)
-            sqlite3_bind_int64(st, 9, p->time_ns);
-        if (p->hint)
-            sqlite3_bind_text(st, 10, p->hint, -1, SQLITE_STATIC);
-        for (int v = 0; v < PV_COUNT; v++)
-            sqlite3_bind_double(st, 11 + v, d->totals[v]);
-        sqlite3_bind_int64(st, 15, (int64_t)p->nsamples);
-        sqlite3_bind_int64(st, 18, d->ss_id);
-    }
+    bind_i64(st, ":node_id", node_id);
+    bind_i64(st, ":taken_at", taken_at);
+    bind_text(st, ":status", store_status_name(status));
+    bind_text(st, ":error", error);
+    if (p)
+        snapshot_bind_profile(st, p, d);
     if (raw_id) {
-        sqlite3_bind_int64(st, 16, raw_id);
-        sqlite3_bind_int64(st, 17, (int64_t)raw_len);
+        bind_i64(st, ":raw_id", raw_id);
+        bind_i64(st, ":raw_size", (int64_t)raw_len);
     }
     if (fi) {
-        if (fi->source)
-            sqlite3_bind_text(st, 19, fi->source, -1, SQLITE_STATIC);
+        bind_text(st, ":source", fi->source);
         if (fi->prof_active >= 0)
-            sqlite3_bind_int(st, 20, fi->prof_active);
-        bind_ms(st, 21, fi->fetch_ms);
-        bind_ms(st, 22, fi->parse_ms);
-        bind_ms(st, 23, fi->symbolize_ms);
+            bind_i64(st, ":prof_active", fi->prof_active);
+        bind_ms(st, ":fetch_ms", fi->fetch_ms);
+        bind_ms(st, ":parse_ms", fi->parse_ms);
+        bind_ms(st, ":symbolize_ms", fi->symbolize_ms);
     }
-    bind_ms(st, 24, store_ms);
+    bind_ms(st, ":store_ms", store_ms);
     if ((r = store_step_done(s, st, "storing a snapshot", err)) < 0)
         return r;
     *ret_id = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+/* Start a write transaction. When another connection committed since this
+ * one last wrote (query retain, reindex, import), rows the writer's caches
+ * name may be gone (retention reclaims stacks, locations and names): the
+ * caches start over. Checked under the write lock, so nothing can change
+ * between the check and this transaction's writes. */
+static int writer_begin(struct store *s, struct hp_buf *err)
+{
+    int r = store_tx_begin(s, err);
+    if (r < 0)
+        return r;
+    sqlite3_stmt *st;
+    if ((r = store_stmt(s, STMT_DATA_VERSION, &st, err)) < 0 ||
+        (r = store_step_row(s, st, "reading the data version", err)) < 0) {
+        store_tx_rollback(s);
+        return r;
+    }
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (v != s->data_version) {
+        store_writer_reset(s);
+        s->data_version = v;
+    }
     return 0;
 }
 
@@ -946,7 +1147,7 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     int r;
     if ((r = store_require_writer(s, "storing a snapshot", err)) < 0)
         return r;
-    if ((r = store_tx_begin(s, err)) < 0)
+    if ((r = writer_begin(s, err)) < 0)
         return r;
     if ((r = node_base(s, node_id, &nb, err)) < 0)
         goto fail;
@@ -1039,7 +1240,7 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
         return r;
     struct derived d = { 0 };
     struct node_base *nb;
-    if ((r = store_tx_begin(s, err)) < 0)
+    if ((r = writer_begin(s, err)) < 0)
         return r;
     sqlite3_stmt *st;
     if ((r = store_stmt(s, STMT_SNAP_GET_RAW, &st, err)) < 0)
@@ -1060,25 +1261,11 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
         goto fail;
     if ((r = store_stmt(s, STMT_SNAP_REDERIVE, &st, err)) < 0)
         goto fail;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, profile_format_name(p->format), -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, (int)p->scaling);
-    sqlite3_bind_int64(st, 4, (int64_t)p->period);
-    sqlite3_bind_int(st, 5, p->has_alloc);
-    if (p->time_ns)
-        sqlite3_bind_int64(st, 6, p->time_ns);
-    if (p->hint)
-        sqlite3_bind_text(st, 7, p->hint, -1, SQLITE_STATIC);
-    for (int v = 0; v < PV_COUNT; v++)
-        sqlite3_bind_double(st, 8 + v, d.totals[v]);
-    sqlite3_bind_int64(st, 12, (int64_t)p->nsamples);
-    sqlite3_bind_int64(st, 13, d.ss_id);
+    bind_i64(st, ":id", id);
+    snapshot_bind_profile(st, p, &d);
     if ((r = store_step_done(s, st, "updating the snapshot", err)) < 0)
         goto fail;
-    if ((r = store_stmt(s, STMT_FT_DELETE, &st, err)) < 0)
-        goto fail;
-    sqlite3_bind_int64(st, 1, id);
-    if ((r = store_step_done(s, st, "deleting old function totals", err)) < 0 ||
+    if ((r = store_function_totals_delete(s, id, err)) < 0 ||
         (r = function_totals_insert(s, id, p, &d, err)) < 0)
         goto fail;
     if (old_ss && (r = store_blob_release(s, false, old_ss, err)) < 0)

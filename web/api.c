@@ -14,19 +14,6 @@
 
 #include "web/web-internal.h"
 
-void web_h_nodes(struct web_request *r);
-void web_h_snapshots(struct web_request *r);
-void web_h_snapshot(struct web_request *r);
-void web_h_top(struct web_request *r);
-void web_h_tree(struct web_request *r);
-void web_h_profile(struct web_request *r);
-void web_h_diff(struct web_request *r);
-void web_h_symbolization(struct web_request *r);
-void web_h_discrepancy(struct web_request *r);
-void web_h_leaks(struct web_request *r);
-void web_h_trend(struct web_request *r);
-void web_h_fleet(struct web_request *r);
-
 /* ---- helpers ------------------------------------------------------------------ */
 
 static void reply_json(struct web_request *r, json_t *root)
@@ -44,14 +31,58 @@ static void reply_json(struct web_request *r, json_t *root)
     r->content_type = "application/json";
 }
 
-/* Map a source/query error to a response. */
+/* Copy `msg` with server paths taken out: a leading "/abs/path: " is
+ * dropped, and any other absolute path (a word that starts with '/' and has
+ * another '/' in it) is cut to its last part. The store and the query
+ * library name their files in errors; a client has no business learning
+ * where the database lives. */
+static void scrub_paths(struct hp_buf *out, const char *msg)
+{
+    if (msg[0] == '/') {
+        const char *sep = strstr(msg, ": ");
+        if (sep && !memchr(msg, ' ', (size_t)(sep - msg)))
+            msg = sep + 2;
+    }
+    for (const char *p = msg; *p;) {
+        bool boundary = p == msg || strchr(" \t\"'(=", p[-1]);
+        size_t run = strcspn(p, " \t\"':,)");
+        const char *last = NULL;
+        if (*p == '/' && boundary)
+            for (const char *q = p + 1; q < p + run; q++)
+                if (*q == '/')
+                    last = q;
+        if (last) {
+            (void)hp_buf_append(out, last + 1, (size_t)(p + run - last - 1));
+            p += run;
+        } else {
+            (void)hp_buf_append(out, p, 1);
+            p++;
+        }
+    }
+}
+
+/* Map a source/query error to a response. A client's mistake (4xx) is said
+ * in words without server paths; a server failure is logged in full and the
+ * client only learns that it happened. */
 static void reply_failure(struct web_request *r, int rc, const struct hp_buf *err)
 {
     const char *msg = err->len ? err->data : hp_strerror(rc);
     int status = rc == HP_ENOTFOUND ? 404 : rc == HP_EPARSE || rc == HP_EUSAGE ? 400
                                           : rc == HP_ETOOBIG                   ? 413
                                                                                : 500;
-    web_api_error(r, status, "%s", msg);
+    if (status == 500) {
+        struct hp_buf v = HP_BUF_INIT(0);
+        (void)hp_logfmt_value(&v, msg);
+        hp_log_warn("web", "status=500 err=%s msg=\"request failed\"", v.data ? v.data : "");
+        hp_buf_release(&v);
+        web_api_error(r, 500, "internal error (%s); the server log has the details",
+                      hp_strerror(rc));
+        return;
+    }
+    struct hp_buf clean = HP_BUF_INIT(0);
+    scrub_paths(&clean, msg);
+    web_api_error(r, status, "%s", clean.data ? clean.data : "");
+    hp_buf_release(&clean);
 }
 
 static json_t *jnum(double v)
@@ -65,11 +96,7 @@ static json_t *jnum(double v)
 
 static json_t *jstr(const char *s)
 {
-    struct hp_arena tmp;
-    hp_arena_init(&tmp);
-    json_t *j = json_string(query_utf8_clean(&tmp, s ? s : ""));
-    hp_arena_release(&tmp);
-    return j ? j : json_string("");
+    return query_json_string(s);
 }
 
 static json_t *jtime(int64_t ms)
@@ -115,6 +142,7 @@ static json_t *snapshot_json(const struct web_snapshot_info *s)
     set_fig(f, "jemalloc_metadata", s->fig.je_metadata);
     set_fig(f, "jemalloc_retained", s->fig.je_retained);
     set_fig(f, "tracker_total", s->fig.tracker_total);
+    set_fig(f, "symbolized_ratio", s->fig.symbolized_ratio);
     json_object_set_new(o, "figures", f);
     if (s->ntrackers) {
         json_t *a = json_array();
@@ -138,6 +166,7 @@ static void figures_init_nan(struct web_snapshot_info *s)
 {
     s->fig.rss = s->fig.je_allocated = s->fig.je_active = s->fig.je_resident = NAN;
     s->fig.je_metadata = s->fig.je_retained = s->fig.tracker_total = NAN;
+    s->fig.symbolized_ratio = NAN;
     for (int i = 0; i < PV_COUNT; i++)
         s->total[i] = NAN;
 }
@@ -260,6 +289,38 @@ void web_h_nodes(struct web_request *r)
     reply_json(r, root);
 }
 
+/* Thin n snapshots (oldest first) to about `points`: the time range is cut
+ * into points/2 buckets and each keeps its smallest and largest heap total
+ * (in time order), so spikes and dips survive; the first and last are always
+ * kept. Marks keep[]. */
+static double heap_of(const struct web_snapshot_info *s)
+{
+    return isnan(s->total[PV_INUSE_SPACE]) ? 0 : s->total[PV_INUSE_SPACE];
+}
+
+static void downsample(const struct web_snapshot_info *s, size_t n, size_t points, bool *keep)
+{
+    size_t buckets = HP_MAX(points / 2, (size_t)1);
+    int64_t t0 = s[0].time_ms, span = s[n - 1].time_ms - t0;
+    size_t i = 0;
+    keep[0] = keep[n - 1] = true;
+    for (size_t b = 0; b < buckets && i < n; b++) {
+        int64_t end = b + 1 == buckets ? INT64_MAX
+                                       : t0 + (int64_t)((double)span * (double)(b + 1) /
+                                                        (double)buckets);
+        size_t lo = SIZE_MAX, hi = SIZE_MAX;
+        for (; i < n && s[i].time_ms <= end; i++) {
+            double v = heap_of(&s[i]);
+            if (lo == SIZE_MAX || v < heap_of(&s[lo]))
+                lo = i;
+            if (hi == SIZE_MAX || v > heap_of(&s[hi]))
+                hi = i;
+        }
+        if (lo != SIZE_MAX)
+            keep[lo] = keep[hi] = true;
+    }
+}
+
 void web_h_snapshots(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);
@@ -269,19 +330,32 @@ void web_h_snapshots(struct web_request *r)
         web_api_error(r, 501, "this data source cannot list snapshots");
         return;
     }
-    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms,
-                                    r->p.limit ? r->p.limit : 1000, &r->arena, &snaps, &n, &err);
+    /* With points=N every snapshot in range is read and thinned here, so a
+     * chart never silently stops at the newest 1,000. */
+    size_t limit = r->p.limit ? r->p.limit : r->p.points ? 100000 : 1000;
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms, limit, &r->arena,
+                                    &snaps, &n, &err);
     if (rc < 0) {
         reply_failure(r, rc, &err);
         hp_buf_release(&err);
         return;
     }
+    bool *keep = NULL;
+    if (r->p.points && n > r->p.points) {
+        keep = hp_xcalloc(n, sizeof(*keep));
+        downsample(snaps, n, r->p.points, keep);
+    }
     json_t *root = json_object();
     json_object_set_new(root, "node", jstr(r->p.node));
+    json_object_set_new(root, "total", json_integer((json_int_t)n));
+    json_object_set_new(root, "downsampled", json_boolean(keep != NULL));
+    json_object_set_new(root, "limited", json_boolean(n == limit));
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, snapshot_json(&snaps[i]));
+        if (!keep || keep[i])
+            json_array_append_new(arr, snapshot_json(&snaps[i]));
     json_object_set_new(root, "snapshots", arr);
+    free(keep);
     hp_buf_release(&err);
     reply_json(r, root);
 }
@@ -559,7 +633,7 @@ static void tree_emit(struct tree *t, struct hp_buf *out, int slots, double prun
     for (size_t i = 0; i < t->nnames; i++) {
         if (i)
             hp_buf_puts(out, ",");
-        web_json_str(out, t->names[i]);
+        query_json_str(out, t->names[i]);
     }
     hp_buf_puts(out, "],\"root\":");
     struct emit e = { .t = t, .out = out, .slots = slots };
@@ -615,6 +689,86 @@ void web_h_tree(struct web_request *r)
 
 /* ---- diff -------------------------------------------------------------------------- */
 
+/* /diff?format=F: the diff as `query diff A B --format F` prints it, naming
+ * both snapshots (id, node, time) as the CLI does; `download=1` names the
+ * file after both. */
+static void diff_render(struct web_request *r, const struct query_diff *d,
+                        const struct query_folded *fa, const struct query_folded *fb,
+                        const struct web_snapshot_info *ia, const struct web_snapshot_info *ib)
+{
+    static const struct {
+        enum query_format format;
+        const char *content_type, *ext;
+    } kinds[] = {
+        { QUERY_FORMAT_TEXT, "text/plain; charset=utf-8", "txt" },
+        { QUERY_FORMAT_COLLAPSED, "text/plain; charset=utf-8", "collapsed" },
+        { QUERY_FORMAT_JSON, "application/json", "json" },
+        { QUERY_FORMAT_SVG, "image/svg+xml", "svg" },
+    };
+    size_t k;
+    for (k = 0; k < HP_ARRAY_SIZE(kinds); k++)
+        if (kinds[k].format == r->p.format)
+            break;
+    if (k == HP_ARRAY_SIZE(kinds)) {
+        web_api_error(r, 400, "format: a diff is text, collapsed, json or svg (not %s)",
+                      query_format_name(r->p.format));
+        return;
+    }
+    struct query_snapref ra, rb;
+    memset(&ra, 0, sizeof(ra));
+    memset(&rb, 0, sizeof(rb));
+    ra.id = ia->id;
+    snprintf(ra.node, sizeof(ra.node), "%s", ia->node ? ia->node : "");
+    ra.time_ms = ia->time_ms;
+    rb.id = ib->id;
+    snprintf(rb.node, sizeof(rb.node), "%s", ib->node ? ib->node : "");
+    rb.time_ms = ib->time_ms;
+    /* The CLI's labels: "SELECTOR = node #id time", titled "B minus A". */
+    char na[256], nb[256], la[384], lb[384], title[640];
+    query_snapref_label(&ra, na, sizeof(na));
+    query_snapref_label(&rb, nb, sizeof(nb));
+    snprintf(la, sizeof(la), "%s = %s", r->p.a_text, na);
+    snprintf(lb, sizeof(lb), "%s = %s", r->p.b_text, nb);
+    snprintf(title, sizeof(title), "%s minus %s", nb, na);
+    r->p.qo.snap = &ra;
+    r->p.qo.snap_b = &rb;
+    if (!r->p.qo.title)
+        r->p.qo.title = title;
+    hp_buf_reset(&r->body);
+    int rc;
+    switch (kinds[k].format) {
+    case QUERY_FORMAT_TEXT:
+        rc = query_render_diff_text(d, la, lb, &r->p.qo, &r->body);
+        break;
+    case QUERY_FORMAT_COLLAPSED:
+        rc = query_render_diff_collapsed(d, &r->body);
+        break;
+    case QUERY_FORMAT_JSON:
+        rc = query_render_diff_json(d, la, lb, &r->p.qo, &r->body);
+        break;
+    default:
+        rc = query_render_svg_diff(fa, fb, &r->p.qo, &r->body);
+        break;
+    }
+    r->p.qo.snap = NULL;
+    r->p.qo.snap_b = NULL;
+    r->p.qo.title = NULL;
+    if (rc < 0) {
+        web_api_error(r, 500, "rendering the diff as %s failed: %s", query_format_name(r->p.format),
+                      hp_strerror(rc));
+        return;
+    }
+    r->status = 200;
+    r->content_type = kinds[k].content_type;
+    if (r->p.download) {
+        char *dn = hp_xasprintf("attachment; filename=\"diff-%s-%lld-%s-%lld.%s\"",
+                                ia->node ? ia->node : "a", (long long)ia->id,
+                                ib->node ? ib->node : "b", (long long)ib->id, kinds[k].ext);
+        r->disposition = hp_arena_strdup(&r->arena, dn);
+        free(dn);
+    }
+}
+
 void web_h_diff(struct web_request *r)
 {
     struct web_snapshot_info ia, ib;
@@ -631,9 +785,15 @@ void web_h_diff(struct web_request *r)
     struct query_diff_opts dopt;
     query_diff_opts_init(&dopt);
     dopt.sample = v;
+    dopt.normalize = r->p.normalize;
     struct query_diff *d = NULL;
     if (query_diff_build(fa, fb, &dopt, &d) < 0) {
         web_api_error(r, 500, "diff failed");
+        goto out;
+    }
+    if (r->p.has_format) {
+        diff_render(r, d, fa, fb, &ia, &ib);
+        query_diff_free(d);
         goto out;
     }
     size_t n = d->nfuncs;
@@ -654,6 +814,7 @@ void web_h_diff(struct web_request *r)
     json_object_set_new(head, "sigma", jnum(round(d->sigma)));
     json_object_set_new(head, "noise", json_boolean(d->noise));
     json_object_set_new(head, "noise_sigmas", jnum(dopt.noise_sigmas));
+    json_object_set_new(head, "normalize", json_boolean(dopt.normalize));
     json_object_set_new(head, "functions_total", json_integer((json_int_t)n));
     json_t *arr = json_array();
     for (size_t i = 0; i < shown; i++) {
@@ -662,13 +823,17 @@ void web_h_diff(struct web_request *r)
         json_object_set_new(o, "name", jstr(row->name));
         json_object_set_new(o, "a_flat", jnum(round(row->a)));
         json_object_set_new(o, "b_flat", jnum(round(row->b)));
-        json_object_set_new(o, "delta_flat", jnum(round(row->b) - round(row->a)));
-        json_object_set_new(o, "sigma_flat", jnum(round(row->sigma)));
+        /* normalize: deltas and sigmas are shares of each side's total. */
+        bool sh = dopt.normalize;
+        json_object_set_new(o, "delta_flat",
+                            jnum(sh ? row->delta : round(row->b) - round(row->a)));
+        json_object_set_new(o, "sigma_flat", jnum(sh ? row->sigma : round(row->sigma)));
         json_object_set_new(o, "noise_flat", json_boolean(row->noise));
         json_object_set_new(o, "a_cum", jnum(round(row->a_cum)));
         json_object_set_new(o, "b_cum", jnum(round(row->b_cum)));
-        json_object_set_new(o, "delta_cum", jnum(round(row->b_cum) - round(row->a_cum)));
-        json_object_set_new(o, "sigma_cum", jnum(round(row->sigma_cum)));
+        json_object_set_new(o, "delta_cum",
+                            jnum(sh ? row->delta_cum : round(row->b_cum) - round(row->a_cum)));
+        json_object_set_new(o, "sigma_cum", jnum(sh ? row->sigma_cum : round(row->sigma_cum)));
         json_object_set_new(o, "noise_cum", json_boolean(row->noise_cum));
         json_array_append_new(arr, o);
     }
@@ -727,8 +892,7 @@ static int render_pprof(const struct profile *p, const struct query_folded *f,
     return query_render_pprof(p, o, out, NULL);
 }
 
-/* One table of export formats: a renderer that is not in the query library
- * yet has fn NULL and answers 501. */
+/* One table of export formats, one renderer each. */
 static const struct {
     enum query_format format;
     const char *content_type;
@@ -743,14 +907,6 @@ static const struct {
     { QUERY_FORMAT_PPROF, "application/octet-stream", "pb.gz", render_pprof },
 };
 
-bool web_api_format_ready(enum query_format f)
-{
-    for (size_t i = 0; i < HP_ARRAY_SIZE(renderers); i++)
-        if (renderers[i].format == f)
-            return renderers[i].fn != NULL;
-    return false;
-}
-
 void web_h_profile(struct web_request *r)
 {
     enum query_format fmt = r->p.has_format ? r->p.format : QUERY_FORMAT_JSON;
@@ -758,10 +914,8 @@ void web_h_profile(struct web_request *r)
     for (i = 0; i < HP_ARRAY_SIZE(renderers); i++)
         if (renderers[i].format == fmt)
             break;
-    if (i == HP_ARRAY_SIZE(renderers) || !renderers[i].fn) {
-        web_api_error(r, 501, "format %s: that renderer is not in this build yet (GET /api/v1 "
-                              "lists the formats)",
-                      query_format_name(fmt));
+    if (i == HP_ARRAY_SIZE(renderers)) { /* the parameter check admits only these */
+        web_api_error(r, 500, "format %s: no renderer", query_format_name(fmt));
         return;
     }
     /* The CLI's defaults: 30 rows of text, everything otherwise. */
@@ -774,10 +928,24 @@ void web_h_profile(struct web_request *r)
     struct query_top *t;
     if (fold_one(r, &r->p.sel, &info, &p, &f, &t) < 0)
         return;
+    /* Name the snapshot in every download (SVG and dot titles, pprof
+     * comments, the text header, JSON "snapshot"), as the CLI does: a file
+     * saved from the UI says which snapshot it was. */
+    struct query_snapref ref;
+    memset(&ref, 0, sizeof(ref));
+    ref.id = info.id;
+    snprintf(ref.node, sizeof(ref.node), "%s", info.node ? info.node : "");
+    ref.time_ms = info.time_ms;
+    char title[256];
+    r->p.qo.snap = &ref;
+    if (!r->p.qo.title)
+        r->p.qo.title = query_snapref_label(&ref, title, sizeof(title));
     hp_buf_reset(&r->body);
     int rc = renderers[i].fn(p, f, t, &r->p.qo, &r->body);
+    r->p.qo.snap = NULL;
+    r->p.qo.title = NULL;
     if (rc < 0) {
-        web_api_error(r, rc == HP_ETOOBIG ? 500 : 500, "rendering %s failed: %s",
+        web_api_error(r, 500, "rendering %s failed: %s",
                       query_format_name(fmt), hp_strerror(rc));
     } else {
         r->status = 200;
@@ -832,10 +1000,13 @@ void web_h_discrepancy(struct web_request *r)
         figs[i].name = info.raw[i].name;
         figs[i].value = info.raw[i].value;
     }
-    int rc = query_rules_builtin(&rules, &err);
+    /* The node's kind is told from its figures (query_rules_for_kind). */
+    int rc = web_api_rules(r, NULL, figs, info.nraw, &rules, &err);
     if (rc == 0)
         rc = query_discrepancy_build(f, figs, info.nraw, rules, &d, &err);
     if (rc == 0) {
+        d->snap = (struct query_snapref){ .id = info.id, .time_ms = info.time_ms };
+        snprintf(d->snap.node, sizeof(d->snap.node), "%s", info.node ? info.node : "");
         hp_buf_reset(&r->body);
         rc = query_render_discrepancy_json(d, info.node, &r->body);
     }
@@ -862,17 +1033,23 @@ static struct query_figure *figures_of(struct web_request *r, const struct web_s
     return figs;
 }
 
-/* Snapshots loaded and folded for the series analyses (leaks, fleet,
- * trend): profiles and folds owned here, query_snapshot views of them. */
-struct loaded {
-    struct profile **profiles;
-    struct query_folded **folds;
-    struct query_snapshot *qs;
-    size_t n;
-};
+int web_api_rules(const struct web_request *r, const char *kind, const struct query_figure *figs,
+                  size_t n, struct query_rules **ret, struct hp_buf *err)
+{
+    struct query_rules *rules = NULL;
+    int rc = query_rules_for_kind(kind, figs, n, &rules, err);
+    if (rc == 0 && r->rules)
+        rc = query_rules_parse(rules, r->rules, strlen(r->rules), "--rules", err);
+    if (rc < 0) {
+        query_rules_free(rules);
+        return rc;
+    }
+    *ret = rules;
+    return 0;
+}
 
-static int load_many(struct web_request *r, const int64_t *ids, size_t n, struct loaded *L,
-                     struct hp_buf *err)
+int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
+                      struct hp_buf *err)
 {
     L->profiles = hp_xcalloc(n + 1, sizeof(*L->profiles));
     L->folds = hp_xcalloc(n + 1, sizeof(*L->folds));
@@ -888,6 +1065,7 @@ static int load_many(struct web_request *r, const int64_t *ids, size_t n, struct
         if (rc < 0)
             return rc;
         L->qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
+                                            .id = info.id,
                                             .folded = L->folds[i],
                                             .figures = figures_of(r, &info),
                                             .nfigures = info.nraw };
@@ -895,7 +1073,7 @@ static int load_many(struct web_request *r, const int64_t *ids, size_t n, struct
     return 0;
 }
 
-static void loaded_release(struct loaded *L)
+void web_api_loaded_release(struct web_loaded *L)
 {
     for (size_t i = 0; i < L->n; i++) {
         query_folded_free(L->folds[i]);
@@ -907,7 +1085,7 @@ static void loaded_release(struct loaded *L)
 }
 
 /* A node's snapshots (since, newest `limit`) loaded for a series analysis. */
-static int load_node_series(struct web_request *r, size_t def_limit, struct loaded *L,
+static int load_node_series(struct web_request *r, size_t def_limit, struct web_loaded *L,
                             struct hp_buf *err)
 {
     struct web_snapshot_info *snaps = NULL;
@@ -925,7 +1103,7 @@ static int load_node_series(struct web_request *r, size_t def_limit, struct load
     int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
     for (size_t i = 0; i < n; i++)
         ids[i] = snaps[i].id;
-    rc = load_many(r, ids, n, L, err);
+    rc = web_api_load_many(r, ids, n, L, err);
     free(ids);
     return rc;
 }
@@ -946,7 +1124,7 @@ static void reply_rendered(struct web_request *r, int rc, const struct hp_buf *e
 void web_h_leaks(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);
-    struct loaded L;
+    struct web_loaded L;
     struct query_leaks *l = NULL;
     struct query_leak_opts lo;
     query_leak_opts_init(&lo);
@@ -961,7 +1139,7 @@ void web_h_leaks(struct web_request *r)
     }
     reply_rendered(r, rc, &err);
     query_leaks_free(l);
-    loaded_release(&L);
+    web_api_loaded_release(&L);
     hp_buf_release(&err);
 }
 
@@ -970,7 +1148,7 @@ void web_h_leaks(struct web_request *r)
 void web_h_trend(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);
-    struct loaded L;
+    struct web_loaded L;
     struct query_trend *t = NULL;
     struct query_trend_opts to;
     query_trend_opts_init(&to);
@@ -985,7 +1163,7 @@ void web_h_trend(struct web_request *r)
     }
     reply_rendered(r, rc, &err);
     query_trend_free(t);
-    loaded_release(&L);
+    web_api_loaded_release(&L);
     hp_buf_release(&err);
 }
 
@@ -998,7 +1176,7 @@ void web_h_fleet(struct web_request *r)
     struct hp_buf err = HP_BUF_INIT(0);
     struct web_node_info *nodes = NULL;
     size_t n = 0;
-    struct loaded L;
+    struct web_loaded L;
     memset(&L, 0, sizeof(L));
     struct query_fleet *f = NULL;
     struct query_fleet_opts fo;
@@ -1018,7 +1196,7 @@ void web_h_fleet(struct web_request *r)
         rc = HP_ETOOBIG;
     }
     if (rc == 0)
-        rc = load_many(r, ids, k, &L, &err);
+        rc = web_api_load_many(r, ids, k, &L, &err);
     if (rc == 0)
         rc = query_fleet_build(L.qs, L.n, &fo, &f, &err);
     if (rc == 0) {
@@ -1027,7 +1205,7 @@ void web_h_fleet(struct web_request *r)
     }
     reply_rendered(r, rc, &err);
     query_fleet_free(f);
-    loaded_release(&L);
+    web_api_loaded_release(&L);
     free(ids);
     hp_buf_release(&err);
 }

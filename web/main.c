@@ -12,7 +12,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "web/web.h"
+#include "web/folder/folder.h"
 
 struct app {
     uv_signal_t sigint, sigterm;
@@ -39,7 +39,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 static int usage(void)
 {
     fprintf(stderr, "usage: hf-web --dir DIR [--listen HOST:PORT] [--static DIR] "
-                    "[--token-file FILE]\n");
+                    "[--token-file FILE] [--allowed-host NAME]...\n");
     return 2;
 }
 
@@ -48,11 +48,12 @@ int main(int argc, char **argv)
     struct web_config cfg;
     web_config_init(&cfg);
     const char *dir = NULL, *token_file = NULL;
+    struct hp_buf allowed = HP_BUF_INIT(0); /* --allowed-host, comma-joined */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("hf-web --dir DIR [--listen HOST:PORT] [--static DIR|none] "
-                   "[--token-file FILE]\n\n"
+                   "[--token-file FILE] [--allowed-host NAME]...\n\n"
                    "Serves heapfleet's API and UI over a folder: DIR/NODE/FILE is a snapshot of\n"
                    "NODE taken at FILE's mtime. Default listen 127.0.0.1:7070.\n");
             return 0;
@@ -67,11 +68,14 @@ int main(int argc, char **argv)
             cfg.static_dir = strcmp(argv[i + 1], "none") == 0 ? NULL : argv[i + 1], i++;
         else if (strcmp(a, "--token-file") == 0)
             token_file = argv[++i];
+        else if (strcmp(a, "--allowed-host") == 0 && argv[i + 1][0] && !strchr(argv[i + 1], ','))
+            (void)hp_buf_printf(&allowed, "%s%s", allowed.len ? "," : "", argv[++i]);
         else
             return usage();
     }
     if (!dir)
         return usage();
+    cfg.allowed_hosts = allowed.len ? allowed.data : NULL;
     signal(SIGPIPE, SIG_IGN);
     struct hp_buf err = HP_BUF_INIT(0);
     char *token = NULL;
@@ -110,6 +114,7 @@ out:
         fprintf(stderr, "hf-web: %s\n", err.data);
     web_source_dir_free(src);
     free(token);
+    hp_buf_release(&allowed);
     hp_buf_release(&err);
     return rc;
 }

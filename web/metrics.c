@@ -16,23 +16,7 @@
 
 #include "web/web-internal.h"
 
-static void label_value(struct hp_buf *b, const char *s)
-{
-    hp_buf_puts(b, "\"");
-    for (; s && *s; s++) {
-        if (*s == '\\')
-            hp_buf_puts(b, "\\\\");
-        else if (*s == '"')
-            hp_buf_puts(b, "\\\"");
-        else if (*s == '\n')
-            hp_buf_puts(b, "\\n");
-        else
-            hp_buf_append(b, s, 1);
-    }
-    hp_buf_puts(b, "\"");
-}
-
-static void family(struct hp_buf *b, const char *name, const char *type, const char *help)
+void web_metrics_family(struct hp_buf *b, const char *name, const char *type, const char *help)
 {
     hp_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -40,7 +24,7 @@ static void family(struct hp_buf *b, const char *name, const char *type, const c
 static void sample_node(struct hp_buf *b, const char *name, const char *node, double v)
 {
     hp_buf_printf(b, "%s{node=", name);
-    label_value(b, node);
+    hp_buf_prom_label(b, node);
     hp_buf_printf(b, "} %.17g\n", v);
 }
 
@@ -80,6 +64,8 @@ static const struct node_fig figs[] = {
         "jemalloc stats.retained the node reported."),
     FIG("heapfleet_node_tracker_total_bytes", fig.tracker_total,
         "Total of the node's own memory tracker."),
+    FIG("heapfleet_node_symbolized_ratio", fig.symbolized_ratio,
+        "Share of the latest profile's in-use bytes whose frames are all named (0..1)."),
 };
 
 static void node_metrics(struct web_request *r, struct hp_buf *b)
@@ -88,25 +74,25 @@ static void node_metrics(struct web_request *r, struct hp_buf *b)
     size_t n = 0;
     struct hp_buf err = HP_BUF_INIT(0);
     if (!r->src->list_nodes || r->src->list_nodes(r->src_ctx, &r->arena, &nodes, &n, &err) < 0) {
-        family(b, "heapfleet_web_source_errors", "gauge",
+        web_metrics_family(b, "heapfleet_web_source_errors", "gauge",
                "1 when the data source could not list nodes for this scrape.");
         hp_buf_puts(b, "heapfleet_web_source_errors 1\n");
         hp_buf_release(&err);
         return;
     }
     hp_buf_release(&err);
-    family(b, "heapfleet_node_up", "gauge", "1 when the node's last poll succeeded.");
+    web_metrics_family(b, "heapfleet_node_up", "gauge", "1 when the node's last poll succeeded.");
     for (size_t i = 0; i < n; i++) {
         hp_buf_puts(b, "heapfleet_node_up{node=");
-        label_value(b, nodes[i].name);
+        hp_buf_prom_label(b, nodes[i].name);
         hp_buf_puts(b, ",kind=");
-        label_value(b, nodes[i].kind ? nodes[i].kind : "unknown");
+        hp_buf_prom_label(b, nodes[i].kind ? nodes[i].kind : "unknown");
         hp_buf_printf(b, "} %d\n", nodes[i].status && strcmp(nodes[i].status, "ok") == 0);
     }
-    family(b, "heapfleet_node_snapshots", "gauge", "Snapshots stored for the node.");
+    web_metrics_family(b, "heapfleet_node_snapshots", "gauge", "Snapshots stored for the node.");
     for (size_t i = 0; i < n; i++)
         sample_node(b, "heapfleet_node_snapshots", nodes[i].name, (double)nodes[i].nsnapshots);
-    family(b, "heapfleet_node_last_snapshot_timestamp_seconds", "gauge",
+    web_metrics_family(b, "heapfleet_node_last_snapshot_timestamp_seconds", "gauge",
            "When the node's latest snapshot was taken (Unix time).");
     for (size_t i = 0; i < n; i++)
         if (nodes[i].has_latest)
@@ -121,7 +107,7 @@ static void node_metrics(struct web_request *r, struct hp_buf *b)
             if (isnan(v))
                 continue;
             if (!any)
-                family(b, figs[k].name, "gauge", figs[k].help);
+                web_metrics_family(b, figs[k].name, "gauge", figs[k].help);
             any = true;
             sample_node(b, figs[k].name, nodes[i].name, v);
         }
@@ -131,16 +117,17 @@ static void node_metrics(struct web_request *r, struct hp_buf *b)
         const struct web_snapshot_info *s = &nodes[i].latest;
         for (size_t t = 0; nodes[i].has_latest && t < s->ntrackers; t++) {
             if (!any)
-                family(b, "heapfleet_node_tracker_bytes", "gauge",
+                web_metrics_family(b, "heapfleet_node_tracker_bytes", "gauge",
                        "One memory tracker figure of the node's latest snapshot.");
             any = true;
             hp_buf_puts(b, "heapfleet_node_tracker_bytes{node=");
-            label_value(b, nodes[i].name);
+            hp_buf_prom_label(b, nodes[i].name);
             hp_buf_puts(b, ",tracker=");
-            label_value(b, s->trackers[t].name);
+            hp_buf_prom_label(b, s->trackers[t].name);
             hp_buf_printf(b, "} %.17g\n", s->trackers[t].bytes);
         }
     }
+    web_verdicts_metrics(r->verdicts, r, nodes, n, b);
 }
 
 void web_metrics_run(struct web_request *r, const struct web_stats *st)
@@ -148,27 +135,31 @@ void web_metrics_run(struct web_request *r, const struct web_stats *st)
     struct hp_buf *b = &r->body;
     hp_buf_reset(b);
     int64_t now = hp_wall_ms();
-    family(b, "heapfleet_web_uptime_seconds", "gauge", "Seconds since the web server started.");
+    web_metrics_family(b, "heapfleet_web_uptime_seconds", "gauge", "Seconds since the web server started.");
     hp_buf_printf(b, "heapfleet_web_uptime_seconds %.3f\n",
                   (double)(now - (int64_t)st->started_ms) / 1000.0);
-    family(b, "heapfleet_web_requests_total", "counter",
+    web_metrics_family(b, "heapfleet_web_requests_total", "counter",
            "HTTP responses of the API and /metrics by status class.");
     for (int c = 1; c <= 5; c++)
         hp_buf_printf(b, "heapfleet_web_requests_total{code=\"%dxx\"} %llu\n", c,
                       (unsigned long long)st->requests[c]);
-    family(b, "heapfleet_web_connections_open", "gauge", "Open client connections.");
+    web_metrics_family(b, "heapfleet_web_connections_open", "gauge", "Open client connections.");
     hp_buf_printf(b, "heapfleet_web_connections_open %llu\n",
                   (unsigned long long)st->connections_open);
-    family(b, "heapfleet_web_connections_total", "counter", "Client connections accepted.");
+    web_metrics_family(b, "heapfleet_web_connections_total", "counter", "Client connections accepted.");
     hp_buf_printf(b, "heapfleet_web_connections_total %llu\n",
                   (unsigned long long)st->connections_total);
-    family(b, "heapfleet_web_jobs_running", "gauge", "Data requests running on worker threads.");
+    web_metrics_family(b, "heapfleet_web_connections_evicted_total", "counter",
+           "Oldest connections closed to make room at the connection cap.");
+    hp_buf_printf(b, "heapfleet_web_connections_evicted_total %llu\n",
+                  (unsigned long long)st->connections_evicted);
+    web_metrics_family(b, "heapfleet_web_jobs_running", "gauge", "Data requests running on worker threads.");
     hp_buf_printf(b, "heapfleet_web_jobs_running %llu\n", (unsigned long long)st->jobs_running);
-    family(b, "heapfleet_web_jobs_rejected_total", "counter",
+    web_metrics_family(b, "heapfleet_web_jobs_rejected_total", "counter",
            "Data requests refused with 503 because too many were in flight.");
     hp_buf_printf(b, "heapfleet_web_jobs_rejected_total %llu\n",
                   (unsigned long long)st->jobs_rejected);
-    family(b, "heapfleet_web_request_duration_seconds", "histogram",
+    web_metrics_family(b, "heapfleet_web_request_duration_seconds", "histogram",
            "Time from accepting a data request to its response being ready.");
     for (size_t i = 0; i < HP_ARRAY_SIZE(web_latency_bounds); i++)
         hp_buf_printf(b, "heapfleet_web_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
@@ -180,10 +171,10 @@ void web_metrics_run(struct web_request *r, const struct web_stats *st)
                   (unsigned long long)st->lat_count);
     double rss = process_rss();
     if (!isnan(rss)) {
-        family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+        web_metrics_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
         hp_buf_printf(b, "process_resident_memory_bytes %.0f\n", rss);
     }
-    family(b, "process_start_time_seconds", "gauge",
+    web_metrics_family(b, "process_start_time_seconds", "gauge",
            "Start time of the web server since the Unix epoch in seconds.");
     hp_buf_printf(b, "process_start_time_seconds %.3f\n", (double)st->started_ms / 1000.0);
     node_metrics(r, b);

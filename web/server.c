@@ -30,12 +30,15 @@
 #include "web/web-internal.h"
 
 #define WEB_MAX_CONNECTIONS 1024
+/* Whatever max_jobs is, /metrics (no token needed) may hold at most this
+ * share of the workers, so a flood of it cannot starve data requests. */
+#define WEB_METRICS_SHARE 4
 #define WEB_GZIP_MIN 1024
 
 struct conn {
     uv_tcp_t tcp; /* first: h2o's close callback hands us this handle */
     struct web_server *s;
-    struct conn *prev, *next;
+    struct conn *prev, *next; /* newest first: the list's tail is the oldest */
     bool shut;
 };
 
@@ -70,16 +73,19 @@ struct web_server {
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
     bool ctx_live;
-    char *listen, *static_dir, *token;
-    unsigned max_jobs;
+    char *listen, *static_dir, *token, *allowed_hosts;
+    char *static_real; /* realpath of static_dir: no file is served from outside it */
+    unsigned max_jobs, metrics_running, max_conns;
     size_t max_body;
     const struct web_source_ops *src;
     void *src_ctx;
     int port;
-    struct conn *conns;
+    struct conn *conns, *oldest;
     size_t nconns;
     struct job *jobs;
     struct web_stats stats;
+    struct web_verdicts *verdicts; /* /metrics' verdict series, cached per round */
+    char *rules;                   /* web_config.rules, checked at start */
     bool stopping;
     web_server_stopped_cb *stopped_cb;
     void *stopped_arg;
@@ -145,6 +151,7 @@ static const char *reason_of(int status)
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
@@ -207,7 +214,7 @@ static void respond_error(struct web_server *s, h2o_req_t *req, int status, cons
 {
     struct hp_buf b = HP_BUF_INIT(0);
     hp_buf_printf(&b, "{\"error\":");
-    web_json_str(&b, msg);
+    query_json_str(&b, msg);
     hp_buf_printf(&b, ",\"status\":%d}\n", status);
     size_t len;
     char *p = hp_buf_detach(&b, &len);
@@ -225,14 +232,10 @@ static bool token_ok(const struct web_server *s, h2o_req_t *req)
         return false;
     h2o_iovec_t v = req->headers.entries[i].value;
     static const char prefix[] = "Bearer ";
-    size_t plen = sizeof(prefix) - 1, tlen = strlen(s->token);
-    if (v.len != plen + tlen || strncasecmp(v.base, prefix, plen) != 0)
+    size_t plen = sizeof(prefix) - 1;
+    if (v.len < plen || strncasecmp(v.base, prefix, plen) != 0)
         return false;
-    /* Constant time over the token's length. */
-    unsigned char diff = 0;
-    for (size_t k = 0; k < tlen; k++)
-        diff |= (unsigned char)(v.base[plen + k] ^ s->token[k]);
-    return diff == 0;
+    return hp_secret_equal(s->token, strlen(s->token), v.base + plen, v.len - plen);
 }
 
 static bool accepts_gzip(h2o_req_t *req)
@@ -341,6 +344,8 @@ static void job_after_cb(uv_work_t *w, int status)
     struct web_server *s = j->s;
     job_unlink(j);
     s->stats.jobs_running--;
+    if (j->metrics)
+        s->metrics_running--;
     if (j->req) {
         if (status == UV_ECANCELED) {
             respond_error(s, j->req, 503, "the server is shutting down");
@@ -365,6 +370,8 @@ static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
     j->t0 = hp_now_ns();
     j->gzip_ok = accepts_gzip(req);
     web_request_init(&j->r, s->src, s->src_ctx, s->max_body);
+    j->r.verdicts = metrics ? s->verdicts : NULL;
+    j->r.rules = s->rules;
     if (!metrics) {
         const char *path = req->path.base;
         size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
@@ -381,7 +388,11 @@ static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
         j->stats = s->stats;
         j->stats.connections_open = s->nconns;
     }
-    if (s->stats.jobs_running >= s->max_jobs) {
+    /* Data requests and /metrics have separate budgets: a flood of the
+     * unauthenticated /metrics fills only its own (a quarter as many). */
+    unsigned metrics_cap = s->max_jobs / WEB_METRICS_SHARE ? s->max_jobs / WEB_METRICS_SHARE : 1;
+    unsigned data_running = (unsigned)s->stats.jobs_running - s->metrics_running;
+    if (metrics ? s->metrics_running >= metrics_cap : data_running >= s->max_jobs) {
         s->stats.jobs_rejected++;
         job_free(j);
         respond_error(s, req, 503, "too many requests in flight; retry shortly");
@@ -395,10 +406,12 @@ static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
         s->jobs->prev = j;
     s->jobs = j;
     s->stats.jobs_running++;
+    s->metrics_running += metrics;
     int r = uv_queue_work(s->loop, &j->work, job_work_cb, job_after_cb);
     if (r < 0) {
         job_unlink(j);
         s->stats.jobs_running--;
+        s->metrics_running -= metrics;
         j->req = NULL;
         job_free(j);
         respond_error(s, req, 500, uv_strerror(r));
@@ -413,10 +426,79 @@ static bool method_is(h2o_req_t *req, const char *m)
     return h2o_memis(req->method.base, req->method.len, m, strlen(m));
 }
 
+/* The Host header's name part is an IP literal, localhost, or one of
+ * --allowed-host (compared with and without its port). A DNS name that an
+ * attacker controls can be pointed at 127.0.0.1 (DNS rebinding): a browser
+ * then sends that name, and without a token nothing else stops it. */
+static bool host_allowed(const struct web_server *s, h2o_req_t *req)
+{
+    if (s->token)
+        return true;
+    h2o_iovec_t hv = req->authority;
+    if (hv.len == 0 || hv.len > 255)
+        return false;
+    char host[256];
+    memcpy(host, hv.base, hv.len);
+    host[hv.len] = '\0';
+    char name[256];
+    const char *end;
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end)
+            return false;
+        size_t n = (size_t)(end - host - 1);
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        struct in6_addr a6;
+        return inet_pton(AF_INET6, name, &a6) == 1;
+    }
+    end = strchr(host, ':');
+    size_t n = end ? (size_t)(end - host) : strlen(host);
+    memcpy(name, host, n);
+    name[n] = '\0';
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0)
+        return true;
+    if (!s->allowed_hosts)
+        return false;
+    for (const char *p = s->allowed_hosts; *p;) {
+        size_t len = strcspn(p, ",");
+        if ((len == strlen(host) && strncasecmp(p, host, len) == 0) ||
+            (len == n && strncasecmp(p, name, len) == 0))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+/* The file the static handler would serve resolves (symlinks followed) to a
+ * place inside the static folder. h2o's file handler follows symlinks, so a
+ * link in the folder could otherwise serve any file the process can read. */
+static bool static_path_inside(const struct web_server *s, h2o_iovec_t p)
+{
+    if (!s->static_real)
+        return false;
+    char *full = hp_xasprintf("%s%.*s", s->static_dir, (int)p.len, p.base);
+    char *real = realpath(full, NULL);
+    free(full);
+    if (!real)
+        return true; /* nothing there: h2o answers 404 itself */
+    size_t rl = strlen(s->static_real);
+    bool inside = strncmp(real, s->static_real, rl) == 0 && (real[rl] == '/' || real[rl] == '\0');
+    free(real);
+    return inside;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct web_handler *h = (struct web_handler *)self;
     struct web_server *s = h->s;
+    if (!host_allowed(s, req)) {
+        respond_error(s, req, 403,
+                      "this server answers only its own address as Host without a token "
+                      "(see --allowed-host)");
+        return 0;
+    }
     if (h->kind == H_STATIC_GUARD) {
         /* Only GET/HEAD reach the file handler; it maps the normalized path
          * under static_dir and never above it (h2o drops "..", and we refuse
@@ -427,7 +509,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         }
         h2o_iovec_t p = req->path_normalized;
         if (memchr(p.base, '\0', p.len) || h2o_strstr(p.base, p.len, H2O_STRLIT("..")) != SIZE_MAX ||
-            h2o_strstr(p.base, p.len, H2O_STRLIT("/.")) != SIZE_MAX) {
+            h2o_strstr(p.base, p.len, H2O_STRLIT("/.")) != SIZE_MAX ||
+            !static_path_inside(s, p)) {
             respond_error(s, req, 404, "no such file");
             return 0;
         }
@@ -472,6 +555,8 @@ static void conn_closed_cb(uv_handle_t *handle)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    else
+        s->oldest = c->prev;
     s->nconns--;
     free(c);
     if (s->stopping)
@@ -494,14 +579,32 @@ static void on_accept(uv_stream_t *listener, int status)
         free(c);
         return;
     }
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0 || s->nconns >= WEB_MAX_CONNECTIONS) {
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
         uv_close((uv_handle_t *)&c->tcp, plain_close_cb);
         return;
+    }
+    /* At the cap, the oldest connection makes room (fair to newcomers: a
+     * crowd of slow clients cannot lock everyone else out). Its socket is
+     * shut down and h2o closes it through its own error path. */
+    if (s->nconns >= s->max_conns) {
+        struct conn *old = s->oldest;
+        while (old && old->shut)
+            old = old->prev;
+        uv_os_fd_t fd;
+        if (!old || uv_fileno((uv_handle_t *)&old->tcp, &fd) != 0) {
+            uv_close((uv_handle_t *)&c->tcp, plain_close_cb);
+            return;
+        }
+        (void)shutdown(fd, SHUT_RDWR);
+        old->shut = true;
+        s->stats.connections_evicted++;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
+    else
+        s->oldest = c;
     s->conns = c;
     s->nconns++;
     s->stats.connections_total++;
@@ -511,46 +614,15 @@ static void on_accept(uv_stream_t *listener, int status)
 
 /* ---- start / stop ----------------------------------------------------------- */
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, struct hp_buf *err)
-{
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen) {
-        hp_err_printf(err, "--listen \"%s\": expected HOST:PORT (e.g. 127.0.0.1:7070)", listen);
-        return HP_EUSAGE;
-    }
-    uint64_t port;
-    if (hp_parse_u64(colon + 1, strlen(colon + 1), &port) < 0 || port > 65535) {
-        hp_err_printf(err, "--listen \"%s\": bad port (0-65535)", listen);
-        return HP_EUSAGE;
-    }
-    char host[64];
-    size_t hlen = (size_t)(colon - listen);
-    const char *h = listen;
-    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']')
-        h++, hlen -= 2;
-    if (hlen >= sizeof(host)) {
-        hp_err_printf(err, "--listen \"%s\": host too long", listen);
-        return HP_EUSAGE;
-    }
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    /* Numeric addresses only: a name would need a blocking resolver call. */
-    if (strcmp(host, "localhost") == 0)
-        memcpy(host, "127.0.0.1", 10);
-    memset(ss, 0, sizeof(*ss));
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0)
-        return 0;
-    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
-        return 0;
-    hp_err_printf(err, "--listen \"%s\": \"%s\" is not a numeric IPv4/IPv6 address", listen, host);
-    return HP_EUSAGE;
-}
-
 static void start_failed_closed_cb(uv_handle_t *h)
 {
     struct web_server *s = hp_container_of((uv_tcp_t *)h, struct web_server, listener);
     free(s->token);
     free(s->static_dir);
+    free(s->static_real);
+    free(s->allowed_hosts);
+    web_verdicts_free(s->verdicts);
+    free(s->rules);
     free(s);
 }
 
@@ -559,10 +631,22 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
                      struct hp_buf *err)
 {
     struct sockaddr_storage ss;
-    int r = parse_listen(cfg->listen ? cfg->listen : "127.0.0.1:7070", &ss, err);
+    int r = hp_hostport_parse(cfg->listen ? cfg->listen : "127.0.0.1:7070", "--listen", &ss, err);
     if (r < 0)
         return r;
+    if (cfg->rules) {
+        /* Refused here, once, rather than on every request. */
+        struct query_rules *check = NULL;
+        r = query_rules_builtin(&check, err);
+        if (r == 0)
+            r = query_rules_parse(check, cfg->rules, strlen(cfg->rules),
+                                  cfg->rules_origin ? cfg->rules_origin : "--rules", err);
+        query_rules_free(check);
+        if (r < 0)
+            return r;
+    }
     struct web_server *s = hp_xcalloc(1, sizeof(*s));
+    s->rules = cfg->rules ? hp_xstrdup(cfg->rules) : NULL;
     s->loop = loop;
     s->src = src;
     s->src_ctx = src_ctx;
@@ -570,13 +654,21 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
     s->max_body = cfg->max_body ? cfg->max_body : (size_t)256 << 20;
     s->token = cfg->token ? hp_xstrdup(cfg->token) : NULL;
     s->static_dir = cfg->static_dir ? hp_xstrdup(cfg->static_dir) : NULL;
+    s->static_real = cfg->static_dir ? realpath(cfg->static_dir, NULL) : NULL;
+    s->allowed_hosts = cfg->allowed_hosts ? hp_xstrdup(cfg->allowed_hosts) : NULL;
+    s->max_conns = cfg->max_connections ? cfg->max_connections : WEB_MAX_CONNECTIONS;
     s->stats.started_ms = (uint64_t)hp_wall_ms();
+    s->verdicts = web_verdicts_new();
 
     r = uv_tcp_init(loop, &s->listener);
     if (r < 0) {
         hp_err_printf(err, "listen: %s", uv_strerror(r));
         free(s->token);
         free(s->static_dir);
+        free(s->static_real);
+        free(s->allowed_hosts);
+        web_verdicts_free(s->verdicts);
+    free(s->rules);
         free(s);
         return HP_ERR(EINVAL);
     }
@@ -602,6 +694,11 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
 
     h2o_config_init(&s->config);
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("heapfleet"));
+    /* Every route is GET: a request body is refused (413) from its
+     * Content-Length, before any of it is read or buffered. */
+    s->config.max_request_entity_size = 0;
+    /* Headers must arrive, and idle keep-alive ends, within this. */
+    s->config.http1.req_timeout = cfg->header_timeout_ms ? cfg->header_timeout_ms : 10000;
     h2o_hostconf_t *host =
         h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     /* h2o picks the first registered path that matches: specific ones first. */
@@ -649,6 +746,10 @@ static void final_closed_cb(uv_handle_t *h)
     void *arg = s->stopped_arg;
     free(s->token);
     free(s->static_dir);
+    free(s->static_real);
+    free(s->allowed_hosts);
+    web_verdicts_free(s->verdicts);
+    free(s->rules);
     free(s);
     if (cb)
         cb(arg);

@@ -23,7 +23,13 @@ struct web_source_store {
     struct store *conn[POOL]; /* opened lazily */
     pthread_mutex_t pick;
     unsigned next;
+    uint64_t max_stacks; /* view budget; 0 none */
 };
+
+void web_source_store_set_max_stacks(struct web_source_store *w, uint64_t max_stacks)
+{
+    w->max_stacks = max_stacks;
+}
 
 int web_source_store_new(const char *db, struct web_source_store **ret, struct hp_buf *err)
 {
@@ -107,20 +113,28 @@ struct figure_ctx {
     size_t nraw, rawcap;
 };
 
+/* Room for one more element of size `size` in an arena array of *n used
+ * and *cap allocated (doubling; the old copy stays in the arena). */
+static void *arena_grow(struct hp_arena *a, void *v, size_t n, size_t *cap, size_t size,
+                        size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t ncap = *cap ? *cap * 2 : first;
+    void *nv = hp_arena_alloc(a, ncap * size);
+    if (n)
+        memcpy(nv, v, n * size);
+    *cap = ncap;
+    return nv;
+}
+
 static int figure_cb(const struct store_stat *st, void *ctx)
 {
     struct figure_ctx *c = ctx;
     struct web_figures *f = c->fig;
     const char *n = st->name;
     /* Every figure as published, for the discrepancy rules. */
-    if (c->nraw == c->rawcap) {
-        size_t ncap = c->rawcap ? c->rawcap * 2 : 32;
-        struct web_raw_figure *rf = hp_arena_alloc(c->a, ncap * sizeof(*rf));
-        if (c->nraw)
-            memcpy(rf, c->raw, c->nraw * sizeof(*rf));
-        c->raw = rf;
-        c->rawcap = ncap;
-    }
+    c->raw = arena_grow(c->a, c->raw, c->nraw, &c->rawcap, sizeof(*c->raw), 32);
     c->raw[c->nraw].name = hp_arena_strdup(c->a, n);
     c->raw[c->nraw].value = st->value;
     c->nraw++;
@@ -137,6 +151,8 @@ static int figure_cb(const struct store_stat *st, void *ctx)
         f->je_metadata = st->value;
     else if (name_ends(n, "jemalloc_retained_bytes"))
         f->je_retained = st->value;
+    else if (strcmp(n, "heapfleet_symbolized_ratio") == 0)
+        f->symbolized_ratio = st->value;
     else if (name_ends(n, "memory_all_tracked_sum_bytes") ||
              name_ends(n, "starrocks_be_process_mem_bytes"))
         f->tracker_total = st->value;
@@ -145,14 +161,7 @@ static int figure_cb(const struct store_stat *st, void *ctx)
     if (strncmp(n, "mem_tracker_current_bytes", 25) == 0 ||
         (strncmp(n, "memory_", 7) == 0 && name_ends(n, "_trackers_sum_bytes")) ||
         (strncmp(n, "starrocks_be_", 13) == 0 && name_ends(n, "_mem_bytes"))) {
-        if (c->ntrk == c->cap) {
-            size_t ncap = c->cap ? c->cap * 2 : 16;
-            struct web_tracker *t = hp_arena_alloc(c->a, ncap * sizeof(*t));
-            if (c->ntrk)
-                memcpy(t, c->trk, c->ntrk * sizeof(*t));
-            c->trk = t;
-            c->cap = ncap;
-        }
+        c->trk = arena_grow(c->a, c->trk, c->ntrk, &c->cap, sizeof(*c->trk), 16);
         c->trk[c->ntrk].name = hp_arena_strdup(c->a, n);
         c->trk[c->ntrk].bytes = st->value;
         c->ntrk++;
@@ -173,7 +182,7 @@ static void info_from_store(struct store *s, const struct store_snapshot_info *s
         out->total[v] = si->status == STORE_STATUS_OK ? si->totals[v] : NAN;
     struct web_figures *f = &out->fig;
     f->rss = f->je_allocated = f->je_active = f->je_resident = f->je_metadata =
-        f->je_retained = f->tracker_total = NAN;
+        f->je_retained = f->tracker_total = f->symbolized_ratio = NAN;
     struct figure_ctx fc = { .fig = f, .a = a };
     if (store_snapshot_stats(s, si->id, figure_cb, &fc, NULL) < 0)
         fc.ntrk = fc.nraw = 0; /* figures are optional: a snapshot without them still shows */
@@ -312,6 +321,15 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, struct hp_ar
     r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
     if (r == 0)
         r = store_snapshot_info(s, id, &si, err);
+    if (r == 0 && w->max_stacks && si.nsamples > 0 && (uint64_t)si.nsamples > w->max_stacks) {
+        hp_err_printf(err,
+                      "snapshot #%lld (%s) has %lld stacks, over the view budget of %llu "
+                      "(--max-view-stacks): drawing it would take seconds and GBs; "
+                      "`query top` or `query export` read it offline",
+                      (long long)id, text, (long long)si.nsamples,
+                      (unsigned long long)w->max_stacks);
+        r = HP_ETOOBIG;
+    }
     if (r == 0)
         r = store_snapshot_load(s, id, &p, err);
     if (r == 0)

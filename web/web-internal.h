@@ -24,6 +24,8 @@ struct web_params {
     int64_t since_ms;          /* 0: all */
     size_t limit;              /* 0: default */
     size_t spark;              /* points of sparkline per node */
+    size_t points;             /* snapshots: downsample to about this many (0: off) */
+    bool normalize;            /* diff: compare shares of each side's total */
     double prune;              /* tree: merge children under this share */
     struct web_selector sel;   /* {sel} in the path */
     struct web_selector a, b;  /* diff */
@@ -39,6 +41,8 @@ struct web_request {
     struct web_params p;
     const struct web_source_ops *src;
     void *src_ctx;
+    struct web_verdicts *verdicts; /* /metrics only: the server's verdict cache */
+    const char *rules;             /* the server's rules text (web_config.rules) or NULL */
     size_t max_body;
     /* result */
     int status;
@@ -59,17 +63,57 @@ int web_api_prepare(struct web_request *r, const char *path, size_t path_len, co
 /* Worker thread: run the handler, filling status/content_type/body. */
 void web_api_run(struct web_request *r);
 
-/* Whether /profile can render this format in this build. */
-bool web_api_format_ready(enum query_format f);
+/* The API's handlers (api.c), one per route of the route table (params.c);
+ * worker threads. */
+void web_h_nodes(struct web_request *r);
+void web_h_snapshots(struct web_request *r);
+void web_h_snapshot(struct web_request *r);
+void web_h_top(struct web_request *r);
+void web_h_tree(struct web_request *r);
+void web_h_profile(struct web_request *r);
+void web_h_diff(struct web_request *r);
+void web_h_symbolization(struct web_request *r);
+void web_h_discrepancy(struct web_request *r);
+void web_h_leaks(struct web_request *r);
+void web_h_trend(struct web_request *r);
+void web_h_fleet(struct web_request *r);
 
 /* Set a JSON error response {"error": msg, "status": code}. */
 void web_api_error(struct web_request *r, int status, const char *fmt, ...) HP_PRINTF(3, 4);
+
+/* Snapshots loaded and folded for the series analyses (leaks, fleet,
+ * trend, the verdict series of /metrics): profiles and folds owned here,
+ * query_snapshot views of them (names in r's arena). Worker thread. */
+struct web_loaded {
+    struct profile **profiles;
+    struct query_folded **folds;
+    struct query_snapshot *qs;
+    size_t n;
+};
+int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
+                      struct hp_buf *err);
+void web_api_loaded_release(struct web_loaded *L);
+/* The discrepancy rules for a node of `kind` with these figures: the kind's
+ * built-in rules, then the server's rules text on top. */
+int web_api_rules(const struct web_request *r, const char *kind, const struct query_figure *figs,
+                  size_t n, struct query_rules **ret, struct hp_buf *err);
+
+/* The verdict series of /metrics (leak suspects, fleet outliers, tracker
+ * disagreements), computed on a worker thread and cached per round: the
+ * cache is reused while every node's latest snapshot id is unchanged. One
+ * per server; thread-safe. */
+struct web_verdicts;
+struct web_verdicts *web_verdicts_new(void);
+void web_verdicts_free(struct web_verdicts *v);
+/* Append the series for `nodes` (as list_nodes returned them) to out. */
+void web_verdicts_metrics(struct web_verdicts *v, struct web_request *r,
+                          const struct web_node_info *nodes, size_t n, struct hp_buf *out);
 
 /* Server health figures /metrics prints (kept by server.c on the loop). */
 struct web_stats {
     uint64_t started_ms;
     uint64_t requests[6];      /* by status class: 1xx..5xx, [0] unused */
-    uint64_t connections_open, connections_total;
+    uint64_t connections_open, connections_total, connections_evicted;
     uint64_t jobs_running, jobs_rejected;
     /* Handler latency histogram (seconds), cumulative buckets. */
     uint64_t lat_bucket[10];
@@ -79,11 +123,11 @@ struct web_stats {
 
 extern const double web_latency_bounds[10];
 
+/* Prometheus text: HELP and TYPE lines (label values: hp_buf_prom_label). */
+void web_metrics_family(struct hp_buf *b, const char *name, const char *type, const char *help);
+
 /* Worker thread: render the /metrics page into r (source figures included). */
 void web_metrics_run(struct web_request *r, const struct web_stats *snapshot);
-
-/* Append s as a JSON string (quoted, escaped; invalid UTF-8 replaced). */
-void web_json_str(struct hp_buf *b, const char *s);
 
 /* Selector syntax check and parse (see DESIGN.md); message in err. */
 int web_selector_parse(const char *s, int64_t now_ms, struct hp_arena *a,

@@ -4,8 +4,10 @@
  * The server knows nothing about SQLite, polling or files: it reads through a
  * narrow data source (struct web_source_ops) and answers with the query
  * library (query/query.h), so the API prints what the `query` CLI prints. Two
- * sources exist: web_source_dir_new() (a folder of profile files, for
- * development and tests) and the store-backed one the collector provides.
+ * sources exist: the store-backed one below (what the collector serves) and
+ * the folder source (web/folder/folder.h: a folder of profile files, for
+ * hf-web and the tests), which lives above web/ because it parses and
+ * symbolizes files itself.
  *
  * Threads: web_server_start/stop run on the loop thread. Source callbacks run
  * on libuv worker threads (uv_queue_work), possibly several at once, so a
@@ -43,6 +45,7 @@ struct web_figures {
     double rss;
     double je_allocated, je_active, je_resident, je_metadata, je_retained;
     double tracker_total; /* the node's own accounting of what it uses */
+    double symbolized_ratio; /* share of in-use bytes whose frames are named */
 };
 
 struct web_tracker {
@@ -108,23 +111,16 @@ struct web_source_ops {
     int (*metrics)(void *ctx, struct hp_buf *out);
 };
 
-/* A source backed by a folder: each subfolder is a node (its name), each
- * regular file in it a snapshot of that node, taken at the file's mtime.
- * Files are parsed on demand (any format ingest detects), symbolized with
- * the binaries their maps name on this host (one cached symbolizer, used
- * under a lock), and their totals cached by (path, size, mtime). Snapshot ids are assigned in scan order and
- * stay stable for the life of the source. Thread-safe. */
-struct web_source_dir;
-int web_source_dir_new(const char *dir, struct web_source_dir **ret, struct hp_buf *err);
-void web_source_dir_free(struct web_source_dir *d);
-extern const struct web_source_ops web_source_dir_ops;
-
 /* A source backed by the SQLite store (what the collector serves): a small
  * pool of read-only connections, so worker threads never share one. The
  * database must exist. Thread-safe. */
 struct web_source_store;
 int web_source_store_new(const char *db, struct web_source_store **ret, struct hp_buf *err);
 void web_source_store_free(struct web_source_store *w);
+/* The view budget: a snapshot with more than max_stacks stacks is not
+ * loaded for a view (HP_ETOOBIG, said in words) instead of taking seconds
+ * and GBs per request. 0: no budget. Before serving starts. */
+void web_source_store_set_max_stacks(struct web_source_store *w, uint64_t max_stacks);
 extern const struct web_source_ops web_source_store_ops;
 
 /* ---- the server ------------------------------------------------------------ */
@@ -135,6 +131,18 @@ struct web_config {
     const char *token;      /* bearer token required for all but /metrics; NULL: none */
     unsigned max_jobs;      /* data requests in flight before 503 (default 16) */
     size_t max_body;        /* cap on one response body (default 256 MiB) */
+    /* Without a token, the Host names (comma-separated, "name" or
+     * "name:port") answered besides IP literals and localhost; anything else
+     * gets 403 (DNS rebinding). NULL: none. */
+    const char *allowed_hosts;
+    unsigned max_connections; /* open connections; the oldest is evicted past it (1024) */
+    unsigned header_timeout_ms; /* request headers and idle keep-alive (default 10000) */
+    /* Text of a discrepancy rules file (query/INTERNALS.md §6) applied on top
+     * of each node kind's built-in rules, for /api/v1/discrepancy and the
+     * /metrics tracker series; NULL: none. web_server_start refuses text
+     * that does not parse (err says file:line). Copied. */
+    const char *rules;
+    const char *rules_origin; /* its file name, for messages */
 };
 
 /* Defaults: 127.0.0.1:7070, the UI from web_static_dir_default(), no token,

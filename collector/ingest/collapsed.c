@@ -7,22 +7,41 @@
  * There are no addresses, so every frame becomes a named location. The value
  * is a byte count (these exports are of in-use space); objects are unknown. A
  * stack that repeats is summed. Frame names may hold any byte but ';' and NUL:
- * they are kept as given (non-UTF-8 included) and escaped on output. */
+ * they are kept as given (non-UTF-8 included) and escaped on output.
+ *
+ * Lines that are not stacks -- comments ("# ...", "// ...") and anything
+ * else that does not end in a value -- are skipped and counted, as
+ * flamegraph.pl and speedscope do; the profile says how many and which came
+ * first. A file with no stack line at all is an error naming that line. */
 #include "collector/ingest/ingest-internal.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+
+/* Count a line that is not a stack; remember the first invalid one (or the
+ * first comment while there is no invalid line). */
+static int skip_line(struct ingest_parser *ps, const char *line, size_t len, bool comment)
+{
+    bool replace = ps->bad_lines++ == 0 || (ps->first_bad_is_comment && !comment);
+    if (replace) {
+        ps->first_bad_is_comment = comment;
+        ps->first_bad_line = ps->lineno;
+        (void)ingest__excerpt(line, len, ps->first_bad, sizeof(ps->first_bad));
+    }
+    return 0;
+}
 
 static int collapsed_line(struct ingest_parser *ps, const char *line, size_t len,
                           struct hp_buf *err)
 {
-    char ex[200];
     const char *end = line + len;
     while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
     if (end == line)
         return 0;
-    if (line[0] == '#')
-        return 0; /* comment lines some tools add */
+    if (line[0] == '#' || (len >= 2 && line[0] == '/' && line[1] == '/'))
+        return skip_line(ps, line, len, true); /* comment lines some tools add */
     const char *d = end;
     while (d > line && (unsigned)(d[-1] - '0') <= 9)
         d--;
@@ -30,15 +49,13 @@ static int collapsed_line(struct ingest_parser *ps, const char *line, size_t len
     while (sp > line && (sp[-1] == ' ' || sp[-1] == '\t'))
         sp--;
     if (d == end || sp == d || sp == line)
-        return ingest__error(ps, err, HP_EPARSE,
-                             "expected \"frame;frame;... <value>\", got \"%s\"",
-                             ingest__excerpt(line, len, ex, sizeof(ex)));
+        return skip_line(ps, line, len, false);
     uint64_t v;
     if (hp_parse_u64(d, (size_t)(end - d), &v) < 0 || v > (uint64_t)INT64_MAX)
-        return ingest__error(ps, err, HP_EPARSE, "value out of range in \"%s\"",
-                             ingest__excerpt(line, len, ex, sizeof(ex)));
+        return skip_line(ps, line, len, false);
     if (memchr(line, '\0', (size_t)(sp - line)))
-        return ingest__error(ps, err, HP_EPARSE, "NUL byte inside a frame name");
+        return skip_line(ps, line, len, false);
+    ps->valid_lines++;
     /* Frames root first in the text; the model keeps leaf first. */
     uint32_t n = 0;
     const char *f = line;
@@ -68,10 +85,34 @@ static int collapsed_line(struct ingest_parser *ps, const char *line, size_t len
     return 0;
 }
 
+static int collapsed_end(struct ingest_parser *ps, struct hp_buf *err)
+{
+    if (ps->bad_lines) {
+        char what[200];
+        snprintf(what, sizeof(what), "%s line %llu: \"%s\"",
+                 ps->first_bad_is_comment ? "comment" : "invalid", (unsigned long long)ps->first_bad_line,
+                 ps->first_bad);
+        ps->p->lines_skipped = ps->bad_lines;
+        ps->p->skipped_first = profile_intern(ps->p, what, strlen(what));
+    }
+    if (ps->valid_lines == 0) {
+        ps->lineno = 0; /* the message names the line itself */
+        if (ps->bad_lines == 0)
+            return ingest__error(ps, err, HP_EPARSE, "no stack lines (expected "
+                                                     "\"frame;frame;... <value>\")");
+        return ingest__error(ps, err, HP_EPARSE,
+                             "no valid stack line in %llu lines; the first bad one is line %llu: \"%s\" "
+                             "(expected \"frame;frame;... <value>\")",
+                             (unsigned long long)ps->bad_lines,
+                             (unsigned long long)ps->first_bad_line, ps->first_bad);
+    }
+    return 0;
+}
+
 int ingest__collapsed_begin(struct ingest_parser *ps, struct hp_buf *err)
 {
     ps->line = collapsed_line;
-    ps->end = NULL;
+    ps->end = collapsed_end;
     ps->p->scaling = PROFILE_SCALING_NONE;
     ps->p->period = 1;
     return 0;

@@ -11,7 +11,16 @@
  * containing "_v2": Poisson scaling with the stated period. Any other "heap"
  * type: v1 scaling with half the stated period. No type at all: v1 when the
  * in-use and alloc pairs are equal (an old remote-heap profile), else none.
- * A v1/v2 profile without a period uses 128 KiB, as jeprof does. */
+ * A v1/v2 profile without a period uses 128 KiB, as jeprof does.
+ *
+ * Go's runtime/pprof writes the same text (debug=1 heap profiles) with a
+ * "heap/N" header where N is twice runtime.MemProfileRate, "#\t0x..." frame
+ * comments, an empty stack for allocations it could not unwind ("1: 288
+ * [2: 296] @") and a "# runtime.MemStats" trailer. go tool pprof scales
+ * "heap/N" with the Poisson (v2) formula at N/2; jeprof uses v1 there. A file
+ * that shows any Go mark is scaled as go pprof does, so totals match
+ * `go tool pprof -raw`; others keep jeprof's rule. An empty stack becomes one
+ * "<no stack>" frame. */
 #include "collector/ingest/ingest-internal.h"
 
 #include <string.h>
@@ -98,11 +107,18 @@ static int gperf_line(struct ingest_parser *ps, const char *line, size_t len, st
         s++;
     if (s == end)
         return 0;
-    if ((size_t)(end - s) >= 17 && memcmp(s, "MAPPED_LIBRARIES:", 17) == 0) {
-        ps->in_maps = true;
+    if (*s == '#') {
+        /* Go's frame comments and MemStats trailer; pprof skips any '#' line. */
+        size_t n = (size_t)(end - s);
+        if ((n >= 3 && s[1] == '\t' && s[2] == '0') ||
+            (n >= 18 && memcmp(s, "# runtime.MemStats", 18) == 0))
+            ps->go_legacy = true;
         return 0;
     }
-    if ((size_t)(end - s) >= 15 && memcmp(s, "--- Memory map:", 15) == 0) {
+    /* The map sentinels may carry decoration around them ("\n--- Memory
+     * map: ---"); go pprof looks for them anywhere in the line. */
+    if (memmem(s, (size_t)(end - s), "MAPPED_LIBRARIES:", 17) ||
+        memmem(s, (size_t)(end - s), "--- Memory map:", 15)) {
         ps->in_maps = true;
         return 0;
     }
@@ -121,9 +137,20 @@ static int gperf_line(struct ingest_parser *ps, const char *line, size_t len, st
         return ingest__error(ps, err, HP_EPARSE, "expected \"@ <addresses>\" after the counts in \"%s\"",
                              ingest__excerpt(line, len, ex, sizeof(ex)));
     uint32_t stack;
-    r = ingest__stack_from_hex(ps, s + 1, (size_t)(end - s - 1), &stack, err);
-    if (r < 0)
-        return r;
+    const char *a = s + 1;
+    while (a < end && (*a == ' ' || *a == '\t'))
+        a++;
+    if (a == end) {
+        /* Go writes allocations it could not unwind with no addresses. */
+        static const char no_stack[] = "<no stack>";
+        uint32_t loc = profile_location_for_name(ps->p, no_stack, sizeof(no_stack) - 1);
+        stack = profile_stack_add(ps->p, &loc, 1);
+        ps->go_legacy = true;
+    } else {
+        r = ingest__stack_from_hex(ps, s + 1, (size_t)(end - s - 1), &stack, err);
+        if (r < 0)
+            return r;
+    }
     (void)profile_sample_add(ps->p, stack, 0, raw);
     return 0;
 }
@@ -132,6 +159,8 @@ static int gperf_end(struct ingest_parser *ps, struct hp_buf *err)
 {
     if (!ps->header_done)
         return ingest__error(ps, err, HP_EPARSE, "missing \"heap profile:\" header");
+    if (ps->go_legacy && ps->p->scaling == PROFILE_SCALING_V1)
+        ps->p->scaling = PROFILE_SCALING_V2; /* the period is already N/2 */
     return 0;
 }
 

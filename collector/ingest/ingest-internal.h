@@ -36,6 +36,12 @@ struct ingest_parser {
     bool in_maps;        /* inside MAPPED_LIBRARIES / Memory map */
     bool header_done;    /* the header line was read */
     bool stack_open;     /* a jemalloc '@' line awaits its t*: line */
+    bool go_legacy;      /* gperftools-style text written by Go's runtime/pprof */
+    uint64_t valid_lines; /* collapsed: stack lines read */
+    uint64_t bad_lines;   /* collapsed: comment and invalid lines skipped */
+    uint64_t first_bad_line;
+    bool first_bad_is_comment;
+    char first_bad[120];  /* excerpt of that line */
     uint32_t cur_stack;  /* the stack of the last '@' line */
     uint32_t *locbuf;    /* scratch for one stack's locations */
     size_t locbuf_cap;

@@ -8,6 +8,7 @@
  * end. The first error sticks: later feeds return it without work. */
 #include "collector/ingest/ingest-internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,31 @@ static bool looks_collapsed(const char *s, size_t n)
         if (s[i] == '\0')
             return false;
     return true;
+}
+
+static bool is_comment_line(const char *s, size_t n)
+{
+    return (n >= 1 && s[0] == '#') || (n >= 2 && s[0] == '/' && s[1] == '/');
+}
+
+/* Offset past a byte-order mark, blank lines and comment lines ("# ...",
+ * "// ..."); *ret_comments tells whether any comment was skipped. The last
+ * line is only skipped when it is complete. */
+static size_t skip_text_preamble(const char *s, size_t len, bool *ret_comments)
+{
+    size_t i = 0;
+    *ret_comments = false;
+    if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+        i = 3;
+    for (;;) {
+        while (i < len && (s[i] == '\n' || s[i] == '\r'))
+            i++;
+        const char *nl = memchr(s + i, '\n', len - i);
+        if (!nl || !is_comment_line(s + i, (size_t)(nl - (s + i))))
+            return i;
+        *ret_comments = true;
+        i = (size_t)(nl - s) + 1;
+    }
 }
 
 /* An uncompressed profile.proto: the first fields (up to four, within the
@@ -95,15 +121,17 @@ enum profile_format ingest_detect(const void *data, size_t len)
         return PROFILE_FORMAT_JEMALLOC;
     if (starts_with(s, len, "heap profile:"))
         return PROFILE_FORMAT_GPERF;
-    /* Skip a UTF-8 byte-order mark and leading blank lines for text checks. */
-    size_t i = 0;
-    if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
-        i = 3;
-    while (i < len && (s[i] == '\n' || s[i] == '\r'))
-        i++;
+    /* Skip a UTF-8 byte-order mark, leading blank lines and comment lines
+     * for text checks. Of the formats read here only collapsed stacks carry
+     * comments, so a file that opens with one is read as collapsed stacks
+     * (its bad lines are then counted and named, not refused wholesale). */
+    bool comments;
+    size_t i = skip_text_preamble(s, len, &comments);
     const char *nl = memchr(s + i, '\n', len - i);
     size_t first = nl ? (size_t)(nl - (s + i)) : len - i;
     if (first > 0 && looks_collapsed(s + i, first))
+        return PROFILE_FORMAT_COLLAPSED;
+    if (comments || is_comment_line(s + i, first))
         return PROFILE_FORMAT_COLLAPSED;
     if (looks_profile_proto((const unsigned char *)s, len))
         return PROFILE_FORMAT_PPROF;
@@ -303,7 +331,10 @@ int ingest_parser_feed(struct ingest_parser *ps, const void *data, size_t len,
     size_t room = ps->head.cap - ps->head.len;
     size_t take = HP_MIN(room, len);
     (void)hp_buf_append(&ps->head, s, take);
-    bool decided = ps->head.len == ps->head.cap || memchr(ps->head.data, '\n', ps->head.len) ||
+    bool comments;
+    size_t pre = skip_text_preamble(ps->head.data, ps->head.len, &comments);
+    bool decided = ps->head.len == ps->head.cap ||
+                   memchr(ps->head.data + pre, '\n', ps->head.len - pre) ||
                    (ps->head.len >= 2 && (unsigned char)ps->head.data[0] == 0x1f);
     if (!decided)
         return 0;
@@ -359,6 +390,17 @@ int ingest_parse(const void *data, size_t len, const struct ingest_limits *lim,
         r = ingest_parser_finish(ps, ret, err);
     ingest_parser_free(ps);
     return r;
+}
+
+int ingest_file_sniff(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return HP_ERR(errno);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    return n > 0 && ingest_detect(buf, n) != PROFILE_FORMAT_UNKNOWN;
 }
 
 int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct profile **ret,

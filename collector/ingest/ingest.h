@@ -54,6 +54,11 @@ int ingest_parser_finish(struct ingest_parser *ps, struct profile **ret,
 /* One-shot convenience: parse a whole buffer. */
 int ingest_parse(const void *data, size_t len, const struct ingest_limits *lim,
                  struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* Whether a file's first bytes look like a profile this module reads
+ * (ingest_detect on its first 4 KiB): 1 yes, 0 no (a log, a .dot or .svg
+ * file, an empty file), <0 when it cannot be read. For folder imports that
+ * must skip what a database writes beside its dumps. */
+int ingest_file_sniff(const char *path);
 /* Read and parse a file (size capped by lim->max_bytes). */
 int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct profile **ret,
                       struct hp_buf *err) HP_MUST_CHECK;

@@ -190,7 +190,7 @@ static int jemalloc_end(struct ingest_parser *ps, struct hp_buf *err)
     struct profile *p = ps->p;
     int64_t sum = 0;
     for (size_t i = 0; i < p->nsamples; i++)
-        sum += p->samples[i].raw[PV_INUSE_SPACE];
+        sum = hp_i64_add_sat(sum, p->samples[i].raw[PV_INUSE_SPACE]);
     const char *hint = NULL;
     if (p->period <= 1)
         hint = "jemalloc heap_v2, every allocation recorded";

@@ -393,6 +393,7 @@ static int read_sample_types(struct reader *rd)
         any = true;
         rd->pv_of[i] = pv;
         rd->p->value_unit[pv] = unit;
+        rd->p->values_present |= (uint8_t)(1u << pv);
         if (pv == PV_ALLOC_OBJECTS || pv == PV_ALLOC_SPACE)
             rd->p->has_alloc = true;
     }

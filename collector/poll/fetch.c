@@ -19,8 +19,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 struct poll_fetcher {
     uv_loop_t *loop;
@@ -40,13 +45,84 @@ struct fetch {
     void *arg;
     struct hp_buf body;
     bool too_big;
+    bool wire_over; /* too_big on the wire, not after decoding */
     bool had_auth;
     uint64_t max_bytes;
     uint32_t total_timeout_ms;
     uint64_t t0_ns;
     struct curl_slist *headers;
+    enum poll_redirect redirects;
+    unsigned nredirects;
+    /* Content-Encoding is decoded here, not by curl: curl accepts a gzip
+     * stream that ends early (the dump comes out silently truncated) and
+     * has no ratio limit. */
+    z_stream z;
+    ZSTD_DStream *zs; /* Content-Encoding: zstd */
+    bool z_on, z_done;
+    uint64_t wire_in;
+    uint64_t max_wire;   /* bytes on the wire */
+    uint32_t max_ratio;  /* decoded / wire, past FETCH_BOMB_MIN */
+    struct poll_membudget *budget;
+    size_t charged;      /* bytes of budget this transfer holds */
+    bool over_budget;
+    char decode_err[200];
     char errbuf[CURL_ERROR_SIZE];
 };
+
+/* A body that decodes to more than max_ratio times its wire size, once
+ * past FETCH_BOMB_MIN bytes, is refused as a decompression bomb (heap
+ * profiles compress 5-30x). */
+#define FETCH_BOMB_MIN ((uint64_t)16 << 20)
+/* The largest zstd window a node may ask for: a frame header asking for
+ * more would make the decoder allocate it (up to 2 GiB) before any check. */
+#define FETCH_ZSTD_WINDOW_LOG_MAX 24
+
+static void decoder_end(struct fetch *fe)
+{
+    if (fe->z_on && !fe->zs)
+        inflateEnd(&fe->z);
+    ZSTD_freeDStream(fe->zs);
+    fe->zs = NULL;
+    fe->z_on = fe->z_done = false;
+    fe->wire_in = 0;
+}
+
+/* Charge the body's growth to the shared budget; false when it is spent. */
+static bool budget_charge(struct fetch *fe)
+{
+    if (!fe->budget || fe->body.alloc <= fe->charged)
+        return true;
+    size_t add = fe->body.alloc - fe->charged;
+    uint64_t was = atomic_fetch_add(&fe->budget->used, add);
+    fe->charged += add;
+    if (was + add > fe->budget->limit) {
+        fe->over_budget = true;
+        return false;
+    }
+    return true;
+}
+
+static void budget_release(struct fetch *fe)
+{
+    if (fe->budget && fe->charged)
+        poll_membudget_release(fe->budget, fe->charged);
+    fe->charged = 0;
+}
+
+void poll_membudget_charge(struct poll_membudget *b, uint64_t n)
+{
+    if (b)
+        atomic_fetch_add(&b->used, n);
+}
+
+void poll_membudget_release(struct poll_membudget *b, uint64_t n)
+{
+    if (b)
+        atomic_fetch_sub(&b->used, n);
+}
+
+
+#define FETCH_MAX_REDIRECTS 5
 
 struct sock_ctx {
     uv_poll_t poll;
@@ -112,15 +188,42 @@ static void describe_failure(struct fetch *fe, CURLcode code, struct poll_fetch_
         break;
     case CURLE_FILESIZE_EXCEEDED:
         snprintf(res->error, sizeof(res->error),
-                 "body larger than the %llu byte limit (announced by Content-Length)",
-                 (unsigned long long)fe->max_bytes);
+                 "body larger than the %llu byte limit (announced by Content-Length); "
+                 "--max-body or the node's max_body= sets it",
+                 (unsigned long long)fe->max_wire);
         res->status = HP_ETOOBIG;
         return;
     case CURLE_WRITE_ERROR:
+        if (fe->decode_err[0]) {
+            snprintf(res->error, sizeof(res->error), "%s", fe->decode_err);
+            res->status = HP_ETOOBIG;
+            if (strncmp(fe->decode_err, "bad ", 4) == 0)
+                res->status = HP_EHTTP;
+            return;
+        }
+        if (fe->over_budget) {
+            snprintf(res->error, sizeof(res->error),
+                     "the collector's in-flight byte budget (%llu bytes, --max-inflight-bytes) "
+                     "is taken by nodes fetched at the same time: stopped this body at %zu "
+                     "bytes",
+                     (unsigned long long)fe->budget->limit, fe->body.len);
+            res->status = HP_ETOOBIG;
+            res->retryable = true;
+            return;
+        }
+        if (fe->too_big && fe->z_on && !fe->wire_over) {
+            snprintf(res->error, sizeof(res->error),
+                     "decoded body larger than the %llu byte limit (max_decoded) after %llu "
+                     "wire bytes (stopped reading)",
+                     (unsigned long long)fe->max_bytes, (unsigned long long)fe->wire_in);
+            res->status = HP_ETOOBIG;
+            return;
+        }
         if (fe->too_big) {
             snprintf(res->error, sizeof(res->error),
-                     "body larger than the %llu byte limit (stopped reading)",
-                     (unsigned long long)fe->max_bytes);
+                     "body larger than the %llu byte limit (stopped reading); --max-body or "
+                     "the node's max_body= sets it",
+                     (unsigned long long)HP_MIN(fe->max_bytes, fe->max_wire));
             res->status = HP_ETOOBIG;
             return;
         }
@@ -163,6 +266,110 @@ static void body_excerpt(const char *body, size_t len, char *out, size_t outsz)
     out[o] = '\0';
 }
 
+/* The scheme, host and port of a URL, for comparing two of them. */
+static int url_origin(const char *url, char **ret_scheme, char **ret_host, char **ret_port)
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return -1;
+    int r = -1;
+    *ret_scheme = *ret_host = *ret_port = NULL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, ret_scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, ret_host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, ret_port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+        r = 0;
+    curl_url_cleanup(u);
+    return r;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+    return a && b && strcasecmp(a, b) == 0;
+}
+
+/* A 3xx arrived: under the node's policy, start the same transfer again at
+ * the new location and return true; else describe why not in res (the body
+ * is not kept: it is not a profile). Runs from drain_info, outside curl's
+ * callbacks, so the handle may be removed and added again. */
+static bool follow_redirect(struct fetch *fe, struct poll_fetch_result *res)
+{
+    char *loc = NULL, *from = NULL;
+    (void)curl_easy_getinfo(fe->easy, CURLINFO_REDIRECT_URL, &loc);
+    (void)curl_easy_getinfo(fe->easy, CURLINFO_EFFECTIVE_URL, &from);
+    char shown[200];
+    {
+        char *red = hp_url_redact(loc ? loc : "");
+        body_excerpt(red, strlen(red), shown, sizeof(shown));
+        free(red);
+    }
+    if (!loc || !from) {
+        snprintf(res->error, sizeof(res->error), "HTTP %ld redirect without a Location",
+                 res->http_code);
+        return false;
+    }
+    if (fe->redirects == POLL_REDIRECT_NO) {
+        snprintf(res->error, sizeof(res->error),
+                 "HTTP %ld redirect to %s not followed (add follow_redirects=same-host or yes "
+                 "to the node's line)",
+                 res->http_code, shown);
+        return false;
+    }
+    if (fe->nredirects >= FETCH_MAX_REDIRECTS) {
+        snprintf(res->error, sizeof(res->error), "more than %d redirects (last to %s)",
+                 FETCH_MAX_REDIRECTS, shown);
+        return false;
+    }
+    char *s1, *h1, *p1, *s2, *h2, *p2;
+    bool ok1 = url_origin(from, &s1, &h1, &p1) == 0, ok2 = url_origin(loc, &s2, &h2, &p2) == 0;
+    bool same_scheme = ok1 && ok2 && str_same(s1, s2);
+    bool same_host = same_scheme && str_same(h1, h2) && str_same(p1, p2);
+    curl_free(s1), curl_free(h1), curl_free(p1), curl_free(s2), curl_free(h2), curl_free(p2);
+    if (!same_scheme) {
+        snprintf(res->error, sizeof(res->error),
+                 "HTTP %ld redirect to %s not followed: another scheme", res->http_code, shown);
+        return false;
+    }
+    if (!same_host && fe->redirects != POLL_REDIRECT_YES) {
+        snprintf(res->error, sizeof(res->error),
+                 "HTTP %ld redirect to %s not followed: another host or port "
+                 "(follow_redirects=same-host)",
+                 res->http_code, shown);
+        return false;
+    }
+    uint64_t spent = (hp_now_ns() - fe->t0_ns) / 1000000u;
+    if (spent >= fe->total_timeout_ms) {
+        snprintf(res->error, sizeof(res->error), "timed out while following redirects");
+        return false;
+    }
+    struct poll_fetcher *f = fe->f;
+    char *next = hp_xstrdup(loc); /* loc belongs to the handle */
+    (void)curl_multi_remove_handle(f->multi, fe->easy);
+    CURLcode c = curl_easy_setopt(fe->easy, CURLOPT_URL, next);
+    free(next);
+    if (!same_host && c == CURLE_OK) {
+        /* The node's credentials are for the node only. */
+        c = curl_easy_setopt(fe->easy, CURLOPT_USERNAME, NULL);
+        if (c == CURLE_OK)
+            c = curl_easy_setopt(fe->easy, CURLOPT_PASSWORD, NULL);
+        if (c == CURLE_OK)
+            c = curl_easy_setopt(fe->easy, CURLOPT_XOAUTH2_BEARER, NULL);
+        if (c == CURLE_OK)
+            c = curl_easy_setopt(fe->easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_NONE);
+    }
+    if (c == CURLE_OK)
+        c = curl_easy_setopt(fe->easy, CURLOPT_TIMEOUT_MS, (long)(fe->total_timeout_ms - spent));
+    if (c != CURLE_OK || curl_multi_add_handle(f->multi, fe->easy) != CURLM_OK) {
+        snprintf(res->error, sizeof(res->error), "cannot follow the redirect to %s", shown);
+        return false;
+    }
+    fe->nredirects++;
+    decoder_end(fe);
+    hp_buf_reset(&fe->body);
+    fe->too_big = false;
+    return true;
+}
+
 static void fetch_finish(struct fetch *fe, CURLcode code)
 {
     struct poll_fetcher *f = fe->f;
@@ -189,6 +396,21 @@ static void fetch_finish(struct fetch *fe, CURLcode code)
                  (double)res->elapsed_ms / 1000.0);
     } else if (code != CURLE_OK) {
         describe_failure(fe, code, res);
+    } else if (fe->z_on && !fe->z_done && res->http_code >= 200 && res->http_code <= 299) {
+        snprintf(res->error, sizeof(res->error),
+                 "truncated %s body: the compressed stream ended early after %llu "
+                 "wire bytes (%zu decoded)",
+                 fe->zs ? "zstd" : "gzip/deflate", (unsigned long long)fe->wire_in,
+                 fe->body.len);
+        res->status = HP_EHTTP;
+        res->retryable = true;
+    } else if (res->http_code >= 300 && res->http_code <= 399) {
+        if (follow_redirect(fe, res)) {
+            free(res);
+            return;
+        }
+        res->status = HP_EHTTP;
+        hp_buf_reset(&fe->body);
     } else if (res->http_code < 200 || res->http_code > 299) {
         char ex[200];
         body_excerpt(fe->body.data ? fe->body.data : "", fe->body.len, ex, sizeof(ex));
@@ -208,6 +430,8 @@ static void fetch_finish(struct fetch *fe, CURLcode code)
     res->body = hp_buf_detach(&fe->body, &res->body_len);
     if (!res->body)
         res->body = hp_xcalloc(1, 1);
+    /* The caller accounts for the body it keeps (poll_membudget_charge). */
+    budget_release(fe);
 
     /* Unlink before the callback: it may start new transfers. */
     if (fe->prev)
@@ -219,6 +443,7 @@ static void fetch_finish(struct fetch *fe, CURLcode code)
     f->nactive--;
     (void)curl_multi_remove_handle(f->multi, fe->easy);
     curl_easy_cleanup(fe->easy);
+    decoder_end(fe);
     curl_slist_free_all(fe->headers);
     poll_fetch_done_cb *cb = fe->cb;
     void *arg = fe->arg;
@@ -321,13 +546,77 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int action, void *userp, 
     return 0;
 }
 
+/* Append decoded bytes, within the decoded cap, the ratio and the budget.
+ * false: stop the transfer (the reason is in fe). */
+static bool body_add(struct fetch *fe, const void *p, size_t n)
+{
+    if (hp_buf_append(&fe->body, p, n) < 0) {
+        fe->too_big = true;
+        return false;
+    }
+    if (!budget_charge(fe))
+        return false;
+    if (fe->z_on && fe->body.len > FETCH_BOMB_MIN && fe->body.len / fe->max_ratio > fe->wire_in) {
+        snprintf(fe->decode_err, sizeof(fe->decode_err),
+                 "decompression bomb: %llu wire bytes decoded to over %zu (more than %ux, "
+                 "max_ratio)",
+                 (unsigned long long)fe->wire_in, fe->body.len, fe->max_ratio);
+        return false;
+    }
+    return true;
+}
+
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct fetch *fe = userdata;
     size_t n = size * nmemb;
-    if (hp_buf_append(&fe->body, ptr, n) < 0) {
-        fe->too_big = true;
-        return 0; /* makes curl stop with CURLE_WRITE_ERROR */
+    fe->wire_in += n;
+    if (fe->wire_in > fe->max_wire) {
+        fe->too_big = fe->wire_over = true;
+        return 0;
+    }
+    if (!fe->z_on)
+        return body_add(fe, ptr, n) ? n : 0;
+    if (fe->z_done)
+        return n; /* bytes after the end of the stream are ignored */
+    unsigned char out[65536];
+    if (fe->zs) {
+        ZSTD_inBuffer in = { ptr, n, 0 };
+        while (in.pos < in.size && !fe->z_done) {
+            ZSTD_outBuffer o = { out, sizeof(out), 0 };
+            size_t zr = ZSTD_decompressStream(fe->zs, &o, &in);
+            if (ZSTD_isError(zr)) {
+                snprintf(fe->decode_err, sizeof(fe->decode_err), "bad zstd body (%s%s)",
+                         ZSTD_getErrorName(zr),
+                         ZSTD_getErrorCode(zr) == ZSTD_error_frameParameter_windowTooLarge
+                             ? ": asks for a window over 16 MiB"
+                             : "");
+                return 0;
+            }
+            if (!body_add(fe, out, o.pos))
+                return 0;
+            if (zr == 0)
+                fe->z_done = true;
+        }
+        return n;
+    }
+    fe->z.next_in = (Bytef *)ptr;
+    fe->z.avail_in = (uInt)n;
+    while (fe->z.avail_in > 0 && !fe->z_done) {
+        fe->z.next_out = out;
+        fe->z.avail_out = sizeof(out);
+        int zr = inflate(&fe->z, Z_NO_FLUSH);
+        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && fe->z.avail_out)) {
+            snprintf(fe->decode_err, sizeof(fe->decode_err), "bad gzip/deflate body (%s)",
+                     fe->z.msg ? fe->z.msg : "inflate failed");
+            return 0;
+        }
+        if (!body_add(fe, out, sizeof(out) - fe->z.avail_out))
+            return 0;
+        if (zr == Z_STREAM_END)
+            fe->z_done = true;
+        if (zr == Z_BUF_ERROR)
+            break;
     }
     return n;
 }
@@ -338,6 +627,40 @@ static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
     struct fetch *fe = userdata;
     size_t n = size * nitems;
     static const char cl[] = "content-length:";
+    static const char ce[] = "content-encoding:";
+    if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+        decoder_end(fe); /* a new response (after a 1xx): its own encoding */
+        fe->decode_err[0] = '\0';
+    } else if (n > sizeof(ce) && strncasecmp(ptr, ce, sizeof(ce) - 1) == 0) {
+        const char *v = ptr + sizeof(ce) - 1;
+        size_t vl = n - (sizeof(ce) - 1);
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
+        bool gz = (vl == 4 && strncasecmp(v, "gzip", 4) == 0) ||
+                  (vl == 6 && strncasecmp(v, "x-gzip", 6) == 0) ||
+                  (vl == 7 && strncasecmp(v, "deflate", 7) == 0);
+        bool zstd = vl == 4 && strncasecmp(v, "zstd", 4) == 0;
+        if (zstd && !fe->z_on) {
+            fe->zs = ZSTD_createDStream();
+            if (!fe->zs || ZSTD_isError(ZSTD_DCtx_setParameter(fe->zs, ZSTD_d_windowLogMax,
+                                                                FETCH_ZSTD_WINDOW_LOG_MAX)))
+                return 0;
+            fe->z_on = true;
+        } else if (gz && !fe->z_on) {
+            memset(&fe->z, 0, sizeof(fe->z));
+            /* 15 + 32: a gzip or zlib header, detected */
+            if (inflateInit2(&fe->z, 15 + 32) != Z_OK)
+                return 0;
+            fe->z_on = true;
+        } else if (!gz && !zstd && !(vl == 8 && strncasecmp(v, "identity", 8) == 0)) {
+            snprintf(fe->decode_err, sizeof(fe->decode_err),
+                     "bad Content-Encoding \"%.*s\" (asked for gzip, deflate or zstd)",
+                     (int)(vl > 40 ? 40 : vl), v);
+            return 0;
+        }
+    }
     if (n > sizeof(cl) && strncasecmp(ptr, cl, sizeof(cl) - 1) == 0 && fe->body.len == 0) {
         const char *v = ptr + sizeof(cl) - 1;
         size_t vl = n - (sizeof(cl) - 1);
@@ -353,6 +676,8 @@ static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
                 fe->body.data = hp_xrealloc(fe->body.data, (size_t)want + 1);
                 fe->body.alloc = (size_t)want + 1;
                 fe->body.data[fe->body.len] = '\0';
+                if (!budget_charge(fe))
+                    return 0;
             }
         }
     }
@@ -397,7 +722,12 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
     fe->f = f;
     fe->cb = cb;
     fe->arg = arg;
-    fe->max_bytes = o->max_bytes ? o->max_bytes : ((uint64_t)1 << 30);
+    fe->max_wire = o->max_bytes ? o->max_bytes : ((uint64_t)1 << 30);
+    fe->max_bytes = o->max_decoded ? o->max_decoded : fe->max_wire;
+    fe->max_ratio = o->max_ratio ? o->max_ratio : POLL_MAX_RATIO_DEFAULT;
+    fe->budget = o->budget;
+    fe->redirects = o->redirects;
+    fe->total_timeout_ms = o->total_timeout_ms ? o->total_timeout_ms : 60000;
     /* hp_buf's cap counts the data; the terminating NUL is extra. */
     hp_buf_init(&fe->body, (size_t)fe->max_bytes);
     fe->easy = curl_easy_init();
@@ -416,13 +746,16 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
     SETOPT(CURLOPT_PRIVATE, (void *)fe);
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
     SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    SETOPT(CURLOPT_FOLLOWLOCATION, 1L);
-    SETOPT(CURLOPT_MAXREDIRS, 5L);
+    /* Redirects are followed here, by follow_redirect(), under the node's
+     * policy; curl itself never follows one. */
+    SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
     SETOPT(CURLOPT_NOSIGNAL, 1L);
-    SETOPT(CURLOPT_ACCEPT_ENCODING, ""); /* every encoding curl can decode */
+    /* What write_cb can decode; curl passes the body through as sent. */
+    SETOPT(CURLOPT_ACCEPT_ENCODING, "gzip, deflate, zstd");
+    SETOPT(CURLOPT_HTTP_CONTENT_DECODING, 0L);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long)(o->connect_timeout_ms ? o->connect_timeout_ms : 5000));
     SETOPT(CURLOPT_TIMEOUT_MS, (long)(o->total_timeout_ms ? o->total_timeout_ms : 60000));
-    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)fe->max_bytes);
+    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)fe->max_wire);
     SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
     SETOPT(CURLOPT_WRITEDATA, (void *)fe);
     SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
@@ -444,6 +777,17 @@ int poll_fetch_start(struct poll_fetcher *f, const struct poll_fetch_opts *o,
     if (o->tls_insecure) {
         SETOPT(CURLOPT_SSL_VERIFYPEER, 0L);
         SETOPT(CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (o->ca_file)
+        SETOPT(CURLOPT_CAINFO, o->ca_file);
+    if (o->cert_file) {
+        SETOPT(CURLOPT_SSLCERT, o->cert_file);
+        SETOPT(CURLOPT_SSLKEY, o->key_file ? o->key_file : o->cert_file);
+    }
+    if (o->method && !strcmp(o->method, "POST")) {
+        SETOPT(CURLOPT_POST, 1L);
+        SETOPT(CURLOPT_POSTFIELDS, "");
+        SETOPT(CURLOPT_POSTFIELDSIZE, 0L);
     }
 #undef SETOPT
     if (c != CURLE_OK) {

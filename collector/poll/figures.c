@@ -131,7 +131,9 @@ static int number_parse(const char *s, size_t n, double *ret)
     return hp_parse_double(tmp, ret);
 }
 
-/* Is this metric about memory? Checked on the bare name, lowercase. */
+/* Is this metric one we keep: about memory, or the process start time or
+ * uptime?
+ * Checked on the bare name, lowercase. */
 static bool memory_metric(const char *name, size_t n)
 {
     static const char *const words[] = {"mem", "alloc", "resident", "rss", "heap"};
@@ -141,6 +143,10 @@ static bool memory_metric(const char *name, size_t n)
     for (size_t i = 0; i < n; i++)
         low[i] = (char)tolower((unsigned char)name[i]);
     low[n] = '\0';
+    /* Not memory, but it tells process lifetimes apart: the leak analysis
+     * splits a node's history where it changes (a restart). */
+    if (strcmp(low, "process_start_time_seconds") == 0 || strstr(low, "uptime"))
+        return true;
     for (size_t i = 0; i < HP_ARRAY_SIZE(words); i++)
         if (strstr(low, words[i]))
             return true;

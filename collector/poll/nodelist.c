@@ -23,11 +23,15 @@ static const char *const kind_names[] = {
     [POLL_KIND_DATABEND] = "databend",
     [POLL_KIND_AGENT] = "agent",
     [POLL_KIND_URL] = "url",
+    [POLL_KIND_STARROCKS_FE] = "starrocks-fe",
+    [POLL_KIND_DORIS_FE] = "doris-fe",
 };
 
 static const char *const option_names[] = {
     "name", "user", "password_file", "tls", "agent", "activate", "metrics", "brpc", "process",
-    "prefix", "token_file",
+    "prefix", "token_file", "ca_file", "cert_file", "key_file", "delete_after_fetch",
+    "agent_port", "follow_redirects", "max_body", "max_decoded", "max_ratio", "max_stacks",
+    "max_frames",
 };
 
 const char *poll_kind_name(enum poll_kind k)
@@ -56,6 +60,10 @@ void poll_node_free(struct poll_node *n)
     free(n->metrics);
     free(n->brpc);
     free(n->process);
+    free(n->ca_file);
+    free(n->cert_file);
+    free(n->key_file);
+    free(n->fe_line);
     for (size_t i = 0; i < n->nlabels; i++) {
         free(n->labels[i].key);
         free(n->labels[i].value);
@@ -81,12 +89,25 @@ struct poll_node *poll_node_dup(const struct poll_node *n)
     c->token_file = dup_or_null(n->token_file);
     c->token = dup_or_null(n->token);
     c->tls = n->tls;
+    c->redirects = n->redirects;
     c->agent = dup_or_null(n->agent);
     c->metrics = dup_or_null(n->metrics);
     c->brpc = dup_or_null(n->brpc);
     c->process = dup_or_null(n->process);
     c->activate = n->activate;
+    c->ca_file = dup_or_null(n->ca_file);
+    c->cert_file = dup_or_null(n->cert_file);
+    c->key_file = dup_or_null(n->key_file);
+    c->delete_after_fetch = n->delete_after_fetch;
+    c->agent_port = n->agent_port;
+    c->fe_state = n->fe_state;
+    c->fe_line = dup_or_null(n->fe_line);
     c->line = n->line;
+    c->max_body = n->max_body;
+    c->max_decoded = n->max_decoded;
+    c->max_ratio = n->max_ratio;
+    c->max_stacks = n->max_stacks;
+    c->max_frames = n->max_frames;
     if (n->nlabels) {
         c->labels = hp_xcalloc(n->nlabels, sizeof(*c->labels));
         for (size_t i = 0; i < n->nlabels; i++) {
@@ -108,7 +129,14 @@ static bool str_eq(const char *a, const char *b)
 bool poll_node_equal(const struct poll_node *a, const struct poll_node *b)
 {
     if (a->kind != b->kind || a->tls != b->tls || a->activate != b->activate ||
-        a->nlabels != b->nlabels)
+        a->nlabels != b->nlabels || a->delete_after_fetch != b->delete_after_fetch ||
+        a->agent_port != b->agent_port || a->fe_state != b->fe_state ||
+        a->redirects != b->redirects || a->max_body != b->max_body ||
+        a->max_decoded != b->max_decoded || a->max_ratio != b->max_ratio ||
+        a->max_stacks != b->max_stacks || a->max_frames != b->max_frames)
+        return false;
+    if (!str_eq(a->ca_file, b->ca_file) || !str_eq(a->cert_file, b->cert_file) ||
+        !str_eq(a->key_file, b->key_file) || !str_eq(a->fe_line, b->fe_line))
         return false;
     if (!str_eq(a->name, b->name) || !str_eq(a->addr, b->addr) || !str_eq(a->user, b->user) ||
         !str_eq(a->password, b->password) || !str_eq(a->agent, b->agent) ||
@@ -200,7 +228,8 @@ static int check_url(const char *s, const char **why)
     return 0;
 }
 
-/* Levenshtein distance, capped: only used to spot misspelt option names. */
+/* Edit distance with adjacent transpositions counted as one edit ("nmae" is
+ * one slip from "name"), capped: only used to spot misspelt option names. */
 static size_t edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
@@ -216,6 +245,8 @@ static size_t edit_distance(const char *a, const char *b)
             size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
             size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
             d[i][j] = HP_MIN(sub, HP_MIN(del, ins));
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = HP_MIN(d[i][j], d[i - 2][j - 2] + 1);
         }
     return d[la][lb];
 }
@@ -263,6 +294,8 @@ static int read_password(const char *path, char **ret, struct hp_buf *why)
 struct parse_ctx {
     const char *source;
     unsigned line;
+    unsigned flags;
+    size_t warnings;
     struct hp_buf *err;
 };
 
@@ -278,6 +311,52 @@ static void line_error(struct parse_ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     (void)hp_buf_vprintf(c->err, fmt, ap);
     va_end(ap);
+}
+
+static void line_warning(struct parse_ctx *c, const char *fmt, ...) HP_PRINTF(2, 3);
+static void line_warning(struct parse_ctx *c, const char *fmt, ...)
+{
+    c->warnings++;
+    if (!c->err)
+        return;
+    if (c->err->len)
+        (void)hp_buf_puts(c->err, "\n");
+    (void)hp_buf_printf(c->err, "%s:%u: warning: ", c->source, c->line);
+    va_list ap;
+    va_start(ap, fmt);
+    (void)hp_buf_vprintf(c->err, fmt, ap);
+    va_end(ap);
+}
+
+/* A readable regular file, for the TLS options: checked at load so a typo
+ * in a path is reported with its line, not as a TLS failure at poll time. */
+static int check_readable(const char *path, const char **why)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* HOST:PORT[,HOST:PORT...] of an FE line. */
+static int check_hostport_list(const char *s, const char **why)
+{
+    for (;;) {
+        size_t len = strcspn(s, ",");
+        char *one = hp_xstrndup(s, len);
+        int r = len ? check_hostport(one, why) : -1;
+        if (!len)
+            *why = "empty address in the list";
+        free(one);
+        if (r < 0)
+            return -1;
+        if (!s[len])
+            return 0;
+        s += len + 1;
+    }
 }
 
 /* Split a line into whitespace-separated words, in place. */
@@ -316,6 +395,89 @@ static bool looks_like_address(const char *w)
 }
 
 /* Parse one non-blank, comment-stripped line into *n. 0 or -1 (reported). */
+/* Percent-decode n bytes of s into a new string; NULL on a bad escape or a
+ * decoded NUL. */
+static char *pct_decode(const char *s, size_t n)
+{
+    char *out = hp_xmalloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        uint64_t v;
+        if (i + 2 >= n) {
+            free(out);
+            return NULL;
+        }
+        if (hp_parse_hex64(s + i + 1, 2, &v) < 0 || v == 0) {
+            free(out);
+            return NULL;
+        }
+        out[o++] = (char)v;
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* A url node's "user:password@" moves into user/password, so the address
+ * kept, logged, labelled and shown never holds a credential. */
+static int url_take_userinfo(struct parse_ctx *c, struct poll_node *n)
+{
+    char *auth = strstr(n->addr, "://") + 3;
+    size_t alen = strcspn(auth, "/?#");
+    char *at = NULL;
+    for (char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            at = p;
+    if (!at)
+        return 0;
+    if (n->user) {
+        line_error(c, "credentials both in the URL and in user=: keep one (user= and "
+                      "password_file= keep the password out of the node list)");
+        return -1;
+    }
+    char *colon = memchr(auth, ':', (size_t)(at - auth));
+    size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
+    n->user = pct_decode(auth, ulen);
+    if (colon)
+        n->password = pct_decode(colon + 1, (size_t)(at - colon - 1));
+    if (!n->user || (colon && !n->password)) {
+        line_error(c, "bad %%-escape in the URL's user:password");
+        return -1;
+    }
+    memmove(auth, at + 1, strlen(at + 1) + 1);
+    return 0;
+}
+
+/* The name of a node without name=: its address (a url node's host, port
+ * and path) with every byte outside the allowed set made '_', IPv6
+ * brackets dropped, capped at HP_NAME_MAX. */
+static char *derive_name(const struct poll_node *n)
+{
+    const char *s = n->addr;
+    if (n->kind == POLL_KIND_URL)
+        s = strstr(s, "://") + 3;
+    size_t len = strcspn(s, "?#");
+    while (len > 0 && s[len - 1] == '/')
+        len--;
+    char *out = hp_xmalloc(HP_NAME_MAX + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len && o < HP_NAME_MAX; i++) {
+        char ch = s[i];
+        if (ch == '[' || ch == ']')
+            continue;
+        size_t at;
+        out[o++] = hp_name_check(&ch, 1, &at) == 0 ? ch : '_';
+    }
+    if (o == 0)
+        out[o++] = '_';
+    out[o] = '\0';
+    return out;
+}
+
 static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
 {
     char *words[2 + 16 + NODELIST_MAX_LABELS] = {0};
@@ -332,7 +494,8 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
         n->kind = POLL_KIND_URL; /* a bare URL needs no kind word */
     } else if (!looks_like_address(words[0])) {
         if (kind_parse(words[0], &n->kind) < 0) {
-            line_error(c, "unknown kind \"%s\" (expected doris, starrocks, databend, agent, url)",
+            line_error(c, "unknown kind \"%s\" (expected doris, starrocks, databend, agent, url, "
+                       "doris-fe, starrocks-fe)",
                        words[0]);
             return -1;
         }
@@ -345,7 +508,14 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
     }
     const char *why = NULL;
     const char *addr = words[i++];
-    if (n->kind == POLL_KIND_URL ? check_url(addr, &why) < 0 : check_hostport(addr, &why) < 0) {
+    int ar;
+    if (n->kind == POLL_KIND_URL)
+        ar = check_url(addr, &why);
+    else if (poll_kind_is_fe(n->kind))
+        ar = check_hostport_list(addr, &why);
+    else
+        ar = check_hostport(addr, &why);
+    if (ar < 0) {
         line_error(c, "bad address \"%s\": %s", addr, why);
         return -1;
     }
@@ -378,7 +548,51 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
             slot = &n->process; /* the agent's dump-name prefix */
         else if (!strcmp(key, "token_file"))
             slot = &n->token_file;
-        else if (!strcmp(key, "tls")) {
+        else if (!strcmp(key, "ca_file"))
+            slot = &n->ca_file;
+        else if (!strcmp(key, "cert_file"))
+            slot = &n->cert_file;
+        else if (!strcmp(key, "key_file"))
+            slot = &n->key_file;
+        else if (!strcmp(key, "delete_after_fetch")) {
+            if (parse_bool(val, &n->delete_after_fetch) < 0) {
+                line_error(c, "delete_after_fetch=%s: expected yes or no", val);
+                return -1;
+            }
+            continue;
+        } else if (!strcmp(key, "max_body") || !strcmp(key, "max_decoded")) {
+            uint64_t v;
+            if (hp_size_parse(val, &v) < 0) {
+                line_error(c, "%s=%s: expected a size (64M, 1G, bytes)", key, val);
+                return -1;
+            }
+            *(key[4] == 'b' ? &n->max_body : &n->max_decoded) = v;
+            continue;
+        } else if (!strcmp(key, "max_ratio") || !strcmp(key, "max_stacks") ||
+                   !strcmp(key, "max_frames")) {
+            uint64_t v;
+            uint64_t hi = key[4] == 's' ? ((uint64_t)1 << 32) : 100000;
+            if (hp_parse_u64(val, strlen(val), &v) < 0 || v == 0 || v > hi) {
+                line_error(c, "%s=%s: expected a whole number from 1 to %llu", key, val,
+                           (unsigned long long)hi);
+                return -1;
+            }
+            if (key[4] == 's')
+                n->max_stacks = v;
+            else if (key[4] == 'r')
+                n->max_ratio = (uint32_t)v;
+            else
+                n->max_frames = (uint32_t)v;
+            continue;
+        } else if (!strcmp(key, "agent_port")) {
+            uint64_t port;
+            if (hp_parse_u64(val, strlen(val), &port) < 0 || port == 0 || port > 65535) {
+                line_error(c, "agent_port=%s: expected a port from 1 to 65535", val);
+                return -1;
+            }
+            n->agent_port = (uint16_t)port;
+            continue;
+        } else if (!strcmp(key, "tls")) {
             if (!strcmp(val, "insecure"))
                 n->tls = POLL_TLS_INSECURE;
             else {
@@ -391,6 +605,17 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
             }
             tls_word = val;
             continue;
+        } else if (!strcmp(key, "follow_redirects")) {
+            bool b;
+            if (!strcmp(val, "same-host"))
+                n->redirects = POLL_REDIRECT_SAME_HOST;
+            else if (parse_bool(val, &b) == 0)
+                n->redirects = b ? POLL_REDIRECT_YES : POLL_REDIRECT_NO;
+            else {
+                line_error(c, "follow_redirects=%s: expected no, same-host or yes", val);
+                return -1;
+            }
+            continue;
         } else if (!strcmp(key, "activate")) {
             if (parse_bool(val, &n->activate) < 0) {
                 line_error(c, "activate=%s: expected yes or no", val);
@@ -400,8 +625,12 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
         } else {
             const char *near = near_option(key);
             if (near) {
-                line_error(c, "unknown option \"%s\" (did you mean %s=?)", key, near);
-                return -1;
+                if (c->flags & (POLL_NODELIST_CHECK | POLL_NODELIST_STRICT)) {
+                    line_error(c, "unknown option \"%s\" (did you mean %s=?)", key, near);
+                    return -1;
+                }
+                line_warning(c, "unknown option \"%s\" ignored (did you mean %s=?)", key, near);
+                continue;
             }
             if (n->nlabels >= NODELIST_MAX_LABELS) {
                 line_error(c, "too many labels (at most %u)", NODELIST_MAX_LABELS);
@@ -431,10 +660,68 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
             line_error(c, "%s=%s: %s (expected HOST:PORT)", key, val, why);
             return -1;
         }
+        size_t at;
+        if (slot == &n->name && hp_name_check(val, strlen(val), &at) < 0) {
+            line_error(c,
+                       "name=: byte %zu (0x%02x) is not allowed (expected 1 to %d letters, "
+                       "digits and ._:-)",
+                       at + 1, at < strlen(val) ? (unsigned char)val[at] : 0, HP_NAME_MAX);
+            return -1;
+        }
+        if ((slot == &n->ca_file || slot == &n->cert_file || slot == &n->key_file) &&
+            check_readable(val, &why) < 0) {
+            line_error(c, "%s=%s: cannot read it: %s", key, val, why);
+            return -1;
+        }
         *slot = hp_xstrdup(val);
     }
+    if (n->kind == POLL_KIND_URL && url_take_userinfo(c, n) < 0)
+        return -1;
     if (!n->name)
-        n->name = hp_xstrdup(n->addr);
+        n->name = poll_kind_is_fe(n->kind) ? hp_xstrdup("fe") : derive_name(n);
+    if (n->key_file && !n->cert_file) {
+        line_error(c, "key_file= without cert_file=");
+        return -1;
+    }
+    if ((n->ca_file || n->cert_file) && n->kind != POLL_KIND_URL) {
+        if (n->tls == POLL_TLS_NO && tls_word) {
+            line_error(c, "ca_file=/cert_file= need TLS, but the line says tls=%s", tls_word);
+            return -1;
+        }
+        if (!tls_word)
+            n->tls = POLL_TLS_YES;
+    }
+    if (n->delete_after_fetch && n->kind != POLL_KIND_DORIS && n->kind != POLL_KIND_DORIS_FE) {
+        line_error(c, "delete_after_fetch= is for doris nodes (the agent serves their dump files)");
+        return -1;
+    }
+    if (n->agent_port && !poll_kind_is_fe(n->kind)) {
+        line_error(c, "agent_port= is for FE lines; a node names its agent with agent=HOST:PORT");
+        return -1;
+    }
+    if (n->kind == POLL_KIND_DORIS && !n->agent) {
+        /* /jeheap/dump leaves the dump on the BE host: without an agent no
+         * byte of it can be fetched. */
+        if (c->flags & (POLL_NODELIST_CHECK | POLL_NODELIST_STRICT)) {
+            line_error(c, "doris node \"%s\" has no agent= (Doris writes dumps on the BE host; "
+                          "the heapfleet agent there serves them: add agent=HOST:PORT)",
+                       n->name);
+            return -1;
+        }
+        line_warning(c, "doris node \"%s\" has no agent=: its dumps cannot be fetched", n->name);
+    }
+    if (n->kind == POLL_KIND_DORIS_FE && !n->agent_port) {
+        if (c->flags & (POLL_NODELIST_CHECK | POLL_NODELIST_STRICT)) {
+            line_error(c, "doris-fe line has no agent_port= (Doris writes dumps on each BE host; "
+                          "the heapfleet agent there serves them)");
+            return -1;
+        }
+        line_warning(c, "doris-fe line has no agent_port=: the backends' dumps cannot be fetched");
+    }
+    if (n->delete_after_fetch && !n->agent && !n->agent_port) {
+        line_error(c, "delete_after_fetch=yes needs the agent (agent= or agent_port=)");
+        return -1;
+    }
     if (n->kind == POLL_KIND_URL && tls_word) {
         line_error(c, "tls= does not apply to url nodes (the URL's scheme decides)");
         return -1;
@@ -446,6 +733,10 @@ static int parse_line(struct parse_ctx *c, char *text, struct poll_node *n)
                    "activate=yes is only possible for doris nodes (%s has no HTTP switch; "
                    "start it with prof_active:true)",
                    poll_kind_name(n->kind));
+        return -1;
+    }
+    if (n->password_file && n->password) {
+        line_error(c, "a password both in the URL and in password_file=: keep one");
         return -1;
     }
     if (n->password_file && !n->user) {
@@ -480,7 +771,7 @@ int poll_nodelist_parse(const char *text, size_t len, const char *source, unsign
     int r = 0;
     size_t bad = 0, cap = 0;
     struct poll_nodelist *l = hp_xcalloc(1, sizeof(*l));
-    struct parse_ctx c = {.source = source ? source : "nodes", .line = 0, .err = err};
+    struct parse_ctx c = {.source = source ? source : "nodes", .line = 0, .flags = flags, .err = err};
     char *line = NULL;
     size_t pos = 0;
     while (pos < len) {
@@ -547,6 +838,7 @@ int poll_nodelist_parse(const char *text, size_t len, const char *source, unsign
         r = HP_EPARSE;
         goto out;
     }
+    l->warnings = c.warnings;
     *ret = l;
     l = NULL;
     if (ret_bad)

@@ -13,6 +13,7 @@
 #ifndef HP_POLL_H
 #define HP_POLL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,17 +37,53 @@
  *   prefix=NAME          agent kind: dumps whose names start with NAME (default: any;
  *                        process=NAME is the same)
  *   token_file=FILE      bearer token for the node's agent (first line of FILE)
- * Any other key=value is a label kept with every snapshot, except keys that
- * look like a misspelt option, which are refused. */
+ *   ca_file=FILE         CA certificates (PEM) that sign the node's and agent's
+ *                        TLS certificates (implies tls=yes)
+ *   cert_file=FILE       client certificate (PEM) presented to the node and agent;
+ *   key_file=FILE        its private key (default: in cert_file)
+ *   delete_after_fetch=yes  doris: the agent deletes each dump once it is stored
+ *   max_body=SIZE max_decoded=SIZE max_ratio=N max_stacks=N max_frames=N
+ *                        this node's budgets (default: the collector's flags)
+ * Any other key=value is a label kept with every snapshot. A key that looks
+ * like a misspelt option ("nmae=") is an error under POLL_NODELIST_CHECK
+ * (--check, --strict) and otherwise a warning: the line is kept, the key
+ * ignored.
+ *
+ * FE lines discover the backends of a Doris or StarRocks cluster:
+ *   starrocks-fe|doris-fe HOST:PORT[,HOST:PORT...] user=U password_file=F
+ *                [name=PREFIX] [agent_port=N] [node options...]
+ * The collector asks the FE (the next address when one fails) for
+ * /api/show_proc?path=/backends (and /compute_nodes for StarRocks) every
+ * round and on SIGHUP; each backend becomes a node PREFIX-be<BackendId> (or
+ * PREFIX-cn<ComputeNodeId>) at its host and HttpPort with the line's other
+ * options (agent_port=N puts an agent at HOST:N). See collector/poll/fe.c. */
 enum poll_kind {
     POLL_KIND_STARROCKS = 0,
     POLL_KIND_DORIS,
     POLL_KIND_DATABEND,
     POLL_KIND_AGENT,
     POLL_KIND_URL,
+    POLL_KIND_STARROCKS_FE, /* discovery lines: not polled themselves */
+    POLL_KIND_DORIS_FE,
+};
+
+static inline bool poll_kind_is_fe(int k)
+{
+    return k == POLL_KIND_STARROCKS_FE || k == POLL_KIND_DORIS_FE;
+}
+
+/* What the FE says of a discovered backend (POLL_FE_NONE for listed nodes). */
+enum poll_fe_state {
+    POLL_FE_NONE = 0,
+    POLL_FE_ALIVE,
+    POLL_FE_DEAD,           /* Alive=false: listed, not polled */
+    POLL_FE_DECOMMISSIONED, /* polled while it answers, marked */
 };
 
 enum poll_tls { POLL_TLS_NO = 0, POLL_TLS_YES, POLL_TLS_INSECURE };
+/* follow_redirects=: a node's redirects are not followed unless its line
+ * says so; never to another scheme, at most 5. */
+enum poll_redirect { POLL_REDIRECT_NO = 0, POLL_REDIRECT_SAME_HOST, POLL_REDIRECT_YES };
 
 struct poll_label {
     char *key;
@@ -61,6 +98,7 @@ struct poll_node {
     char *password; /* read from password_file; NULL when none */
     char *password_file;
     enum poll_tls tls;
+    enum poll_redirect redirects;
     char *agent;   /* HOST:PORT or NULL */
     char *metrics; /* HOST:PORT or NULL (= addr) */
     char *brpc;    /* HOST:PORT or NULL */
@@ -68,18 +106,33 @@ struct poll_node {
     char *token_file; /* agent bearer token file, or NULL */
     char *token;      /* its first line, read at load; NULL when none */
     bool activate;
+    char *ca_file;   /* TLS: CA bundle, or NULL for the system store */
+    char *cert_file; /* TLS client certificate, or NULL */
+    char *key_file;  /* its key, or NULL (then in cert_file) */
+    bool delete_after_fetch; /* doris: ask the agent to delete the dump once stored */
+    uint16_t agent_port;     /* FE lines: agent at each backend's host, 0: none */
+    enum poll_fe_state fe_state; /* discovered nodes: what the FE reported */
+    char *fe_line;               /* discovered nodes: the FE line's name (PREFIX) */
     struct poll_label *labels;
     size_t nlabels;
     unsigned line; /* line in the node list */
+    /* Budgets for this node's answers; 0: the collector's flag. */
+    uint64_t max_body;    /* max_body=SIZE: bytes on the wire */
+    uint64_t max_decoded; /* max_decoded=SIZE: bytes after decoding */
+    uint32_t max_ratio;   /* max_ratio=N: decoded/wire */
+    uint64_t max_stacks;  /* max_stacks=N: distinct stacks in one profile */
+    uint32_t max_frames;  /* max_frames=N: frames in one stack */
 };
 
 struct poll_nodelist {
     struct poll_node *nodes;
     size_t n;
+    size_t warnings; /* lines kept with a warning (in err as "...: warning: ...") */
 };
 
 enum poll_nodelist_flags {
     POLL_NODELIST_STRICT = 1 << 0, /* any bad line refuses the whole file */
+    POLL_NODELIST_CHECK = 1 << 1,  /* misspelt keys and unusable lines are errors */
 };
 
 /* Parse a node list. `source` names it in messages ("be.list"). Each bad line
@@ -102,12 +155,54 @@ void poll_node_free(struct poll_node *n);
 bool poll_node_equal(const struct poll_node *a, const struct poll_node *b);
 const char *poll_kind_name(enum poll_kind k);
 
+/* ---- FE discovery (fe.c) ---------------------------------------------------- */
+struct poll_fetcher;
+
+struct poll_backend {
+    char *id;   /* BackendId / ComputeNodeId, digits */
+    char *host; /* IP or Host column */
+    uint16_t http_port;
+    bool alive;
+    bool decommissioned;
+    bool compute_node; /* from /compute_nodes */
+};
+
+/* Parse an FE's /api/show_proc?path=/backends (or /compute_nodes) answer:
+ * objects keyed by column names or positional rows, with or without the
+ * {"code":0,"data":...} envelope. A bad row fails the whole answer (err
+ * names the row and column), so a half-read table never drops backends.
+ * Any thread. */
+int poll_fe_backends_parse(const char *json, size_t len, bool compute_nodes,
+                           struct poll_backend **ret, size_t *ret_n,
+                           struct hp_buf *err) HP_MUST_CHECK;
+void poll_backends_free(struct poll_backend *b, size_t n);
+/* The node polled for backend b of FE line fe: PREFIX-be<ID> / -cn<ID> at
+ * HOST:HttpPort, the FE line's options, agent at HOST:agent_port. */
+struct poll_node *poll_fe_backend_node(const struct poll_node *fe, const struct poll_backend *b);
+
+struct poll_fe_result {
+    int status;          /* 0, HP_EHTTP when every address failed, -ECANCELED */
+    char error[1024];    /* each address and why it failed */
+    char *answered_by;   /* the address that answered */
+    struct poll_backend *backends;
+    size_t n;
+};
+void poll_fe_result_release(struct poll_fe_result *r);
+/* The callee owns *res (poll_fe_result_release). Loop thread. */
+typedef void poll_fe_done_cb(struct poll_fe_result *res, void *arg);
+/* Ask the FE line's addresses in turn until one answers the backends table
+ * (then, for StarRocks, also /compute_nodes; an FE without that table just
+ * has no CNs). Loop thread; cb runs on it, also on cancellation. */
+int poll_fe_discover(struct poll_fetcher *f, const struct poll_node *fe, uint32_t timeout_ms,
+                     poll_fe_done_cb *cb, void *arg) HP_MUST_CHECK;
+
 /* ---- the agent's HTTP API, kept in one place -----------------------------
  * The heapfleet agent (agent/) serves dump files and process figures. These
  * are the paths the collector assumes; change them here only. */
 #define POLL_AGENT_PATH_FILE "/dumps/file?path=" /* + URL-encoded absolute path */
 #define POLL_AGENT_PATH_NEWEST "/dumps/newest"   /* [?prefix=NAME] raw dump */
 #define POLL_AGENT_PATH_PROC "/proc"             /* JSON figures of the profiled process */
+#define POLL_AGENT_PATH_DELETE "/dumps/delete?path=" /* POST, + URL-encoded path (token needed) */
 
 /* Node endpoints by kind (reference/databases-and-formats.md). */
 #define POLL_PATH_STARROCKS_HEAP "/pprof/heap"
@@ -196,10 +291,34 @@ struct poll_fetch_opts {
     const char *password; /* NULL treated as "" when user is set */
     const char *bearer;   /* Authorization: Bearer token, or NULL */
     bool tls_insecure;
+    enum poll_redirect redirects; /* which 3xx are followed (default none) */
+    const char *ca_file;   /* CURLOPT_CAINFO, or NULL */
+    const char *cert_file; /* client certificate, or NULL */
+    const char *key_file;  /* its key, or NULL */
+    const char *method;    /* NULL: GET; "POST" with an empty body */
     uint32_t connect_timeout_ms;
     uint32_t total_timeout_ms;
-    uint64_t max_bytes; /* body cap, after decoding */
+    uint64_t max_bytes;   /* body cap on the wire (max_body) */
+    uint64_t max_decoded; /* body cap after gzip/deflate/zstd decoding (0: max_bytes) */
+    uint32_t max_ratio;   /* decoded/wire past 16 MiB (0: POLL_MAX_RATIO_DEFAULT) */
+    struct poll_membudget *budget; /* shared in-flight byte budget, or NULL */
 };
+
+/* Heap profiles compress 5-30x; a body that decodes to more than this many
+ * times its wire size (once past 16 MiB) is a decompression bomb. */
+#define POLL_MAX_RATIO_DEFAULT 200
+
+/* A byte budget shared by every transfer of the collector (the round's bytes
+ * in flight): a transfer charges its body as it grows and stops with a clear
+ * error when the total would pass limit; it gives its charge back when it
+ * ends, and whoever keeps a body charges it again (poll_membudget_charge)
+ * until it frees it. Atomic: worker threads release. */
+struct poll_membudget {
+    _Atomic uint64_t used;
+    uint64_t limit;
+};
+void poll_membudget_charge(struct poll_membudget *b, uint64_t n);
+void poll_membudget_release(struct poll_membudget *b, uint64_t n);
 
 struct poll_fetch_result {
     int status;     /* 0: 2xx received in full; HP_EHTTP; HP_ETOOBIG; -ECANCELED */

@@ -1,7 +1,9 @@
 /* debuginfod client (the only file of the symbolizer that includes curl):
  * GET <server>/buildid/<hex>/debuginfo|executable, as elfutils' debuginfod
- * serves them, into an on-disk cache laid out like elfutils' client cache
- * (<cache>/<build-id>/<kind>).
+ * and the heapfleet agent serve them, into an on-disk cache laid out like
+ * elfutils' client cache (<cache>/<build-id>/<kind>), with a bearer token,
+ * extra headers from a file and a CA file per server; and the agent's
+ * /identity?path= lookup that tells which build a node has at a path.
  *
  * The symbolizer runs on a worker thread, so a blocking easy handle is the
  * right tool here. Every transfer has a connect timeout, a total timeout, a
@@ -12,6 +14,7 @@
 #include "collector/sym/sym-internal.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -50,27 +53,6 @@ static void curl_init_once(void)
     (void)pthread_once(&once, curl_global_cb);
 }
 
-static int mkdir_p(const char *path)
-{
-    char *tmp = hp_xstrdup(path);
-    int r = 0;
-    for (char *p = tmp + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                r = HP_ERR(errno);
-                break;
-            }
-            *p = c;
-            if (c == '\0')
-                break;
-        }
-    }
-    free(tmp);
-    return r;
-}
-
 static bool valid_build_id(const char *b)
 {
     size_t n = strlen(b);
@@ -102,13 +84,68 @@ static int verify(const char *path, const char *build_id, struct hp_buf *err, co
     return 0;
 }
 
-static int fetch_one(const struct sym_dbgd_options *o, const char *server, const char *build_id,
-                     const char *kind, const char *dest, struct hp_buf *err)
+/* Headers for one server: its bearer token and the "Name: value" lines of
+ * its header file (at most 64 lines of 4 KiB; other lines are skipped). */
+static struct curl_slist *auth_headers(const struct sym_server *sv, struct hp_buf *err)
 {
+    struct curl_slist *h = NULL;
+    if (sv->bearer && *sv->bearer) {
+        char *line = hp_xasprintf("Authorization: Bearer %s", sv->bearer);
+        h = curl_slist_append(h, line);
+        free(line);
+    }
+    if (sv->header_file && *sv->header_file) {
+        FILE *f = fopen(sv->header_file, "re");
+        if (!f) {
+            hp_err_printf(err, "%s: header file %s: %s; ", sv->url, sv->header_file,
+                          strerror(errno));
+            return h;
+        }
+        char line[4096];
+        for (int n = 0; n < 64 && fgets(line, sizeof(line), f); n++) {
+            line[strcspn(line, "\r\n")] = '\0';
+            const char *colon = strchr(line, ':');
+            if (!colon || colon == line || line[0] == '#')
+                continue;
+            h = curl_slist_append(h, line);
+        }
+        fclose(f);
+    }
+    return h;
+}
+
+static void set_common(CURL *c, const struct sym_server *sv, long timeout, char *ebuf)
+{
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    /* A token is for the server it was configured for, never a redirect's. */
+    curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, HP_MIN(timeout, 5000L));
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, HP_MAX(1L, timeout / 1000));
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "heapfleet-symbolizer/0.1");
+    if (sv->ca_file && *sv->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, sv->ca_file);
+    if (sv->user) {
+        curl_easy_setopt(c, CURLOPT_USERNAME, sv->user);
+        curl_easy_setopt(c, CURLOPT_PASSWORD, sv->password ? sv->password : "");
+    }
+}
+
+static int fetch_one(const struct sym_dbgd_options *o, const struct sym_server *sv,
+                     const char *build_id, const char *kind, const char *dest,
+                     struct hp_buf *err)
+{
+    const char *server = sv->url;
     size_t sl = strlen(server);
     while (sl > 0 && server[sl - 1] == '/')
         sl--;
     char *url = hp_xasprintf("%.*s/buildid/%s/%s", (int)sl, server, build_id, kind);
+    struct curl_slist *hdrs = NULL;
     char *tmp = hp_xasprintf("%s.tmp.%ld", dest, (long)getpid());
     int r = 0;
     CURL *c = NULL;
@@ -129,17 +166,15 @@ static int fetch_one(const struct sym_dbgd_options *o, const char *server, const
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, HP_MIN(timeout, 5000L));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, HP_MAX(1L, timeout / 1000));
+    set_common(c, sv, timeout, ebuf);
+    /* A 2 GB binary streams to disk at whatever pace the link allows: no
+     * total timeout; the connect timeout and the low-speed limit (under
+     * 1 KiB/s for timeout_ms) catch a server that is down or stalls. */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s.max);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "heapfleet-symbolizer/0.1");
+    hdrs = auth_headers(sv, err);
+    if (hdrs)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode cr = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -153,12 +188,18 @@ static int fetch_one(const struct sym_dbgd_options *o, const char *server, const
         goto out;
     }
     if (cr != CURLE_OK) {
-        hp_err_printf(err, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cr));
+        hp_err_printf(err, "%s: %s%s", url, cr == CURLE_OPERATION_TIMEDOUT ? "timed out: " : "",
+                      ebuf[0] ? ebuf : curl_easy_strerror(cr));
         r = HP_EHTTP;
         goto out;
     }
     if (status == 404) {
         r = HP_ENOTFOUND;
+        goto out;
+    }
+    if (status == 401 || status == 403) {
+        hp_err_printf(err, "%s: HTTP status %ld (token refused)", url, status);
+        r = HP_EHTTP;
         goto out;
     }
     if (status != 200) {
@@ -178,6 +219,7 @@ out:
         unlink(tmp);
     if (c)
         curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
     free(tmp);
     free(url);
     return r;
@@ -186,7 +228,7 @@ out:
 int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
                          const char *kind, char **ret_path, struct hp_buf *err)
 {
-    if (!o->urls || !*o->urls || !o->cache_dir)
+    if (o->nservers == 0 || !o->cache_dir)
         return HP_ENOTFOUND;
     if (!valid_build_id(build_id))
         return HP_EUSAGE;
@@ -194,11 +236,13 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
     char *dest = hp_xasprintf("%s/%s", dir, kind);
     int r = HP_ENOTFOUND;
     struct stat st;
+    /* One download per build-id: whichever node or server brought it, the
+     * next node with the same build finds it here. */
     if (stat(dest, &st) == 0 && S_ISREG(st.st_mode) && verify(dest, build_id, NULL, dest) == 0) {
         r = 0;
         goto out;
     }
-    r = mkdir_p(dir);
+    r = hp_mkdir_p(dir);
     if (r < 0) {
         hp_err_printf(err, "%s: cannot create cache directory: %s", dir, hp_strerror(r));
         goto out;
@@ -206,7 +250,40 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
     curl_init_once();
     r = HP_ENOTFOUND;
     /* Servers are tried in order; the first that has it wins. */
-    const char *p = o->urls;
+    for (size_t i = 0; i < o->nservers; i++) {
+        const struct sym_server *sv = &o->servers[i];
+        if (!sv->url || !*sv->url)
+            continue;
+        uint64_t h = hp_hash_bytes(sv->url, strlen(sv->url), 0);
+        struct sym_dbgd_backoff *bo = o->backoff;
+        size_t slot = bo ? h % HP_ARRAY_SIZE(bo->url_hash) : 0;
+        if (bo && bo->url_hash[slot] == h && hp_now_ns() < bo->until_ns[slot])
+            continue;
+        int fr = fetch_one(o, sv, build_id, kind, dest, err);
+        if (bo && fr == HP_EHTTP) {
+            bo->url_hash[slot] = h;
+            bo->until_ns[slot] = hp_now_ns() + UINT64_C(60) * 1000000000;
+        }
+        if (fr == 0) {
+            r = 0;
+            break;
+        }
+        /* Remember the most telling failure: anything beats "not found". */
+        if (r == HP_ENOTFOUND)
+            r = fr;
+    }
+out:
+    if (r == 0)
+        *ret_path = hp_xstrdup(dest);
+    free(dest);
+    free(dir);
+    return r;
+}
+
+void sym_dbgd_servers_parse(const char *urls, struct sym_server **servers, size_t *n,
+                            size_t *cap)
+{
+    const char *p = urls ? urls : "";
     while (*p) {
         while (*p == ' ' || *p == '\t' || *p == '\n')
             p++;
@@ -214,34 +291,181 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
         while (*q && *q != ' ' && *q != '\t' && *q != '\n')
             q++;
         if (q > p) {
-            uint64_t h = hp_hash_bytes(p, (size_t)(q - p), 0);
-            struct sym_dbgd_backoff *bo = o->backoff;
-            size_t slot = bo ? h % HP_ARRAY_SIZE(bo->url_hash) : 0;
-            if (bo && bo->url_hash[slot] == h && hp_now_ns() < bo->until_ns[slot]) {
-                p = q;
-                continue;
-            }
-            char *server = hp_xstrndup(p, (size_t)(q - p));
-            int fr = fetch_one(o, server, build_id, kind, dest, err);
-            free(server);
-            if (bo && fr == HP_EHTTP) {
-                bo->url_hash[slot] = h;
-                bo->until_ns[slot] = hp_now_ns() + UINT64_C(60) * 1000000000;
-            }
-            if (fr == 0) {
-                r = 0;
-                break;
-            }
-            /* Remember the most telling failure: anything beats "not found". */
-            if (r == HP_ENOTFOUND)
-                r = fr;
+            *servers = hp_xgrow(*servers, cap, *n + 1, sizeof(**servers));
+            (*servers)[(*n)++] = (struct sym_server){ .url = hp_xstrndup(p, (size_t)(q - p)) };
         }
         p = q;
     }
+}
+
+struct membuf {
+    struct hp_buf *b;
+    size_t max;
+};
+
+static size_t mem_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct membuf *m = ud;
+    size_t len = size * nmemb;
+    if (m->b->len + len > m->max)
+        return 0;
+    hp_buf_append(m->b, ptr, len);
+    return len;
+}
+
+int sym_agent_identity_parse(const char *body, size_t len, char *ret_build_id)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, 0, &je);
+    const char *bid = o ? json_string_value(json_object_get(o, "build_id")) : NULL;
+    int r = 0;
+    if (!bid || !*bid || !valid_build_id(bid))
+        r = bid && !*bid ? HP_ENOTFOUND : HP_EPARSE;
+    else
+        snprintf(ret_build_id, 2 * SYM_BUILD_ID_MAX + 1, "%s", bid);
+    json_decref(o);
+    return r;
+}
+
+int sym_agent_identity(const struct sym_server *agent, const char *path, long timeout_ms,
+                       char *ret_build_id, struct hp_buf *err)
+{
+    curl_init_once();
+    CURL *c = curl_easy_init();
+    if (!c)
+        return HP_EHTTP;
+    char *esc = curl_easy_escape(c, path, 0);
+    size_t sl = strlen(agent->url);
+    while (sl > 0 && agent->url[sl - 1] == '/')
+        sl--;
+    char *url = hp_xasprintf("%.*s/identity?path=%s", (int)sl, agent->url, esc ? esc : "");
+    curl_free(esc);
+    struct hp_buf body = HP_BUF_INIT(0);
+    struct membuf mb = { &body, 64 * 1024 };
+    char ebuf[CURL_ERROR_SIZE] = "";
+    long timeout = timeout_ms > 0 ? timeout_ms : 10000;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &mb);
+    set_common(c, agent, timeout, ebuf);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
+    struct curl_slist *hdrs = auth_headers(agent, err);
+    if (hdrs)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    int r = 0;
+    CURLcode cr = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (cr != CURLE_OK) {
+        hp_err_printf(err, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cr));
+        r = HP_EHTTP;
+        goto out;
+    }
+    if (status == 404 || status == 403) {
+        /* 403: the agent serves only binaries of live processes and its
+         * --binaries folders; for the collector that is "not there". */
+        hp_err_printf(err, "%s: HTTP status %ld", url, status);
+        r = HP_ENOTFOUND;
+        goto out;
+    }
+    if (status != 200) {
+        hp_err_printf(err, "%s: HTTP status %ld%s", url, status,
+                      status == 401 ? " (token refused)" : "");
+        r = HP_EHTTP;
+        goto out;
+    }
+    r = sym_agent_identity_parse(body.data ? body.data : "", body.len, ret_build_id);
+    if (r < 0)
+        hp_err_printf(err, "%s: answer has no build_id (expected a JSON object with a hex "
+                           "\"build_id\")", url);
 out:
-    if (r == 0)
-        *ret_path = hp_xstrdup(dest);
-    free(dest);
-    free(dir);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    hp_buf_release(&body);
+    free(url);
+    return r;
+}
+
+/* ---- gperftools /pprof/symbol ------------------------------------------------ */
+
+/* Parse "0xADDR name" lines (gperftools' symbol service, as jeprof reads
+ * it); lines of another shape are skipped, names are capped at 4 KiB. */
+void sym_pprof_symbol_parse(const char *b, size_t n, sym_symbol_cb cb, void *ctx)
+{
+    size_t i = 0;
+    while (i < n) {
+        const char *line = b + i;
+        const char *nl = memchr(line, '\n', n - i);
+        size_t len = nl ? (size_t)(nl - line) : n - i;
+        i += len + 1;
+        if (len > 0 && line[len - 1] == '\r')
+            len--;
+        size_t k = 0;
+        if (len >= 2 && line[0] == '0' && (line[1] == 'x' || line[1] == 'X'))
+            k = 2;
+        size_t hs = k;
+        while (k < len && k - hs < 17 &&
+               ((line[k] >= '0' && line[k] <= '9') || ((line[k] | 0x20) >= 'a' && (line[k] | 0x20) <= 'f')))
+            k++;
+        uint64_t addr;
+        if (k == hs || k >= len || line[k] != ' ' ||
+            hp_parse_hex64(line + hs, k - hs, &addr) < 0)
+            continue;
+        k++;
+        size_t nl2 = len - k;
+        if (nl2 == 0 || nl2 > 4096)
+            continue;
+        cb(ctx, addr, line + k, nl2);
+    }
+}
+
+int sym_pprof_symbol(const struct sym_server *sv, const uint64_t *addrs, size_t n,
+                     long timeout_ms, sym_symbol_cb cb, void *ctx, struct hp_buf *err)
+{
+    curl_init_once();
+    CURL *c = curl_easy_init();
+    if (!c)
+        return HP_EHTTP;
+    long timeout = timeout_ms > 0 ? timeout_ms : 10000;
+    char ebuf[CURL_ERROR_SIZE] = "";
+    struct hp_buf body = HP_BUF_INIT(0), req = HP_BUF_INIT(0);
+    struct membuf mb = { &body, 16u << 20 };
+    struct curl_slist *hdrs = auth_headers(sv, err);
+    int r = 0;
+    /* In batches, as jeprof posts them; each answer is parsed at once. */
+    for (size_t i = 0; i < n && r == 0;) {
+        hp_buf_reset(&req);
+        hp_buf_reset(&body);
+        size_t end = HP_MIN(n, i + 4096);
+        for (size_t k = i; k < end; k++)
+            hp_buf_printf(&req, "%s0x%llx", k > i ? "+" : "", (unsigned long long)addrs[k]);
+        i = end;
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, sv->url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_cb);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &mb);
+        set_common(c, sv, timeout, ebuf);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)req.len);
+        if (hdrs)
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+        CURLcode cr = curl_easy_perform(c);
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        if (cr != CURLE_OK) {
+            hp_err_printf(err, "%s: %s", sv->url, ebuf[0] ? ebuf : curl_easy_strerror(cr));
+            r = HP_EHTTP;
+        } else if (status != 200) {
+            hp_err_printf(err, "%s: HTTP status %ld", sv->url, status);
+            r = status == 404 ? HP_ENOTFOUND : HP_EHTTP;
+        } else {
+            sym_pprof_symbol_parse(body.data ? body.data : "", body.len, cb, ctx);
+        }
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    hp_buf_release(&body);
+    hp_buf_release(&req);
     return r;
 }

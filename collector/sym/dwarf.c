@@ -22,6 +22,8 @@
  * libdwarf handles are not thread-safe; sym_dw_prepare() parses CUs on extra
  * threads each with its own Dwarf_Debug on the same file, and hands the
  * results (plain arrays and strings in per-CU arenas) back to the owner.
+ * libdwarf also keeps process-wide state shared by every handle: the calls
+ * that touch it run under one lock (libdwarf_global_mu, with the audit).
  *
  * Every libdwarf error is translated here into "no information" for the
  * address or CU concerned (hostile files are expected); nothing is fatal. */
@@ -33,6 +35,7 @@
 #include <libdwarf/dwarf.h>
 #include <libdwarf/libdwarf.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,6 +73,7 @@ struct dw_cu {
     uint64_t die_off;
     int state;
     uint16_t version;
+    bool types_code; /* a Rust CU: methods with code may sit inside types */
     uint64_t base; /* CU base address for DWARF 4 range lists */
     struct hp_arena arena;
     const char **files;
@@ -82,6 +86,7 @@ struct dw_cu {
     struct dw_range *ranges;
     size_t nranges, ranges_cap;
     struct dw_top *tops;
+    uint64_t *tops_maxhi; /* hp_interval_maxhi of tops */
     size_t ntops;
 };
 
@@ -94,17 +99,73 @@ struct sym_dw {
     char *path;
     int fd;
     Dwarf_Debug dbg;
+    /* dwz's common file (.gnu_debugaltlink), tied to dbg so libdwarf reads
+     * DW_FORM_GNU_strp_alt strings from it; DW_FORM_GNU_ref_alt DIEs are
+     * looked up in it here. -1 / NULL when there is none. */
+    int alt_fd;
+    Dwarf_Debug alt;
     struct dw_cu *cus;
     size_t ncus, cus_cap;
     struct hp_map64 cu_by_off; /* CU DIE offset -> index */
     struct dw_aentry *aranges;
     size_t naranges, aranges_cap;
+    uint64_t *aranges_maxhi; /* hp_interval_maxhi of aranges */
     bool scanned; /* every CU header walked */
-    struct hp_map64 names;      /* DIE offset -> index+1 into name_ptrs */
-    const char **name_ptrs;
+    bool aranges_read; /* .debug_aranges read (on the first lookup) */
+    struct hp_map64 names;      /* DIE offset -> index into name_tab */
+    struct dw_name *name_tab;
     size_t nnames, names_cap;
     struct hp_arena arena;
 };
+
+/* libdwarf 20210528 is not thread-safe across handles either: some of its
+ * state is process-wide. What follows is the audit of every mutable static
+ * and global in its libdwarf/ directory (tag 20210528), and what makes each
+ * safe here. Calls marked LOCKED run under libdwarf_global_mu, one at a time
+ * in the whole process, whichever sym_dw or thread makes them.
+ *
+ *  - dwarf_line.c create_fullest_file_path(): five function-level
+ *    `static char[300]` buffers (targbuf, nbuf, compdirbuf, incdirbuf,
+ *    filenamebuf) used as dwarfstring storage; the path is built there, an
+ *    allocation is sized from this thread's length, then strcpy'd from the
+ *    shared buffer. Two threads overflow each other's allocations (glibc
+ *    "malloc(): corrupted top size"; ASan heap-buffer-overflow in strcpy).
+ *    Reached from dwarf_srcfiles() and dwarf_linesrc()/dwarf_filename().
+ *    We call only dwarf_srcfiles(): LOCKED. dwarf_linesrc is never called.
+ *  - dwarf_groups.c: map_reccount, temp_map_data, target_group,
+ *    found_name_in_group: built while a handle sorts its section groups,
+ *    inside dwarf_object_init_b() (and freed in dwarf_object_finish()):
+ *    both LOCKED.
+ *  - dwarf_alloc.c: global_de_alloc_tree_on, written by
+ *    dwarf_set_de_alloc_flag() and read by _dwarf_get_debug() (inside
+ *    dwarf_object_init_b) and every allocation: we call the setter once per
+ *    process, under pthread_once, before the first handle is opened (see
+ *    tracking_init), so afterwards it is only read. The global_allocation_* and
+ *    global_de_alloc_tree_* counters are compiled only with
+ *    HAVE_GLOBAL_ALLOC_SUMS, which Debian's build does not define.
+ *    _dwarf_failsafe_error is written only when malloc itself fails, and
+ *    out of memory aborts this process anyway (STYLE.md).
+ *  - dwarf_init_finish.c: _dwarf_assume_string_in_bounds,
+ *    _dwarf_apply_relocs, _dwarf_get_elf_flags_func_ptr: written only by
+ *    their setters (dwarf_set_stringcheck, dwarf_set_reloc_application,
+ *    dwarf_set_elf_flags_func), which we never call.
+ *  - dwarf_debuglink.c winbuf, joinchar, joinstr: dwarf_gnu_debuglink and
+ *    dwarf_add_debuglink_global_paths only; never called.
+ *  - dwarf_print_lines.c locallinebuf: the dwarf_print_lines family only;
+ *    never called.
+ *  - Read-only after load (never written): dwarfstring.c minimumnewlen and
+ *    its digit tables, dwarf_tsearchhash.c primes/allowed_fill_percent,
+ *    dwarf_die_deliv.c dwarfsig8zero, the expbytes table of the line
+ *    reader, dwarf_object_detector.c archive_magic.
+ * Everything else a call touches hangs off its own Dwarf_Debug (allocation
+ * tree, section data, CU contexts, abbreviation tables), and each handle is
+ * used by one thread at a time. Opening and closing handles
+ * (dwarf_object_init_b/dwarf_object_finish) are LOCKED as well
+ * for the group tables above; opening and closing handles is rare next to
+ * parsing, and the file list of a CU is small next to its line table, so the
+ * lock costs little. A call added to this file must be checked against this
+ * list. */
+static pthread_mutex_t libdwarf_global_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void dw_err_free(Dwarf_Debug dbg, Dwarf_Error *e)
 {
@@ -112,6 +173,27 @@ static void dw_err_free(Dwarf_Debug dbg, Dwarf_Error *e)
         dwarf_dealloc_error(dbg, *e);
         *e = NULL;
     }
+}
+
+/* A string attribute of a DIE (pointing into .debug_str or .debug_info:
+ * never freed), or NULL. Not dwarf_die_text()/dwarf_diename(): libdwarf
+ * 20210528's dwarf_die_text drops the error dwarf_attr makes on a malformed
+ * DIE, which leaks once allocation tracking is off (see tracking_init). */
+static char *die_string(Dwarf_Debug dbg, Dwarf_Die die, Dwarf_Half at)
+{
+    Dwarf_Attribute a = NULL;
+    Dwarf_Error e = NULL;
+    char *s = NULL;
+    if (dwarf_attr(die, at, &a, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return NULL;
+    }
+    if (dwarf_formstring(a, &s, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        s = NULL;
+    }
+    dwarf_dealloc_attribute(a);
+    return s;
 }
 
 /* ---- CU table ------------------------------------------------------------ */
@@ -151,6 +233,10 @@ static void aranges_sort(struct sym_dw *d)
 {
     if (d->naranges > 1)
         hp_qsort(d->aranges, d->naranges, sizeof(*d->aranges), aentry_cmp);
+    free(d->aranges_maxhi);
+    d->aranges_maxhi = hp_xmalloc((d->naranges ? d->naranges : 1) * sizeof(uint64_t));
+    hp_interval_maxhi(d->aranges, d->naranges, sizeof(*d->aranges),
+                      offsetof(struct dw_aentry, hi), d->aranges_maxhi);
 }
 
 static void read_aranges(struct sym_dw *d)
@@ -215,15 +301,17 @@ static size_t die_ranges(Dwarf_Debug dbg, Dwarf_Die die, uint16_t version, uint6
     Dwarf_Unsigned val = 0;
     if (dwarf_whatform(attr, &form, &e) != DW_DLV_OK)
         goto out;
-    if (form == DW_FORM_rnglistx || form == DW_FORM_sec_offset || form == DW_FORM_data4 ||
-        form == DW_FORM_data8) {
-        if (dwarf_formudata(attr, &val, &e) != DW_DLV_OK) {
-            Dwarf_Off off;
-            dw_err_free(dbg, &e);
-            if (dwarf_global_formref(attr, &off, &e) != DW_DLV_OK)
-                goto out;
-            val = off;
-        }
+    if (form == DW_FORM_sec_offset) {
+        /* libdwarf 20210528's dwarf_formudata refuses DW_FORM_sec_offset
+         * with an allocated error (one per ranged scope, ~158k on a 100 MB
+         * program); dwarf_global_formref reads it directly. */
+        Dwarf_Off off;
+        if (dwarf_global_formref(attr, &off, &e) != DW_DLV_OK)
+            goto out;
+        val = off;
+    } else if (form == DW_FORM_rnglistx || form == DW_FORM_data4 || form == DW_FORM_data8) {
+        if (dwarf_formudata(attr, &val, &e) != DW_DLV_OK)
+            goto out;
     } else {
         goto out;
     }
@@ -340,19 +428,20 @@ static void scan_cus(struct sym_dw *d)
 
 static int cu_find(struct sym_dw *d, uint64_t addr)
 {
+    if (!d->aranges_read) {
+        /* Not at open: dwarf_get_aranges makes libdwarf read all of
+         * .debug_info, and a run answered from the on-disk cache never
+         * looks an address up. */
+        d->aranges_read = true;
+        read_aranges(d);
+        aranges_sort(d);
+    }
     for (int pass = 0; pass < 2; pass++) {
-        size_t lo = 0, hi = d->naranges;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (d->aranges[mid].lo <= addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        /* Overlapping entries are rare; look back a little. */
-        for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++)
-            if (addr >= d->aranges[i - 1].lo && addr < d->aranges[i - 1].hi)
-                return (int)d->aranges[i - 1].cu;
+        size_t i = hp_interval_find(d->aranges, d->naranges, sizeof(*d->aranges),
+                                    offsetof(struct dw_aentry, lo), offsetof(struct dw_aentry, hi),
+                                    d->aranges_maxhi, addr);
+        if (i != SIZE_MAX)
+            return (int)d->aranges[i].cu;
         if (d->scanned)
             return -1;
         scan_cus(d);
@@ -440,7 +529,11 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
     Dwarf_Error e = NULL;
     char **files = NULL;
     Dwarf_Signed nfiles = 0;
-    if (dwarf_srcfiles(cudie, &files, &nfiles, &e) == DW_DLV_OK) {
+    /* create_fullest_file_path's static buffers: see libdwarf_global_mu. */
+    pthread_mutex_lock(&libdwarf_global_mu);
+    int sr = dwarf_srcfiles(cudie, &files, &nfiles, &e);
+    pthread_mutex_unlock(&libdwarf_global_mu);
+    if (sr == DW_DLV_OK) {
         if (nfiles > 0 && nfiles < (1 << 20)) {
             cu->files = hp_arena_alloc(&cu->arena, (size_t)nfiles * sizeof(*cu->files));
             for (Dwarf_Signed i = 0; i < nfiles; i++)
@@ -470,10 +563,8 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
      * means the default, 1. Clang does use file 0 explicitly; leave it. */
     bool zero_is_one = false;
     if (lver >= 5) {
-        char *prod = NULL;
-        if (dwarf_die_text(cudie, DW_AT_producer, &prod, &e) == DW_DLV_OK)
-            zero_is_one = strncmp(prod, "GNU ", 4) == 0;
-        dw_err_free(dbg, &e);
+        const char *prod = die_string(dbg, cudie, DW_AT_producer);
+        zero_is_one = prod && strncmp(prod, "GNU ", 4) == 0;
     }
     Dwarf_Line *lines = NULL;
     Dwarf_Signed nlines = 0;
@@ -490,6 +581,23 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
             }
             if (dwarf_lineendsequence(lines[i], &end, &e) != DW_DLV_OK)
                 dw_err_free(dbg, &e);
+            if (end) {
+                /* libdwarf 20210528 stores a special opcode's row with
+                 * `li_end_sequence = li_epilogue_begin = epilogue_begin`
+                 * (dwarf_line_table_reader_common.h), so every row after
+                 * DW_LNS_set_epilogue_begin (LLVM emits it: rustc,
+                 * clang) reads as an end of sequence and the function's
+                 * epilogue had no line (??:0 where llvm-symbolizer prints
+                 * the line; ~9% of a Rust binary's functions). A real
+                 * DW_LNE_end_sequence row does not carry epilogue_begin:
+                 * the flag is cleared after every row. */
+                Dwarf_Bool pe = 0, eb = 0;
+                Dwarf_Unsigned isa = 0, disc = 0;
+                if (dwarf_prologue_end_etc(lines[i], &pe, &eb, &isa, &disc, &e) != DW_DLV_OK)
+                    dw_err_free(dbg, &e);
+                else if (eb)
+                    end = 0;
+            }
             if (!end) {
                 if (dwarf_lineno(lines[i], &ln, &e) != DW_DLV_OK)
                     dw_err_free(dbg, &e);
@@ -516,12 +624,21 @@ struct walk {
     struct dw_cu *cu;
     uint64_t cu_base;
     unsigned dies;
-    bool in_sub; /* inside a subprogram's subtree */
+    bool in_sub;      /* inside a subprogram's subtree */
+    bool types_code;  /* functions with code may sit inside type DIEs */
 };
 
-static bool tag_descends(Dwarf_Half tag)
+static bool tag_descends(Dwarf_Half tag, bool types_code)
 {
     switch (tag) {
+    /* rustc before 1.64 or so places methods with code inside the
+     * DW_TAG_structure_type of their impl's Self type (later ones use a
+     * "{impl#N}" namespace); only Rust CUs pay for descending into types. */
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_enumeration_type:
+    case DW_TAG_class_type:
+        return types_code;
     case DW_TAG_compile_unit:
     case DW_TAG_partial_unit:
     case DW_TAG_namespace:
@@ -549,7 +666,23 @@ static uint32_t attr_udata(Dwarf_Debug dbg, Dwarf_Die die, Dwarf_Half at)
         dw_err_free(dbg, &e);
         return 0;
     }
-    if (dwarf_formudata(a, &v, &e) != DW_DLV_OK) {
+    /* GCC 12 puts DW_AT_call_file/DW_AT_call_line values shared by every
+     * DIE of an abbreviation into the abbreviation (DW_FORM_implicit_const),
+     * which libdwarf 20210528's dwarf_formudata rejects; dwarf_formsdata
+     * reads it. */
+    Dwarf_Half form = 0;
+    if (dwarf_whatform(a, &form, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        form = 0;
+    }
+    if (form == DW_FORM_implicit_const) {
+        Dwarf_Signed sv = 0;
+        if (dwarf_formsdata(a, &sv, &e) != DW_DLV_OK) {
+            dw_err_free(dbg, &e);
+            sv = 0;
+        }
+        v = sv < 0 ? 0 : (Dwarf_Unsigned)sv;
+    } else if (dwarf_formudata(a, &v, &e) != DW_DLV_OK) {
         dw_err_free(dbg, &e);
         v = 0;
     }
@@ -603,7 +736,7 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
             return;
         }
         s->first_child = (uint32_t)self + 1;
-    } else if (!tag_descends(tag)) {
+    } else if (!tag_descends(tag, w->types_code)) {
         return;
     }
 
@@ -638,7 +771,8 @@ static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
         dw_err_free(dbg, &e);
         return;
     }
-    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = cu->base, .in_sub = true };
+    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = cu->base, .in_sub = true,
+                      .types_code = cu->types_code };
     uint32_t start = (uint32_t)cu->nscopes;
     Dwarf_Die child = NULL;
     int r = dwarf_child(die, &child, &e);
@@ -658,18 +792,10 @@ static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
 /* The function (top-level scope) holding addr, or -1. */
 static int32_t top_for(const struct dw_cu *cu, uint64_t addr)
 {
-    size_t lo = 0, hi = cu->ntops;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cu->tops[mid].lo <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++)
-        if (addr >= cu->tops[i - 1].lo && addr < cu->tops[i - 1].hi)
-            return (int32_t)cu->tops[i - 1].scope;
-    return -1;
+    size_t i = hp_interval_find(cu->tops, cu->ntops, sizeof(*cu->tops),
+                                offsetof(struct dw_top, lo), offsetof(struct dw_top, hi),
+                                cu->tops_maxhi, addr);
+    return i == SIZE_MAX ? -1 : (int32_t)cu->tops[i].scope;
 }
 
 static int top_cmp(const void *a, const void *b)
@@ -701,8 +827,14 @@ static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
         base = 0;
     }
     cu->base = base;
+    Dwarf_Unsigned lang = 0;
+    if (dwarf_srclang(cudie, &lang, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        lang = 0;
+    }
+    cu->types_code = lang == DW_LANG_Rust;
     cu_load_lines(dbg, cu, cudie);
-    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base };
+    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
     walk_die(&w, cudie, -1, 0);
     dwarf_dealloc_die(cudie);
 
@@ -722,6 +854,9 @@ static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
             }
         }
         hp_qsort(cu->tops, cu->ntops, sizeof(*cu->tops), top_cmp);
+        cu->tops_maxhi = hp_xmalloc(cu->ntops * sizeof(uint64_t));
+        hp_interval_maxhi(cu->tops, cu->ntops, sizeof(*cu->tops), offsetof(struct dw_top, hi),
+                          cu->tops_maxhi);
     }
     cu->state = CU_LOADED;
 }
@@ -732,99 +867,466 @@ static void cu_release(struct dw_cu *cu)
     free(cu->scopes);
     free(cu->ranges);
     free(cu->tops);
+    free(cu->tops_maxhi);
     hp_arena_release(&cu->arena);
 }
 
 /* ---- names --------------------------------------------------------------- */
 
-static const char *name_of(struct sym_dw *d, uint64_t off, int depth)
+/* Names by DIE key, resolved once: the linkage name (mangled), directly
+ * or through DW_AT_abstract_origin / DW_AT_specification; else DW_AT_name,
+ * and, computed only when a physical frame needs it, that name qualified by
+ * its enclosing namespaces, classes and functions. Keys are DIE offsets;
+ * DIEs of dwz's common (alternate) file get the top bit so the two offset
+ * spaces never collide. */
+#define ALT_BIT (UINT64_C(1) << 63)
+
+struct dw_name {
+    const char *name;     /* NULL: none */
+    const char *qual;     /* qualified DW_AT_name, once computed */
+    uint64_t name_die;    /* the key of the DIE that carries `name` */
+    bool linkage;
+    bool qual_done;
+};
+
+/* Where a string lives in a file it cannot read (DW_FORM_GNU_strp_alt
+ * without dwz's common file), libdwarf 20210528 returns a placeholder such
+ * as "<DW_FORM_GNU_strp_alt-no-tied-file>" instead of an error: that is no
+ * name, and the symbol table's is better. */
+static bool placeholder(const char *s)
+{
+    return s && strncmp(s, "<DW_FORM_", 9) == 0;
+}
+
+static Dwarf_Debug key_dbg(const struct sym_dw *d, uint64_t key)
+{
+    return (key & ALT_BIT) ? d->alt : d->dbg;
+}
+
+static uint32_t name_of(struct sym_dw *d, uint64_t key, int depth);
+
+static struct dw_name *name_at(struct sym_dw *d, uint32_t idx)
+{
+    return &d->name_tab[idx];
+}
+
+static uint32_t name_add(struct sym_dw *d, uint64_t key, struct dw_name n)
+{
+    d->name_tab = hp_xgrow(d->name_tab, &d->names_cap, d->nnames + 1, sizeof(*d->name_tab));
+    uint32_t idx = (uint32_t)d->nnames++;
+    d->name_tab[idx] = n;
+    uint32_t dummy;
+    (void)hp_map64_put(&d->names, key, idx, &dummy);
+    return idx;
+}
+
+static uint32_t name_of(struct sym_dw *d, uint64_t key, int depth)
 {
     uint32_t idx;
-    if (hp_map64_get(&d->names, off, &idx))
-        return d->name_ptrs[idx];
-    const char *res = NULL;
+    if (hp_map64_get(&d->names, key, &idx))
+        return idx;
+    bool in_alt = (key & ALT_BIT) != 0;
+    Dwarf_Debug dbg = key_dbg(d, key);
+    uint64_t off = key & ~ALT_BIT;
+    struct dw_name res = { .name_die = key };
     Dwarf_Error e = NULL;
     Dwarf_Die die = NULL;
-    if (depth > 8 || dwarf_offdie_b(d->dbg, off, 1, &die, &e) != DW_DLV_OK) {
-        dw_err_free(d->dbg, &e);
-        return NULL;
+    if (depth > 8 || !dbg || dwarf_offdie_b(dbg, off, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return name_add(d, key, res);
     }
-    char *s = NULL;
+    char *s = die_string(dbg, die, DW_AT_linkage_name);
     const char *own = NULL;
-    if (dwarf_die_text(die, DW_AT_linkage_name, &s, &e) == DW_DLV_OK ||
-        (dw_err_free(d->dbg, &e), dwarf_die_text(die, DW_AT_MIPS_linkage_name, &s, &e)) ==
-            DW_DLV_OK) {
-        res = s;
+    if (!s)
+        s = die_string(dbg, die, DW_AT_MIPS_linkage_name);
+    if (s && !placeholder(s)) {
+        res.name = s;
+        res.linkage = true;
         goto done;
     }
-    dw_err_free(d->dbg, &e);
-    if (dwarf_diename(die, &s, &e) == DW_DLV_OK)
+    s = die_string(dbg, die, DW_AT_name);
+    if (s && !placeholder(s))
         own = s;
-    dw_err_free(d->dbg, &e);
     static const Dwarf_Half refs[] = { DW_AT_abstract_origin, DW_AT_specification };
-    for (size_t i = 0; i < HP_ARRAY_SIZE(refs) && !res; i++) {
+    for (size_t i = 0; i < HP_ARRAY_SIZE(refs) && !res.name; i++) {
         Dwarf_Attribute a = NULL;
         if (dwarf_attr(die, refs[i], &a, &e) != DW_DLV_OK) {
-            dw_err_free(d->dbg, &e);
+            dw_err_free(dbg, &e);
             continue;
         }
         Dwarf_Off target = 0;
-        if (dwarf_global_formref(a, &target, &e) == DW_DLV_OK && target != off)
-            res = name_of(d, target, depth + 1);
-        dw_err_free(d->dbg, &e);
+        Dwarf_Half form = 0;
+        if (dwarf_whatform(a, &form, &e) != DW_DLV_OK)
+            dw_err_free(dbg, &e);
+        /* A reference into dwz's common file: an offset in its .debug_info
+         * (a DIE there refers only within that file). */
+        bool to_alt = in_alt || form == DW_FORM_GNU_ref_alt;
+        if (dwarf_global_formref(a, &target, &e) == DW_DLV_OK) {
+            uint64_t tkey = to_alt ? (target | ALT_BIT) : target;
+            if (tkey != key) {
+                const struct dw_name *t = name_at(d, name_of(d, tkey, depth + 1));
+                res.name = t->name;
+                res.linkage = t->linkage;
+                res.name_die = t->name_die;
+            }
+        }
+        dw_err_free(dbg, &e);
         dwarf_dealloc_attribute(a);
     }
-    if (!res)
-        res = own;
+    if (!res.name) {
+        res.name = own;
+        res.name_die = key;
+    }
 done:
     dwarf_dealloc_die(die);
-    /* Strings from dwarf_die_text point into .debug_str or the DIE data,
-     * which live until dwarf_finish; copy anyway: small, and safe. */
-    if (res)
-        res = hp_arena_strdup(&d->arena, res);
-    d->name_ptrs = hp_xgrow(d->name_ptrs, &d->names_cap, d->nnames + 1, sizeof(*d->name_ptrs));
-    d->name_ptrs[d->nnames] = res;
-    (void)hp_map64_put(&d->names, off, (uint32_t)d->nnames, &idx);
-    d->nnames++;
-    return res;
+    /* Strings from die_string point into .debug_str or the DIE data,
+     * which live until dwarf_finish; copy anyway: small, and safe. Names
+     * reached through a reference are already copies. */
+    if (res.name && res.name_die == key)
+        res.name = hp_arena_strdup(&d->arena, res.name);
+    return name_add(d, key, res);
+}
+
+/* The DIEs enclosing `target`, outermost first, found by walking down from
+ * its CU's DIE through the one child whose extent holds it (libdwarf
+ * 20210528 has no parent link). Returns the count, or -1. */
+static int die_parents(Dwarf_Debug dbg, Dwarf_Off target, Dwarf_Off *chain, int cap)
+{
+    Dwarf_Error e = NULL;
+    Dwarf_Die die = NULL, cur = NULL;
+    Dwarf_Off cu_off = 0;
+    if (dwarf_offdie_b(dbg, target, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return -1;
+    }
+    int r = dwarf_CU_dieoffset_given_die(die, &cu_off, &e);
+    dwarf_dealloc_die(die);
+    if (r != DW_DLV_OK || dwarf_offdie_b(dbg, cu_off, 1, &cur, &e) != DW_DLV_OK) {
+        dw_err_free(dbg, &e);
+        return -1;
+    }
+    int n = 0;
+    for (int guard = 0; guard < SYM_MAX_DIE_DEPTH; guard++) {
+        Dwarf_Die c = NULL;
+        r = dwarf_child(cur, &c, &e);
+        dwarf_dealloc_die(cur);
+        cur = NULL;
+        while (r == DW_DLV_OK) {
+            Dwarf_Off co = 0, no = UINT64_MAX;
+            if (dwarf_dieoffset(c, &co, &e) != DW_DLV_OK) {
+                /* Without libdwarf's tracking nothing frees c later. */
+                dwarf_dealloc_die(c);
+                break;
+            }
+            if (co == target) {
+                dwarf_dealloc_die(c);
+                return n;
+            }
+            Dwarf_Die nx = NULL;
+            int r2 = dwarf_siblingof_b(dbg, c, 1, &nx, &e);
+            if (r2 == DW_DLV_OK && dwarf_dieoffset(nx, &no, &e) != DW_DLV_OK) {
+                dw_err_free(dbg, &e);
+                no = UINT64_MAX;
+            }
+            if (co < target && target < no) {
+                if (nx)
+                    dwarf_dealloc_die(nx);
+                if (n < cap)
+                    chain[n++] = co;
+                cur = c;
+                break;
+            }
+            dwarf_dealloc_die(c);
+            c = nx;
+            r = r2;
+        }
+        dw_err_free(dbg, &e);
+        if (!cur)
+            return -1;
+    }
+    if (cur)
+        dwarf_dealloc_die(cur);
+    return -1;
+}
+
+/* DW_AT_name of a physical function qualified as gdb prints it:
+ * "outer::inner::Pool<Local>::fill", "(anonymous namespace)::Hidden::grow".
+ * Used only when neither a linkage name nor a symbol names the function. */
+static const char *qualified_name(struct sym_dw *d, uint32_t idx)
+{
+    struct dw_name *nm = name_at(d, idx);
+    if (nm->qual_done || nm->linkage || !nm->name)
+        return nm->qual_done ? nm->qual : nm->name;
+    nm->qual_done = true;
+    nm->qual = nm->name;
+    Dwarf_Debug dbg = key_dbg(d, nm->name_die);
+    Dwarf_Off chain[32];
+    int n = dbg ? die_parents(dbg, nm->name_die & ~ALT_BIT, chain, 32) : -1;
+    struct hp_buf b = HP_BUF_INIT(0);
+    for (int i = 0; i < n && i < 32; i++) {
+        Dwarf_Error e = NULL;
+        Dwarf_Die p = NULL;
+        Dwarf_Half tag = 0;
+        if (dwarf_offdie_b(dbg, chain[i], 1, &p, &e) != DW_DLV_OK) {
+            dw_err_free(dbg, &e);
+            continue;
+        }
+        char *pn = NULL;
+        if (dwarf_tag(p, &tag, &e) == DW_DLV_OK &&
+            (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+             tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+             tag == DW_TAG_subprogram || tag == DW_TAG_module)) {
+            if ((pn = die_string(dbg, p, DW_AT_name)) != NULL)
+                hp_buf_printf(&b, "%s::", pn);
+            else if (tag == DW_TAG_namespace)
+                hp_buf_printf(&b, "(anonymous namespace)::");
+        }
+        dw_err_free(dbg, &e);
+        dwarf_dealloc_die(p);
+    }
+    if (b.len) {
+        hp_buf_printf(&b, "%s", nm->name);
+        nm = name_at(d, idx);
+        nm->qual = hp_arena_strdup(&d->arena, b.data);
+    }
+    hp_buf_release(&b);
+    return nm->qual;
 }
 
 /* ---- public -------------------------------------------------------------- */
 
-/* libdwarf 20210528 keeps process-wide state that dwarf_init_b and
- * dwarf_finish touch without locks (ThreadSanitizer showed a race in its
- * dwarfstring code between two handles opened on different threads, and
- * heap corruption followed under load). Opening and closing handles is
- * rare and cheap next to parsing, so both are serialized; the handles are
- * then used by one thread each. */
-static pthread_mutex_t libdwarf_init_mu = PTHREAD_MUTEX_INITIALIZER;
+/* ---- sections by mmap --------------------------------------------------- *
+ * libdwarf's own ELF reader read()s each section it needs into a malloc'ed
+ * copy, per handle: peak RSS grew with the binary's DWARF (all of
+ * .debug_info, .debug_line, .debug_str... as soon as one CU was read, times
+ * the worker handles), and the copies cost a sixth of cold CPU (perf:
+ * _copy_to_iter and its page faults). Handles are opened instead through
+ * libdwarf's object access interface on libelf (ELF_C_READ_MMAP): a
+ * section's bytes are the file's pages, shared by every handle and resident
+ * only where touched, as llvm-symbolizer maps them. SHF_COMPRESSED sections
+ * are inflated by libelf (elf_compress) when libdwarf first loads them;
+ * .zdebug_ ones libdwarf inflates itself. Debug sections of executables and
+ * shared objects carry no relocations, so relocate_a_section is NULL. The
+ * mapping is private and writable (copy on write), so a libdwarf that
+ * wrote into a section would get its own page, never a fault. */
+struct dw_obj {
+    char tag; /* dwarf_finish() switches on the object's first byte (E, F, M,
+               * P for its own readers); we never call it, see finish_handle */
+    Elf *elf;
+    size_t nsec, shstrndx;
+    unsigned char class_, data;
+    struct dw_obj *next; /* open handles, under libdwarf_global_mu */
+    Dwarf_Debug dbg;
+    Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
+};
+
+static struct dw_obj *dw_objs; /* LOCKED */
+
+static int obj_section_info(void *obj, Dwarf_Half idx, Dwarf_Obj_Access_Section *ret, int *err)
+{
+    struct dw_obj *o = obj;
+    Elf_Scn *scn = elf_getscn(o->elf, idx);
+    GElf_Shdr sh;
+    memset(ret, 0, sizeof(*ret));
+    if (!scn || !gelf_getshdr(scn, &sh)) {
+        *err = DW_DLE_SECTION_INDEX_BAD;
+        return DW_DLV_ERROR;
+    }
+    const char *name = elf_strptr(o->elf, o->shstrndx, sh.sh_name);
+    ret->addr = sh.sh_addr;
+    ret->type = sh.sh_type;
+    ret->size = sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size;
+    ret->name = name ? name : "";
+    ret->link = sh.sh_link;
+    ret->info = sh.sh_info;
+    ret->entrysize = sh.sh_entsize;
+    if ((sh.sh_flags & SHF_COMPRESSED) && sh.sh_type != SHT_NOBITS) {
+        /* What load_section will hand over: the inflated bytes. */
+        GElf_Chdr ch;
+        if (!gelf_getchdr(scn, &ch) || ch.ch_type != ELFCOMPRESS_ZLIB) {
+            ret->size = 0;
+            ret->name = ""; /* unreadable: as if absent */
+        } else {
+            ret->size = ch.ch_size;
+        }
+    }
+    return DW_DLV_OK;
+}
+
+static int obj_load_section(void *obj, Dwarf_Half idx, Dwarf_Small **ret, int *err)
+{
+    struct dw_obj *o = obj;
+    Elf_Scn *scn = elf_getscn(o->elf, idx);
+    GElf_Shdr sh;
+    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS) {
+        *err = DW_DLE_SECTION_INDEX_BAD;
+        return DW_DLV_ERROR;
+    }
+    uint64_t want = sh.sh_size;
+    if (sh.sh_flags & SHF_COMPRESSED) {
+        GElf_Chdr ch;
+        if (!gelf_getchdr(scn, &ch) || elf_compress(scn, 0, 0) < 0) {
+            *err = DW_DLE_ZLIB_UNCOMPRESS_ERROR;
+            return DW_DLV_ERROR;
+        }
+        want = ch.ch_size;
+    }
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d || (!d->d_buf && d->d_size) || d->d_size != want) {
+        *err = DW_DLE_SECTION_SIZE_ERROR;
+        return DW_DLV_ERROR;
+    }
+    *ret = d->d_buf;
+    return DW_DLV_OK;
+}
+
+static Dwarf_Endianness obj_byte_order(void *obj)
+{
+    return ((struct dw_obj *)obj)->data == ELFDATA2MSB ? DW_OBJECT_MSB : DW_OBJECT_LSB;
+}
+
+static Dwarf_Small obj_length_size(void *obj)
+{
+    (void)obj;
+    return 4;
+}
+
+static Dwarf_Small obj_pointer_size(void *obj)
+{
+    return ((struct dw_obj *)obj)->class_ == ELFCLASS64 ? 8 : 4;
+}
+
+static Dwarf_Unsigned obj_section_count(void *obj)
+{
+    return ((struct dw_obj *)obj)->nsec;
+}
+
+static const Dwarf_Obj_Access_Methods obj_methods = {
+    obj_section_info, obj_byte_order,    obj_length_size, obj_pointer_size,
+    obj_section_count, obj_load_section, NULL,
+};
 
 static int finish_handle(Dwarf_Debug dbg, Dwarf_Error *e)
 {
-    pthread_mutex_lock(&libdwarf_init_mu);
-    int r = dwarf_finish(dbg, e);
-    pthread_mutex_unlock(&libdwarf_init_mu);
+    pthread_mutex_lock(&libdwarf_global_mu);
+    /* dwarf_object_finish, not dwarf_finish: the latter guesses the reader
+     * from the object's first byte. Then the object and its mapping. */
+    int r = dwarf_object_finish(dbg, e);
+    struct dw_obj *o = NULL;
+    for (struct dw_obj **pp = &dw_objs; *pp; pp = &(*pp)->next)
+        if ((*pp)->dbg == dbg) {
+            o = *pp;
+            *pp = o->next;
+            break;
+        }
+    pthread_mutex_unlock(&libdwarf_global_mu);
+    if (o) {
+        elf_end(o->elf);
+        free(o);
+    }
     return r;
 }
 
+static void close_handle(Dwarf_Debug dbg)
+{
+    Dwarf_Error e = NULL;
+    if (dbg && finish_handle(dbg, &e) != DW_DLV_OK && e)
+        dwarf_dealloc_error(NULL, e);
+}
+
+/* libdwarf's allocation tracking is off (dwarf_set_de_alloc_flag(0)): with
+ * it on, every object libdwarf hands out (each DIE, attribute, line row,
+ * error, string) goes into a per-handle tsearch tree so that dwarf_finish
+ * can free what the caller forgot, which cost about a quarter of CU parsing
+ * (perf, issue 11). With it off, dwarf_finish frees only what a handle owns
+ * structurally (sections, CU contexts and their abbreviation tables, the
+ * rnglists/loclists contexts, the group map), so everything this file is
+ * handed must be given back by this file. Who frees what, every call:
+ *
+ *   dwarf_get_aranges      list[i] DW_DLA_ARANGE, list DW_DLA_LIST (read_aranges)
+ *   dwarf_offdie_b, dwarf_siblingof_b, dwarf_child
+ *                          dwarf_dealloc_die on every DIE, on every path
+ *                          (walk_die, scope_expand, cu_load, scan_cus,
+ *                          name_of, qualify, the parent chain of enclosing)
+ *   dwarf_attr            dwarf_dealloc_attribute (die_ranges, attr_udata,
+ *                          name_of)
+ *   dwarf_get_ranges_b     dwarf_ranges_dealloc
+ *   dwarf_rnglists_get_rle_head  dwarf_dealloc_rnglists_head
+ *   dwarf_srcfiles         each string DW_DLA_STRING, the list DW_DLA_LIST:
+ *                          create_fullest_file_path allocates every string
+ *                          with _dwarf_get_alloc, so none points into a
+ *                          section (the case where dwarf_dealloc needs the
+ *                          tree to tell a section pointer from its own)
+ *   dwarf_srclines_b       dwarf_srclines_dealloc_b frees the context, its
+ *                          rows, file entries and include dirs
+ *   dwarf_next_cu_header_d its CU context: owned by the handle, freed by
+ *                          dwarf_finish (freecontextlist) either way
+ *   Dwarf_Error            dw_err_free / dwarf_dealloc_error on every
+ *                          DW_DLV_ERROR return, including the init's
+ *                          (a no-dbg error: malloc'ed, freed by
+ *                          dwarf_dealloc_error(NULL, e))
+ *   dwarf_formstring (die_string) points into .debug_str/.debug_info:
+ *                          never freed (dwarf_dealloc on it would free a
+ *                          wild pointer without the tree; nothing here
+ *                          does). dwarf_die_text/dwarf_diename are not used:
+ *                          they drop dwarf_attr's error (see die_string)
+ *   dwarf_lowpc, dwarf_highpc_b, dwarf_whatform, dwarf_form*data,
+ *   dwarf_prologue_end_etc,
+ *   dwarf_global_formref, dwarf_tag, dwarf_dieoffset, dwarf_srclang,
+ *   dwarf_line* accessors, dwarf_get_version_of_die: no allocation
+ *
+ * What libdwarf itself loses without the tree: an error it makes and drops
+ * internally on malformed DWARF (a few dozen bytes each). Valgrind over the
+ * fuzz-elf corpus and the fixtures (tests/sym/dwarf-leaks.sh) measures it;
+ * it is bounded by the work done on a file, which the caches do once per
+ * address and once per CU per handle. HEAPFLEET_LIBDWARF_TRACKING=1 keeps
+ * the tree on (for that comparison and as an escape hatch). */
+static void tracking_init(void)
+{
+    const char *v = getenv("HEAPFLEET_LIBDWARF_TRACKING");
+    (void)dwarf_set_de_alloc_flag(v && strcmp(v, "1") == 0 ? 1 : 0);
+    /* libelf's global version flag, set once here rather than by every
+     * worker thread opening a handle. */
+    (void)elf_version(EV_CURRENT);
+}
+
+static pthread_once_t tracking_once = PTHREAD_ONCE_INIT;
+
 static int open_handle(int fd, Dwarf_Debug *ret)
 {
-    /* libdwarf's allocation tracking (dwarf_set_de_alloc_flag) stays on:
-     * turning it off saves ~25% of CU parsing, but libdwarf 20210528 then
-     * leaks the errors it makes internally on malformed DWARF, and a
-     * hostile file must not grow memory. */
     Dwarf_Error e = NULL;
     Dwarf_Debug dbg = NULL;
-    pthread_mutex_lock(&libdwarf_init_mu);
-    int r = dwarf_init_b(fd, DW_DLC_READ, DW_GROUPNUMBER_ANY, NULL, NULL, &dbg, &e);
-    pthread_mutex_unlock(&libdwarf_init_mu);
-    if (r == DW_DLV_ERROR) {
-        if (e)
-            dwarf_dealloc_error(NULL, e);
+    pthread_once(&tracking_once, tracking_init);
+    struct dw_obj *o = hp_xcalloc(1, sizeof(*o));
+    o->tag = 'H';
+    o->elf = elf_begin(fd, ELF_C_READ_MMAP_PRIVATE, NULL);
+    GElf_Ehdr eh;
+    if (!o->elf || elf_kind(o->elf) != ELF_K_ELF || !gelf_getehdr(o->elf, &eh) ||
+        elf_getshdrnum(o->elf, &o->nsec) != 0 || elf_getshdrstrndx(o->elf, &o->shstrndx) != 0 ||
+        o->nsec > UINT16_MAX) {
+        elf_end(o->elf);
+        free(o);
         return HP_EDWARF;
     }
-    if (r == DW_DLV_NO_ENTRY)
-        return HP_ENOTFOUND;
+    o->class_ = eh.e_ident[EI_CLASS];
+    o->data = eh.e_ident[EI_DATA];
+    o->ai.object = o;
+    o->ai.methods = &obj_methods;
+    pthread_mutex_lock(&libdwarf_global_mu);
+    int r = dwarf_object_init_b(&o->ai, NULL, NULL, DW_GROUPNUMBER_ANY, &dbg, &e);
+    if (r == DW_DLV_OK) {
+        o->dbg = dbg;
+        o->next = dw_objs;
+        dw_objs = o;
+    }
+    pthread_mutex_unlock(&libdwarf_global_mu);
+    if (r != DW_DLV_OK) {
+        if (e)
+            dwarf_dealloc_error(NULL, e);
+        elf_end(o->elf);
+        free(o);
+        return r == DW_DLV_NO_ENTRY ? HP_ENOTFOUND : HP_EDWARF;
+    }
     *ret = dbg;
     return 0;
 }
@@ -962,12 +1464,44 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
     d->path = hp_xstrdup(path);
     d->fd = fd;
     d->dbg = dbg;
+    d->alt_fd = -1;
     hp_map64_init(&d->cu_by_off);
     hp_map64_init(&d->names);
     hp_arena_init(&d->arena);
-    read_aranges(d);
-    aranges_sort(d);
     *ret = d;
+    return 0;
+}
+
+int sym_dw_set_alt(struct sym_dw *d, const char *path, struct hp_buf *err)
+{
+    if (d->alt)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int en = errno;
+        hp_err_printf(err, "%s: cannot open: %s", path, strerror(en));
+        return HP_ERR(en);
+    }
+    int r = check_sections(fd, path, err);
+    Dwarf_Debug alt = NULL;
+    if (r == 0)
+        r = open_handle(fd, &alt);
+    if (r < 0) {
+        close(fd);
+        if (r == HP_EDWARF || r == HP_ENOTFOUND)
+            hp_err_printf(err, "%s: unreadable DWARF", path);
+        return r == HP_ENOTFOUND ? HP_EDWARF : r;
+    }
+    Dwarf_Error e = NULL;
+    if (dwarf_set_tied_dbg(d->dbg, alt, &e) != DW_DLV_OK) {
+        dw_err_free(d->dbg, &e);
+        close_handle(alt);
+        close(fd);
+        hp_err_printf(err, "%s: cannot be tied to %s", path, d->path);
+        return HP_EDWARF;
+    }
+    d->alt = alt;
+    d->alt_fd = fd;
     return 0;
 }
 
@@ -979,15 +1513,15 @@ void sym_dw_free(struct sym_dw *d)
         cu_release(&d->cus[i]);
     free(d->cus);
     free(d->aranges);
-    free(d->name_ptrs);
+    free(d->aranges_maxhi);
+    free(d->name_tab);
     hp_map64_release(&d->cu_by_off);
     hp_map64_release(&d->names);
     hp_arena_release(&d->arena);
-    if (d->dbg) {
-        Dwarf_Error e = NULL;
-        if (finish_handle(d->dbg, &e) != DW_DLV_OK && e)
-            dwarf_dealloc_error(NULL, e);
-    }
+    close_handle(d->dbg);
+    close_handle(d->alt);
+    if (d->alt_fd >= 0)
+        close(d->alt_fd);
     if (d->fd >= 0)
         close(d->fd);
     free(d->path);
@@ -1151,14 +1685,8 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     /* Line: the last row at or before addr, unless it ends a sequence. */
     const char *file = NULL;
     uint32_t line = 0;
-    size_t lo = 0, hi = cu->nrows;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cu->rows[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hp_search_le_u64(cu->rows, cu->nrows, sizeof(*cu->rows),
+                                 offsetof(struct dw_row, addr), addr);
     if (lo > 0 && cu->rows[lo - 1].file != UINT32_MAX) {
         file = cu_file(cu, cu->rows[lo - 1].file);
         line = cu->rows[lo - 1].line;
@@ -1171,7 +1699,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     if (cur < 0) {
         if (!file)
             return 0;
-        out[0] = (struct sym_dw_frame){ NULL, file, line };
+        out[0] = (struct sym_dw_frame){ .file = file, .line = line };
         return 1;
     }
     for (int guard = 0; guard < SYM_MAX_INLINE_DEPTH; guard++) {
@@ -1193,7 +1721,19 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     int n = 0;
     for (int guard = 0; cur >= 0 && n < cap && guard < SYM_MAX_INLINE_DEPTH; guard++) {
         const struct dw_scope *s = &cu->scopes[cur];
-        out[n++] = (struct sym_dw_frame){ name_of(d, s->die_off, 0), file, line };
+        uint32_t ni = name_of(d, s->die_off, 0);
+        const struct dw_name *nm = name_at(d, ni);
+        out[n] = (struct sym_dw_frame){ .name = nm->name, .file = file, .line = line,
+                                        .linkage = nm->linkage };
+        if (!s->inlined && s->nranges) {
+            /* The physical function: its entry (the first range is the
+             * one holding low_pc), and the gdb-style qualified name for
+             * the caller's last resort. */
+            out[n].entry = cu->ranges[s->range_off].lo;
+            if (!nm->linkage)
+                out[n].qualified = qualified_name(d, ni);
+        }
+        n++;
         if (!s->inlined)
             break;
         file = cu_file(cu, s->call_file);

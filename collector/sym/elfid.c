@@ -1,7 +1,7 @@
-/* ELF identity (see elfid.h). Reads only section headers and the notes, so it
+/* ELF identity (see sym.h, "ELF identity"). Reads only section headers and the notes, so it
  * is cheap on large binaries; everything libelf returns is bounds-checked by
  * libelf itself against the image size. */
-#include "collector/sym/elfid.h"
+#include "collector/sym/sym.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +44,8 @@ static int identity_from_elf(Elf *e, struct sym_elf_identity *ret, struct hp_buf
     }
     ret->build_id[0] = '\0';
     ret->debuglink[0] = '\0';
+    ret->altlink[0] = '\0';
+    ret->altlink_build_id[0] = '\0';
     ret->has_debug_info = false;
     ret->has_symtab = false;
     Elf_Scn *scn = NULL;
@@ -81,6 +83,20 @@ static int identity_from_elf(Elf *e, struct sym_elf_identity *ret, struct hp_buf
                 if (n > 0 && n < sizeof(ret->debuglink)) {
                     memcpy(ret->debuglink, d->d_buf, n);
                     ret->debuglink[n] = '\0';
+                }
+            }
+        }
+        /* dwz's common file: a NUL-terminated path, then the build-id of
+         * the file it names (the rest of the section). */
+        if (strcmp(name, ".gnu_debugaltlink") == 0 && sh.sh_type != SHT_NOBITS) {
+            Elf_Data *d = elf_getdata(scn, NULL);
+            if (d && d->d_size > 0) {
+                size_t n = strnlen(d->d_buf, d->d_size);
+                size_t idn = n < d->d_size ? d->d_size - n - 1 : 0;
+                if (n > 0 && n < sizeof(ret->altlink) && idn > 0 && idn <= SYM_BUILD_ID_MAX) {
+                    memcpy(ret->altlink, d->d_buf, n);
+                    ret->altlink[n] = '\0';
+                    hexify((const unsigned char *)d->d_buf + n + 1, idn, ret->altlink_build_id);
                 }
             }
         }

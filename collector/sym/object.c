@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -242,14 +243,8 @@ static const struct sym_load *load_for_vaddr(const struct sym_elf *o, uint64_t v
 const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *o, uint64_t vaddr,
                                            bool *ret_exact)
 {
-    size_t lo = 0, hi = o->nsyms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->syms[mid].addr <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hp_search_le_u64(o->syms, o->nsyms, sizeof(*o->syms),
+                                 offsetof(struct sym_symbol, addr), vaddr);
     if (lo == 0)
         return NULL;
     const struct sym_symbol *s = &o->syms[lo - 1];
@@ -297,4 +292,82 @@ int sym_elf_check_mapping(const struct sym_elf *o, uint64_t offset, uint64_t len
                       "executable mapping at file offset 0x%llx is outside every segment of %s",
                       (unsigned long long)offset, o->path);
     return HP_EMISMATCH;
+}
+
+/* ---- dwz alternate files --------------------------------------------------- */
+
+static int alt_try(const char *cand, const char *want_id, char **ret, struct hp_buf *why)
+{
+    struct stat st;
+    if (stat(cand, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    struct sym_elf_identity id;
+    struct hp_buf tmp = HP_BUF_INIT(0);
+    int r = sym_elf_identity_read(cand, &id, &tmp);
+    if (r < 0) {
+        hp_err_printf(why, "%s%s: unusable (%s)", why->len ? "; " : "", cand,
+                      tmp.len ? tmp.data : hp_strerror(r));
+        hp_buf_release(&tmp);
+        return -1;
+    }
+    hp_buf_release(&tmp);
+    if (strcmp(id.build_id, want_id) != 0) {
+        hp_err_printf(why, "%s%s: build-id mismatch (file %s, expected %s)", why->len ? "; " : "",
+                      cand, id.build_id[0] ? id.build_id : "none", want_id);
+        return -1;
+    }
+    *ret = hp_xstrdup(cand);
+    return 1;
+}
+
+int sym_alt_find(const struct sym_alt_where *w, char **ret_path, struct hp_buf *why)
+{
+    const char *link = w->altlink, *id = w->build_id;
+    if (!link[0] || !id[0])
+        return HP_ENOTFOUND;
+    const char *base = strrchr(link, '/');
+    base = base ? base + 1 : link;
+    const char *slash = strrchr(w->debug_file, '/');
+    int dirlen = slash ? (int)(slash - w->debug_file) : 1;
+    const char *dir = slash ? w->debug_file : ".";
+    /* dwz -M writes the path as given: absolute, or relative to the debug
+     * file (Debian: ../../.dwz/<triplet>/<package>.debug). Files copied
+     * together keep their names but not their folders, so the basename next
+     * to the debug file and in --symbols counts too; then the build-id
+     * layouts. */
+    char *cands[6] = { NULL };
+    size_t n = 0;
+    if (link[0] == '/')
+        cands[n++] = hp_xstrdup(link);
+    else
+        cands[n++] = hp_xasprintf("%.*s/%s", dirlen, dir, link);
+    cands[n++] = hp_xasprintf("%.*s/%s", dirlen, dir, base);
+    if (w->symbols_dir) {
+        cands[n++] = hp_xasprintf("%s/%s", w->symbols_dir, base);
+        cands[n++] = hp_xasprintf("%s/.build-id/%.2s/%s.debug", w->symbols_dir, id, id + 2);
+    }
+    if (w->system_debug)
+        cands[n++] = hp_xasprintf("/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2);
+    int r = 0;
+    for (size_t i = 0; i < n && r != 1; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < i; j++)
+            dup = dup || strcmp(cands[i], cands[j]) == 0;
+        if (!dup)
+            r = alt_try(cands[i], id, ret_path, why);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(cands[i]);
+    if (r == 1)
+        return 0;
+    if (w->dbgd) {
+        char *got = NULL;
+        if (sym_debuginfod_fetch(w->dbgd, id, "debuginfo", &got, why) == 0) {
+            r = alt_try(got, id, ret_path, why);
+            free(got);
+            if (r == 1)
+                return 0;
+        }
+    }
+    return HP_ENOTFOUND;
 }

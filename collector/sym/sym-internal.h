@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collector/sym/elfid.h"
 #include "collector/sym/sym.h"
 #include "store/hp.h"
 
@@ -34,13 +33,23 @@ struct sym_dw_frame {
     const char *name;
     const char *file;
     uint32_t line;
+    bool linkage;          /* name is a (mangled) linkage name */
+    const char *qualified; /* physical frame without a linkage name: DW_AT_name
+                            * qualified by its enclosing scopes, gdb style */
+    uint64_t entry;        /* physical frame: the function's low_pc */
 };
 
 /* Open the DWARF of an ELF file. 0; HP_ENOTFOUND when it carries no DWARF;
  * HP_EDWARF (reason in err) when it is unreadable. Nothing but the section
- * headers and aranges is read here. */
+ * headers is read here; .debug_aranges (which makes libdwarf load all of
+ * .debug_info) on the first lookup. */
 int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err);
 void sym_dw_free(struct sym_dw *d);
+/* Attach dwz's common file (the one .gnu_debugaltlink names, found and
+ * build-id checked by the caller): strings (DW_FORM_GNU_strp_alt) and DIEs
+ * (DW_FORM_GNU_ref_alt) that dwz moved there are read from it. 0, or
+ * HP_EDWARF / -errno with a reason in err (d is unchanged then). */
+int sym_dw_set_alt(struct sym_dw *d, const char *path, struct hp_buf *err);
 /* Prepare the compilation units holding these addresses (sorted or not),
  * parsing them on up to `threads` threads. Optional: sym_dw_lookup loads
  * what it needs on its own. */
@@ -90,6 +99,48 @@ const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *e, uint64_t vad
 int sym_elf_check_mapping(const struct sym_elf *e, uint64_t offset, uint64_t len,
                           struct hp_buf *err);
 
+struct sym_dbgd_options;
+
+/* Where to look for dwz's common file of a debug file (object.c). */
+struct sym_alt_where {
+    const char *debug_file;  /* the file whose .gnu_debugaltlink this is */
+    const char *altlink;     /* the path it names */
+    const char *build_id;    /* the build-id it names */
+    const char *symbols_dir; /* or NULL */
+    bool system_debug;       /* look in /usr/lib/debug/.build-id too */
+    const struct sym_dbgd_options *dbgd; /* or NULL */
+};
+
+/* Find the alternate file: the path as written (relative to the debug
+ * file's folder), its basename next to the debug file and in symbols_dir,
+ * the .build-id layouts, then debuginfod. Every candidate's build-id must
+ * match. 0 with a malloc'ed path, or HP_ENOTFOUND (rejected candidates are
+ * described in why). */
+int sym_alt_find(const struct sym_alt_where *w, char **ret_path, struct hp_buf *why);
+
+/* ---- symcache.c: the on-disk cache's file format ------------------------ */
+/* Bump when what resolve_vaddr() answers for an address changes (naming
+ * rules, frame order): files made by older rules are then ignored. */
+#define SYM_CACHE_RULES 1u
+
+/* A checked cache file image (pointers into the caller's bytes). */
+struct sym_cache_image {
+    const unsigned char *entries, *frames;
+    const char *strings;
+    size_t nentries, nframes;
+};
+
+/* Check a whole cache file (see symcache.c for the format): 0, or
+ * HP_ECORRUPT / HP_EVERSION with the reason in err. build_id NULL skips the
+ * name check (fuzzing). Every entry and offset is checked here, so the
+ * accessors below cannot read outside `data`. */
+int sym_cache_image_parse(const void *data, size_t len, const char *build_id,
+                          struct sym_cache_image *ret, struct hp_buf *err);
+uint64_t sym_cache_image_vaddr(const struct sym_cache_image *im, size_t i);
+/* Entry i's frames into out (SYM_MAX_INLINE_DEPTH of them at most). */
+uint32_t sym_cache_image_get(const struct sym_cache_image *im, size_t i,
+                             struct profile_frame *out);
+
 /* ---- debuginfod.c ------------------------------------------------------- */
 /* Servers that failed at the transport level (down, stalled) are skipped
  * for a while, so one dead server costs one timeout per symbolizer, not one
@@ -101,7 +152,8 @@ struct sym_dbgd_backoff {
 
 struct sym_dbgd_options {
     struct sym_dbgd_backoff *backoff; /* may be NULL */
-    const char *urls;      /* space-separated server list */
+    const struct sym_server *servers; /* asked in order */
+    size_t nservers;
     const char *cache_dir; /* on-disk cache root */
     long timeout_ms;
     uint64_t max_bytes;
@@ -113,6 +165,28 @@ struct sym_dbgd_options {
  * (no server has it), HP_EHTTP / HP_EMISMATCH with reasons in err. */
 int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
                          const char *kind, char **ret_path, struct hp_buf *err);
+/* Append the servers of a space-separated URL list ($DEBUGINFOD_URLS) to
+ * *servers (urls malloc'ed, owned by the caller). */
+void sym_dbgd_servers_parse(const char *urls, struct sym_server **servers, size_t *n,
+                            size_t *cap);
+/* Ask a node's agent which build it has at `path` (GET /identity?path=).
+ * 0 with the lowercase hex build-id in ret_build_id (2*SYM_BUILD_ID_MAX+1
+ * bytes); HP_ENOTFOUND when the agent does not serve that path or the file
+ * has no build-id; HP_EHTTP / HP_EPARSE with a reason in err. */
+int sym_agent_identity(const struct sym_server *agent, const char *path, long timeout_ms,
+                       char *ret_build_id, struct hp_buf *err);
+/* Its answer parser: 0, HP_ENOTFOUND ("build_id": ""), HP_EPARSE. */
+int sym_agent_identity_parse(const char *body, size_t len, char *ret_build_id);
+
+/* gperftools' symbol service (Doris and StarRocks BEs serve it at
+ * /pprof/symbol): POST "0xA+0xB+..." to sv->url, cb once per "0xADDR name"
+ * answer line (name not NUL-terminated). Batches of 4096 addresses, 16 MiB
+ * per answer. 0, or HP_EHTTP / HP_ENOTFOUND with a reason in err. */
+typedef void (*sym_symbol_cb)(void *ctx, uint64_t addr, const char *name, size_t len);
+int sym_pprof_symbol(const struct sym_server *sv, const uint64_t *addrs, size_t n,
+                     long timeout_ms, sym_symbol_cb cb, void *ctx, struct hp_buf *err);
+/* The answer parser of sym_pprof_symbol (fuzzed on its own). */
+void sym_pprof_symbol_parse(const char *b, size_t n, sym_symbol_cb cb, void *ctx);
 
 /* ---- demangle.c --------------------------------------------------------- */
 /* Display name for a raw symbol/DWARF name, interned by the caller. Returns

@@ -12,6 +12,7 @@
 #include "collector/sym/sym-internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct sym_obj {
     char *key;
     char build_id[2 * SYM_BUILD_ID_MAX + 1];
     char *used, *debug;
+    char *alt;      /* dwz common file attached to dw, or NULL */
+    char *alt_note; /* why it is missing, or NULL */
     const char *note; /* e.g. "no debug info: symbol table only" (static string) */
     struct sym_elf *elf;    /* image: PT_LOADs and symbols */
     struct sym_elf *dbgelf; /* separate debug file, for its .symtab */
@@ -43,6 +46,7 @@ struct sym_obj {
 /* Where a (profile path, expected build-id, main?) resolved to last time. */
 struct sym_route {
     char *key;
+    uint64_t retry_ns; /* failed after asking remote sources: try again after this */
     struct sym_obj *obj; /* NULL: failed */
     char *image;
     struct stat st;
@@ -62,6 +66,22 @@ struct symbolizer {
     size_t nstatus, status_cap;
     struct hp_arena call_arena;
     struct sym_dbgd_backoff backoff;
+    /* Remote sources: --debuginfod servers and $DEBUGINFOD_URLS (owned
+     * copies), and per call the node's agent in front of them. */
+    struct sym_server *servers;
+    size_t nservers, servers_cap;
+    struct sym_server *call_servers;
+    size_t ncall_servers, call_servers_cap;
+    const struct sym_node *node; /* during sym_profile_node, when it has an agent */
+    const struct sym_node *call_node; /* during sym_profile_node, any */
+    /* agent|path -> build-id, asked at most once a minute per path */
+    struct ident {
+        char *key;
+        char build_id[2 * SYM_BUILD_ID_MAX + 1];
+        uint64_t until_ns;
+        int status;
+    } *idents;
+    size_t nidents, idents_cap;
 };
 
 static char *dup_or_null(const char *s)
@@ -93,6 +113,19 @@ struct symbolizer *sym_new(const struct sym_options *opt)
     s->opt.symbols_dir = s->symbols_dir;
     s->opt.debuginfod_urls = s->dbgd_urls;
     s->opt.cache_dir = s->cache_dir;
+    for (size_t i = 0; i < s->opt.nservers; i++) {
+        const struct sym_server *v = &s->opt.servers[i];
+        if (!v->url || !*v->url)
+            continue;
+        s->servers = hp_xgrow(s->servers, &s->servers_cap, s->nservers + 1, sizeof(*s->servers));
+        s->servers[s->nservers++] = (struct sym_server){
+            hp_xstrdup(v->url), dup_or_null(v->bearer), dup_or_null(v->header_file),
+            dup_or_null(v->ca_file), NULL, NULL
+        };
+    }
+    sym_dbgd_servers_parse(s->dbgd_urls, &s->servers, &s->nservers, &s->servers_cap);
+    s->opt.servers = NULL;
+    s->opt.nservers = 0;
     if (s->opt.threads <= 0)
         s->opt.threads = 2;
     hp_arena_init(&s->call_arena);
@@ -114,6 +147,8 @@ static void obj_free(struct sym_obj *o)
     free(o->key);
     free(o->used);
     free(o->debug);
+    free(o->alt);
+    free(o->alt_note);
     free(o);
 }
 
@@ -130,6 +165,17 @@ void sym_free(struct symbolizer *s)
         free(s->routes[i].message);
     }
     free(s->routes);
+    for (size_t i = 0; i < s->nservers; i++) {
+        free((char *)s->servers[i].url);
+        free((char *)s->servers[i].bearer);
+        free((char *)s->servers[i].header_file);
+        free((char *)s->servers[i].ca_file);
+    }
+    free(s->servers);
+    free(s->call_servers);
+    for (size_t i = 0; i < s->nidents; i++)
+        free(s->idents[i].key);
+    free(s->idents);
     free(s->status);
     hp_arena_release(&s->call_arena);
     free(s->binary);
@@ -137,6 +183,20 @@ void sym_free(struct symbolizer *s)
     free(s->dbgd_urls);
     free(s->cache_dir);
     free(s);
+}
+
+static const char *arena_printf(struct hp_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *arena_printf(struct hp_arena *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    struct hp_buf b = HP_BUF_INIT(0);
+    hp_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    const char *r = hp_arena_strdup(a, b.data ? b.data : "");
+    hp_buf_release(&b);
+    return r;
 }
 
 /* ---- finding files --------------------------------------------------------- */
@@ -168,11 +228,28 @@ static char *build_id_path(const char *root, const char *bid)
     return hp_xasprintf("%s/.build-id/%.2s/%s.debug", root, bid, bid + 2);
 }
 
+/* The remote sources of this call: the node's agent first, then the
+ * configured debuginfod servers. */
+static void call_servers_set(struct symbolizer *s, const struct sym_node *node)
+{
+    s->node = node && node->agent.url && *node->agent.url ? node : NULL;
+    s->call_node = node;
+    s->ncall_servers = 0;
+    size_t need = s->nservers + 1;
+    s->call_servers = hp_xgrow(s->call_servers, &s->call_servers_cap, need,
+                               sizeof(*s->call_servers));
+    if (s->node)
+        s->call_servers[s->ncall_servers++] = s->node->agent;
+    for (size_t i = 0; i < s->nservers; i++)
+        s->call_servers[s->ncall_servers++] = s->servers[i];
+}
+
 static struct sym_dbgd_options dbgd_opts(struct symbolizer *s)
 {
     return (struct sym_dbgd_options){
         .backoff = &s->backoff,
-        .urls = s->opt.debuginfod_urls,
+        .servers = s->call_servers,
+        .nservers = s->ncall_servers,
         .cache_dir = s->opt.cache_dir,
         .timeout_ms = s->opt.debuginfod_timeout_ms,
         .max_bytes = s->opt.debuginfod_max_bytes,
@@ -185,6 +262,37 @@ static struct sym_obj *obj_lookup(struct symbolizer *s, const char *key)
         if (strcmp(s->objs[i]->key, key) == 0)
             return s->objs[i];
     return NULL;
+}
+
+/* dwz moved shared DIEs and strings of this debug file into a common file:
+ * find it and hand it to the DWARF reader. Without it the names dwz moved
+ * are lost (the rest still resolves), and the object's note says why. */
+static void attach_alt(struct symbolizer *s, struct sym_obj *o, const char *file,
+                       const struct sym_elf_identity *id)
+{
+    if (!id->altlink[0])
+        return;
+    struct sym_dbgd_options d = dbgd_opts(s);
+    struct sym_alt_where w = {
+        .debug_file = file,
+        .altlink = id->altlink,
+        .build_id = id->altlink_build_id,
+        .symbols_dir = s->opt.symbols_dir,
+        .system_debug = !s->opt.no_system_debug,
+        .dbgd = &d,
+    };
+    struct hp_buf why = HP_BUF_INIT(0);
+    char *alt = NULL;
+    if (sym_alt_find(&w, &alt, &why) == 0 && sym_dw_set_alt(o->dw, alt, &why) == 0)
+        o->alt = alt;
+    else {
+        free(alt);
+        o->alt_note = hp_xasprintf("dwz common file %s (build-id %s) not found%s%s: names dwz "
+                                   "moved there are missing",
+                                   id->altlink, id->altlink_build_id, why.len ? ": " : "",
+                                   why.len ? why.data : "");
+    }
+    hp_buf_release(&why);
 }
 
 /* Try a debug file candidate for image `img`; on success set o->dw etc. */
@@ -220,6 +328,7 @@ static bool try_debug(struct symbolizer *s, struct sym_obj *o, const char *cand,
     o->dbgelf = de;
     o->dw = dw;
     o->debug = hp_xstrdup(cand);
+    attach_alt(s, o, cand, &de->id);
     return true;
 }
 
@@ -230,8 +339,10 @@ static void obj_find_debug(struct symbolizer *s, struct sym_obj *o, const char *
 {
     o->dw_tried = true;
     if (o->elf->id.has_debug_info) {
-        if (sym_dw_open(o->used, &o->dw, why) == 0)
+        if (sym_dw_open(o->used, &o->dw, why) == 0) {
+            attach_alt(s, o, o->used, &o->elf->id);
             return;
+        }
     }
     char *cand = NULL;
     const char *link = o->elf->id.debuglink;
@@ -361,17 +472,31 @@ static int try_image(const struct want *w, const char *cand, const char *source,
     return 1;
 }
 
+/* A path means a different file on each node with an agent. */
+static char *route_key(const struct symbolizer *s, const struct want *w)
+{
+    return hp_xasprintf("%d|%s|%s|%llx|%s", w->main, w->path, w->build_id ? w->build_id : "",
+                        (unsigned long long)w->offset, s->node ? s->node->agent.url : "");
+}
+
 static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
 {
-    char *key = hp_xasprintf("%d|%s|%s|%llx", w->main, w->path, w->build_id ? w->build_id : "",
-                             (unsigned long long)w->offset);
+    char *key = route_key(s, w);
     for (size_t i = 0; i < s->nroutes; i++) {
         struct sym_route *rt = &s->routes[i];
         if (strcmp(rt->key, key) != 0)
             continue;
         free(key);
-        if (!rt->image)
-            return rt; /* failures are retried only by a new symbolizer */
+        if (!rt->image && (!rt->retry_ns || hp_now_ns() < rt->retry_ns))
+            return rt; /* local failures are retried only by a new symbolizer */
+        if (!rt->image) {
+            /* A remote source may answer now (an agent back, a server up). */
+            free(rt->message);
+            rt->message = NULL;
+            rt->status = 0;
+            rt->retry_ns = 0;
+            return NULL;
+        }
         struct stat st;
         if (stat(rt->image, &st) == 0 && st.st_size == rt->st.st_size &&
             st.st_mtime == rt->st.st_mtime && st.st_ino == rt->st.st_ino)
@@ -393,8 +518,7 @@ static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
 
 static struct sym_route *route_find(struct symbolizer *s, const struct want *w)
 {
-    char *key = hp_xasprintf("%d|%s|%s|%llx", w->main, w->path, w->build_id ? w->build_id : "",
-                             (unsigned long long)w->offset);
+    char *key = route_key(s, w);
     struct sym_route *found = NULL;
     for (size_t i = 0; i < s->nroutes && !found; i++)
         if (strcmp(s->routes[i].key, key) == 0)
@@ -427,21 +551,55 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
     }
     if (got <= 0 && !s->opt.no_local_paths)
         got = try_image(w, w->path, "maps path", &e, &why);
+    /* Remote sources, each asked for the debug file (a whole image's worth
+     * of headers and symbols, and the DWARF), then the executable. */
+    struct hp_buf tried = HP_BUF_INIT(0);
+    bool remote = false;
     if (got <= 0 && w->build_id && *w->build_id) {
-        struct sym_dbgd_options d = dbgd_opts(s);
-        char *p = NULL;
-        if (sym_debuginfod_fetch(&d, w->build_id, "executable", &p, &why) == 0) {
-            got = try_image(w, p, "debuginfod", &e, &why);
-            free(p);
+        for (size_t i = 0; i < s->ncall_servers && got <= 0; i++) {
+            const struct sym_server *sv = &s->call_servers[i];
+            bool agent = s->node && i == 0;
+            char *label = hp_xasprintf("%s %s", agent ? "agent" : "debuginfod", sv->url);
+            struct sym_dbgd_options d = dbgd_opts(s);
+            d.servers = sv;
+            d.nservers = 1;
+            remote = true;
+            static const char *const kinds[] = { "debuginfo", "executable" };
+            for (int k = 0; k < 2 && got <= 0; k++) {
+                char *p = NULL;
+                struct hp_buf fw = HP_BUF_INIT(0);
+                int fr = sym_debuginfod_fetch(&d, w->build_id, kinds[k], &p, &fw);
+                if (fr == 0) {
+                    got = try_image(w, p, label, &e, &why);
+                    free(p);
+                } else {
+                    hp_err_printf(&tried, "%s%s: %s %s", tried.len ? "; " : "", label, kinds[k],
+                                  fr == HP_ENOTFOUND ? "not found"
+                                                     : (fw.len ? fw.data : hp_strerror(fr)));
+                }
+                hp_buf_release(&fw);
+            }
+            free(label);
         }
     }
     if (got <= 0) {
         rt->status = why.len ? HP_EMISMATCH : HP_ENOTFOUND;
-        rt->message = why.len ? hp_xasprintf("unusable: %s", why.data)
-                              : hp_xstrdup("no file found (try --binary or --symbols DIR)");
+        if (remote)
+            rt->retry_ns = hp_now_ns() + UINT64_C(60) * 1000000000;
+        if (why.len)
+            rt->message = hp_xasprintf("unusable: %s%s%s", why.data, tried.len ? "; asked " : "",
+                                       tried.len ? tried.data : "");
+        else if (tried.len)
+            rt->message = hp_xasprintf("no file found here; asked %s", tried.data);
+        else
+            rt->message = hp_xstrdup(s->node ? "no file found (the node's agent knows no build-id "
+                                               "for this path; try --binary or --symbols DIR)"
+                                             : "no file found (try --binary or --symbols DIR)");
+        hp_buf_release(&tried);
         hp_buf_release(&why);
         return rt;
     }
+    hp_buf_release(&tried);
     rt->image = hp_xstrdup(e->path);
     if (stat(rt->image, &rt->st) != 0)
         memset(&rt->st, 0, sizeof(rt->st));
@@ -463,6 +621,11 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
         rt->message = hp_xstrdup("ok (the dump records no build-id; checked segments only)");
     else
         rt->message = hp_xstrdup("ok (build-id verified)");
+    if (o->alt_note) {
+        char *m = hp_xasprintf("%s; %s", rt->message, o->alt_note);
+        free(rt->message);
+        rt->message = m;
+    }
     if (rejected) {
         char *m = hp_xasprintf("%s; used %s; not used: %s", rt->message, o->used, rejected);
         free(rt->message);
@@ -524,10 +687,11 @@ static uint32_t resolve_vaddr(struct sym_obj *o, uint64_t vaddr, struct profile_
     struct sym_dw_frame raw[SYM_MAX_INLINE_DEPTH];
     int n = o->dw ? sym_dw_lookup(o->dw, vaddr, raw, SYM_MAX_INLINE_DEPTH) : 0;
     const struct sym_symbol *sy = NULL;
+    bool exact = false;
     if (o->dbgelf && o->dbgelf->nsyms)
-        sy = sym_elf_symbol_at(o->dbgelf, vaddr, NULL);
+        sy = sym_elf_symbol_at(o->dbgelf, vaddr, &exact);
     if (!sy)
-        sy = sym_elf_symbol_at(o->elf, vaddr, NULL);
+        sy = sym_elf_symbol_at(o->elf, vaddr, &exact);
     const char *symname = sy ? display(o, sy->name) : NULL;
     for (int i = 0; i < n; i++)
         out[i] = (struct profile_frame){ display(o, raw[i].name), raw[i].file, raw[i].line };
@@ -537,11 +701,27 @@ static uint32_t resolve_vaddr(struct sym_obj *o, uint64_t vaddr, struct profile_
         out[0] = (struct profile_frame){ symname, NULL, 0 };
         return 1;
     }
+    /* The physical frame: the linkage name, demangled; else the symbol that
+     * covers the address and starts at the function's entry (GCC gives
+     * lambdas, members of templates over local types and functions in
+     * anonymous namespaces no linkage name, but their symbols carry the
+     * whole name: std::thread::_State_impl<...>::_M_run(), as
+     * llvm-symbolizer, jeprof and addr2line -C print it); else DW_AT_name
+     * qualified by its enclosing scopes, as gdb prints it. */
     struct profile_frame *outer = &out[n - 1];
-    if (!outer->function)
+    const struct sym_dw_frame *rw = &raw[n - 1];
+    bool sym_here = sy && exact && symname;
+    if (!outer->function) {
         outer->function = symname;
-    else if (symname && symname != outer->function && starts_with_short(symname, outer->function))
+    } else if (!rw->linkage) {
+        if (sym_here && sy->addr == rw->entry)
+            outer->function = symname;
+        else if (rw->qualified)
+            outer->function = display(o, rw->qualified);
+    } else if (symname && symname != outer->function &&
+               starts_with_short(symname, outer->function)) {
         outer->function = symname;
+    }
     return (uint32_t)n;
 }
 
@@ -582,6 +762,10 @@ static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *va
     }
     if (nmiss && o->dw)
         sym_dw_prepare(o->dw, miss, nmiss, s->opt.threads);
+    /* Only answers made with the object's whole debug info outlive the
+     * process: a run that found no DWARF (or not dwz's common file) must not
+     * leave its poorer names for a later run that has them. */
+    bool persist = ops && ops->save_cb && o->build_id[0] && o->dw && !o->alt_note;
     bool saved = false;
     struct profile_frame fr[SYM_MAX_INLINE_DEPTH];
     for (size_t i = 0; i < nmiss; i++) {
@@ -590,7 +774,7 @@ static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *va
             continue; /* duplicate in the input */
         uint32_t fn = resolve_vaddr(o, miss[i], fr);
         cache_put(o, miss[i], fr, fn);
-        if (ops && ops->save_cb && o->build_id[0]) {
+        if (persist) {
             (void)ops->save_cb(ops->ctx, o->build_id, miss[i], fr, fn);
             saved = true;
         }
@@ -740,10 +924,141 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
     free(is_alloc);
 }
 
+/* Which build the node has at `path`, through its agent (cached a minute:
+ * a node upgraded in place gets a new build-id, and a new route). 1 found,
+ * 0 not. */
+static int agent_build_id(struct symbolizer *s, const char *path, char *ret_id)
+{
+    if (!s->node || path[0] != '/')
+        return 0;
+    char *key = hp_xasprintf("%s|%s", s->node->agent.url, path);
+    uint64_t now = hp_now_ns();
+    struct ident *id = NULL;
+    for (size_t i = 0; i < s->nidents && !id; i++)
+        if (strcmp(s->idents[i].key, key) == 0)
+            id = &s->idents[i];
+    if (id) {
+        free(key);
+    } else {
+        s->idents = hp_xgrow(s->idents, &s->idents_cap, s->nidents + 1, sizeof(*s->idents));
+        id = &s->idents[s->nidents++];
+        memset(id, 0, sizeof(*id));
+        id->key = key;
+    }
+    if (now >= id->until_ns) {
+        struct hp_buf e = HP_BUF_INIT(0);
+        id->status = sym_agent_identity(&s->node->agent, path, s->opt.debuginfod_timeout_ms,
+                                        id->build_id, &e);
+        if (id->status == HP_EHTTP || id->status == HP_EPARSE)
+            hp_log_debug("sym", "node=%s path=%s msg=\"agent identity: %s\"",
+                         s->node->name ? s->node->name : "?", path, e.len ? e.data : "");
+        hp_buf_release(&e);
+        id->until_ns = now + UINT64_C(60) * 1000000000;
+    }
+    if (id->status != 0 || !id->build_id[0])
+        return 0;
+    memcpy(ret_id, id->build_id, sizeof(id->build_id));
+    return 1;
+}
+
+struct svc_ctx {
+    struct profile *p;
+    struct hp_map64 by_addr; /* address -> location */
+    size_t named;
+};
+
+static void svc_cb(void *ctx, uint64_t addr, const char *name, size_t len)
+{
+    struct svc_ctx *c = ctx;
+    uint32_t loc;
+    if (!hp_map64_get(&c->by_addr, addr, &loc))
+        return;
+    struct profile_location *l = &c->p->locs[loc];
+    if (l->flags & PROFILE_LOC_NAMED)
+        return;
+    char *raw = hp_xstrndup(name, len);
+    char *owned = NULL;
+    const char *disp = sym_display_name(raw, &owned);
+    struct profile_frame f = { .function = profile_intern(c->p, disp, strlen(disp)) };
+    free(owned);
+    free(raw);
+    profile_location_set_frames(c->p, loc, &f, 1);
+    l->flags |= PROFILE_LOC_SYMBOLIZED | PROFILE_LOC_NAMED;
+    c->named++;
+}
+
+/* The node's own symbol service names what no file could: names only,
+ * flagged PROFILE_LOC_NAMED, and the profile's hint (printed by the text,
+ * JSON and pprof outputs and stored with the snapshot) says so. */
+static void names_from_service(struct symbolizer *s, struct profile *p, const uint32_t *locs,
+                               size_t n, const char *objs, struct sym_stats *st,
+                               struct hp_buf *err)
+{
+    struct svc_ctx c = { .p = p };
+    hp_map64_init(&c.by_addr);
+    uint64_t *addrs = hp_xmalloc(n * sizeof(*addrs));
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t prev;
+        if (hp_map64_put(&c.by_addr, p->locs[locs[i]].address, locs[i], &prev) == 0 ||
+            prev == locs[i])
+            addrs[na++] = p->locs[locs[i]].address;
+    }
+    struct hp_buf why = HP_BUF_INIT(0);
+    const struct sym_server *svc = &s->call_node->symbol_service;
+    int r = sym_pprof_symbol(svc, addrs, na, s->opt.debuginfod_timeout_ms, svc_cb, &c, &why);
+    if (r < 0)
+        hp_err_printf(err, "%s: %s\n", svc->url,
+                      why.len ? why.data : hp_strerror(r));
+    if (c.named) {
+        st->resolved += c.named;
+        st->no_binary -= HP_MIN(st->no_binary, c.named);
+        const char *mark = arena_printf(
+            &s->call_arena,
+            "%s%snames only for %s: from the node's /pprof/symbol (no file:line, no inlined "
+            "frames) for %zu of %zu addresses",
+            p->hint ? p->hint : "", p->hint ? "; " : "", objs, c.named, na);
+        p->hint = profile_intern(p, mark, strlen(mark));
+        for (size_t i = 0; i < s->nstatus; i++)
+            if (!s->status[i].used && s->status[i].addresses)
+                s->status[i].message = arena_printf(
+                    &s->call_arena, "%s; names only from the node's /pprof/symbol",
+                    s->status[i].message);
+    }
+    hp_buf_release(&why);
+    free(addrs);
+    hp_map64_release(&c.by_addr);
+}
+
+/* A location whose frames came with the file (pprof Function names): the
+ * reader marked it symbolized and gave it at least one named frame. */
+static bool file_named(const struct profile *p, const struct profile_location *l)
+{
+    if (!(l->flags & PROFILE_LOC_SYMBOLIZED) || !l->nframes)
+        return false;
+    for (uint32_t k = 0; k < l->nframes; k++)
+        if (p->frames[l->frame_off + k].function)
+            return true;
+    return false;
+}
+
 int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_stats,
                 struct hp_buf *err)
 {
+    return sym_profile_node(s, p, NULL, ret_stats, err);
+}
+
+int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_node *node,
+                     struct sym_stats *ret_stats, struct hp_buf *err)
+{
     struct sym_stats st = { 0 };
+    call_servers_set(s, node);
+    /* Locations no source had a file for, for the node's symbol service. */
+    uint32_t *nameless = NULL;
+    size_t nnameless = 0;
+    const char *nameless_objs = "";
+    if (node && node->symbol_service.url && *node->symbol_service.url)
+        nameless = hp_xmalloc((p->nlocs ? p->nlocs : 1) * sizeof(*nameless));
     s->nstatus = 0;
     hp_arena_release(&s->call_arena);
     hp_arena_init(&s->call_arena);
@@ -754,13 +1069,28 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
     size_t ngroups = 0, gcap = 0;
     struct hp_map64 gidx; /* mapping index -> group */
     hp_map64_init(&gidx);
+    bool *from_file = hp_xcalloc(p->nlocs ? p->nlocs : 1, sizeof(*from_file));
     for (size_t i = 0; i < p->nlocs; i++) {
         struct profile_location *l = &p->locs[i];
         if (l->flags & PROFILE_LOC_NAMED)
             continue;
         st.locations++;
+        /* Names the file already carries (pprof from Go, Node.js, Pyroscope,
+         * Parca, jemalloc_pprof) are kept. Only a binary whose build-id
+         * matches the mapping's may replace them; without a build-id in the
+         * profile there is nothing to prove a local file is the one that
+         * ran, so the file's names stand. */
+        bool named = file_named(p, l);
+        if (named && (!l->mapping || l->mapping > p->nmappings ||
+                      !p->mappings[l->mapping - 1].build_id ||
+                      !*p->mappings[l->mapping - 1].build_id)) {
+            st.resolved++;
+            continue;
+        }
+        from_file[i] = named;
         if (!l->mapping || l->mapping > p->nmappings || mapping_is_anon(&p->mappings[l->mapping - 1])) {
-            profile_location_set_frames(p, (uint32_t)i, NULL, 0);
+            if (!named)
+                profile_location_set_frames(p, (uint32_t)i, NULL, 0);
             l->flags |= PROFILE_LOC_SYMBOLIZED;
             st.anonymous++;
             continue;
@@ -805,7 +1135,11 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
          * candidate (--binary, --symbols, debuginfod) must have. */
         char local_id[2 * SYM_BUILD_ID_MAX + 1] = "";
         struct stat lst;
-        if ((!w.build_id || !*w.build_id) && !w.deleted && gr->m->inode &&
+        /* A node with an agent says itself which build it mapped; a file
+         * at the same path here may be another build. */
+        if ((!w.build_id || !*w.build_id) && agent_build_id(s, w.path, local_id))
+            w.build_id = local_id;
+        else if ((!w.build_id || !*w.build_id) && !w.deleted && gr->m->inode &&
             stat(w.path, &lst) == 0 && (uint64_t)lst.st_ino == gr->m->inode) {
             struct sym_elf_identity lid;
             if (sym_elf_identity_read(w.path, &lid, NULL) == 0 && lid.build_id[0]) {
@@ -827,15 +1161,21 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
             st.no_binary += gr->njobs;
             hp_err_printf(err, "%s: %s\n", gr->path, os->message);
             for (size_t j = 0; j < gr->njobs; j++) {
-                profile_location_set_frames(p, gr->jobs[j].loc, NULL, 0);
+                if (!from_file[gr->jobs[j].loc])
+                    profile_location_set_frames(p, gr->jobs[j].loc, NULL, 0);
                 p->locs[gr->jobs[j].loc].flags |= PROFILE_LOC_SYMBOLIZED;
+                if (nameless && !from_file[gr->jobs[j].loc])
+                    nameless[nnameless++] = gr->jobs[j].loc;
             }
+            if (nameless)
+                nameless_objs = arena_printf(&s->call_arena, "%s%s%s", nameless_objs,
+                                                 *nameless_objs ? ", " : "", base_name(gr->path));
             continue;
         }
         struct sym_obj *o = rt->obj;
         os->used = hp_arena_strdup(&s->call_arena, o->used);
         os->debug = o->debug ? hp_arena_strdup(&s->call_arena, o->debug) : NULL;
-        if (o->note)
+        if (o->note || o->alt_note)
             hp_err_printf(err, "%s: %s\n", gr->path, os->message);
         uint64_t *va = hp_xmalloc(gr->njobs * sizeof(*va));
         size_t nva = 0;
@@ -865,6 +1205,8 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
                     profile_location_set_frames(p, loc, f, c->n);
                 st.resolved++;
                 os->resolved++;
+            } else if (from_file[loc]) {
+                st.resolved++; /* the file's own names stand */
             } else {
                 profile_location_set_frames(p, loc, NULL, 0);
                 st.unresolved++;
@@ -875,6 +1217,10 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
     for (size_t g = 0; g < ngroups; g++)
         free(groups[g].jobs);
     free(groups);
+    if (nnameless)
+        names_from_service(s, p, nameless, nnameless, nameless_objs, &st, err);
+    free(nameless);
+    free(from_file);
 
     trim_allocator(p, &st);
     st.nobjects = s->nstatus;
@@ -890,12 +1236,15 @@ int sym_batch_resolve(struct symbolizer *s, const char *path, const uint64_t *va
                       struct sym_batch *ret, struct hp_buf *err)
 {
     struct want w = { .path = path };
+    call_servers_set(s, NULL);
     struct sym_route *rt = resolve_object(s, &w);
     if (!rt->obj) {
         hp_err_printf(err, "%s: %s", path, rt->message ? rt->message : "not found");
         return rt->status ? rt->status : HP_ENOTFOUND;
     }
     struct sym_obj *o = rt->obj;
+    if (o->note || o->alt_note)
+        hp_err_printf(err, "%s: %s", path, rt->message);
     obj_fill(s, o, vaddrs, n, NULL);
     struct sym_batch b;
     memset(&b, 0, sizeof(b));

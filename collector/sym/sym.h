@@ -20,6 +20,10 @@
  *   2. sym_options.symbols_dir: DIR/<basename>, and DIR/.build-id/xx/rest.debug
  *      once a build-id is known;
  *   3. the path of the maps line, when it exists on this host;
+ *   4. the node's agent (sym_profile_node): /buildid/<id>/debuginfo, then
+ *      /executable, the build-id learnt from its /identity?path=;
+ *   5. debuginfod servers (sym_options.servers, then debuginfod_urls), the
+ *      same two files each;
  *   then, for debug info when the file found has none: the file's
  *   .gnu_debuglink (next to it, in .debug/, under /usr/lib/debug/), the
  *   /usr/lib/debug/.build-id/xx/rest.debug layout, and debuginfod servers
@@ -58,6 +62,31 @@
 #include "store/hp.h"
 #include "store/profile.h"
 
+/* ---- ELF identity (elfid.c; its own library, sym_elfid, libelf only) ------
+ * The GNU build-id note and size of an object file, used to check that a
+ * binary found on this host (or served by a node's agent) is the one a
+ * profile was taken from, and to key symbol caches. The agent links only
+ * sym_elfid and uses just this part of the header. Any thread. */
+#define SYM_BUILD_ID_MAX 64 /* bytes; hex form needs 2x + 1 */
+
+struct sym_elf_identity {
+    char build_id[2 * SYM_BUILD_ID_MAX + 1]; /* lowercase hex, "" when the file has none */
+    uint64_t size;                          /* file size in bytes */
+    char debuglink[256];                    /* .gnu_debuglink file name, "" if none */
+    char altlink[256];                      /* .gnu_debugaltlink path (dwz), "" if none */
+    char altlink_build_id[2 * SYM_BUILD_ID_MAX + 1]; /* the alternate file's build-id */
+    bool has_debug_info;                    /* has .debug_info (or .zdebug_info) */
+    bool has_symtab;                        /* has .symtab */
+};
+
+/* Read the identity of an ELF file. 0, or HP_EELF (not ELF / corrupt) or a
+ * negated errno, with the reason appended to err. */
+int sym_elf_identity_read(const char *path, struct sym_elf_identity *ret, struct hp_buf *err);
+
+/* Same, for an ELF image in memory (fuzzing, files fetched over HTTP). */
+int sym_elf_identity_mem(const void *data, size_t len, struct sym_elf_identity *ret,
+                         struct hp_buf *err);
+
 struct symbolizer;
 
 /* Persistence hook, keyed by build-id (lowercase hex) and ELF virtual
@@ -81,13 +110,64 @@ struct sym_cache_ops {
     void (*flush_cb)(void *ctx);
 };
 
+/* The on-disk cache for one-shot processes (`query top FILE --binary B`
+ * run twice): one file per build-id in `dir` (NULL: the default below),
+ * written whole and renamed into place, checked on every read (a truncated
+ * or corrupt file is ignored and replaced), all files together kept under
+ * max_bytes (0: 1 GiB) by removing the least recently used. Plug it in with
+ * sym_options.cache_ops = sym_file_cache_ops(c); free it after sym_free().
+ * Only answers made with the object's full debug info are stored. One
+ * thread at a time, like the symbolizer. Never fails: a folder that cannot
+ * be written makes writes fail quietly (counted in the stats). */
+struct sym_file_cache;
+struct sym_file_cache_stats {
+    size_t hits;          /* addresses answered from files */
+    size_t files_loaded;  /* valid files read */
+    size_t rejected;      /* files ignored: truncated, corrupt, other rules */
+    size_t files_written;
+    size_t write_errors;
+    size_t evicted;       /* files removed to stay under max_bytes */
+};
+struct sym_file_cache *sym_file_cache_new(const char *dir, uint64_t max_bytes);
+const struct sym_cache_ops *sym_file_cache_ops(struct sym_file_cache *c);
+void sym_file_cache_stats(const struct sym_file_cache *c, struct sym_file_cache_stats *ret);
+void sym_file_cache_free(struct sym_file_cache *c);
+/* $XDG_CACHE_HOME/heapfleet/sym, else ~/.cache/heapfleet/sym (malloc'ed),
+ * NULL when neither variable is set. */
+char *sym_file_cache_default_dir(void);
+
+/* A server that answers GET /buildid/<hex>/debuginfo|executable: a
+ * debuginfod, or a node's agent. Strings are borrowed (copied by sym_new). */
+struct sym_server {
+    const char *url;         /* base URL, "https://debuginfod.example" */
+    const char *bearer;      /* token sent as "Authorization: Bearer", or NULL */
+    const char *header_file; /* file of "Name: value" header lines, or NULL */
+    const char *ca_file;     /* CA bundle for private TLS, or NULL */
+    const char *user, *password; /* HTTP basic auth (a BE's own), or NULL */
+};
+
+/* The node a profile came from, for sym_profile_node(): its agent is asked
+ * which build each mapped path is (GET /identity?path=) and for that
+ * build's files, after the local sources and before debuginfod. */
+struct sym_node {
+    const char *name;  /* for messages */
+    struct sym_server agent; /* url NULL: the node has no agent */
+    /* The node's gperftools symbol service ("http://be:8040/pprof/symbol"),
+     * or url NULL: asked for the addresses of objects no source above had,
+     * it gives names only (no file:line, no inlined frames); such locations
+     * are flagged PROFILE_LOC_NAMED and the profile's hint says so. */
+    struct sym_server symbol_service;
+};
+
 struct sym_options {
     const char *binary;          /* --binary: the main executable, or NULL */
     const char *symbols_dir;     /* --symbols DIR, or NULL */
     bool no_inline;              /* one frame per address (the physical function) */
     bool no_local_paths;         /* do not open maps paths on this host */
     bool no_system_debug;        /* skip /usr/lib/debug (tests) */
-    const char *debuginfod_urls; /* space-separated; NULL: $DEBUGINFOD_URLS; "" disables */
+    const struct sym_server *servers; /* --debuginfod, asked in order before ... */
+    size_t nservers;
+    const char *debuginfod_urls; /* ... these, space-separated; NULL: $DEBUGINFOD_URLS; "" none */
     const char *cache_dir;       /* debuginfod download cache; NULL: $XDG_CACHE_HOME/heapfleet
                                     or ~/.cache/heapfleet */
     long debuginfod_timeout_ms;  /* per request, 0: 10000 */
@@ -129,6 +209,10 @@ void sym_free(struct symbolizer *s);
  * HP_E* when nothing could be attempted. ret_stats may be NULL. */
 int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_stats,
                 struct hp_buf *err);
+/* Same, for a profile fetched from `node` (NULL: same as sym_profile): its
+ * agent is a source of build-ids and files (see struct sym_node). */
+int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_node *node,
+                     struct sym_stats *ret_stats, struct hp_buf *err);
 
 /* One resolved address of sym_batch_resolve(): frames innermost first, in
  * `frames[first .. first+n)` of the result. */
@@ -148,7 +232,9 @@ struct sym_batch {
  * virtual addresses of `path` (with debug info found the same way as for a
  * profile). Results are in input order; an address without symbols gets
  * n = 0. Fills *ret (release with sym_batch_release). 0, HP_ENOTFOUND,
- * HP_EELF/HP_EDWARF (unusable file) with a reason in err. */
+ * HP_EELF/HP_EDWARF (unusable file) with a reason in err. On success err
+ * may still receive a note on what is missing (no debug info, dwz's common
+ * file not found). */
 int sym_batch_resolve(struct symbolizer *s, const char *path, const uint64_t *vaddrs, size_t n,
                       struct sym_batch *ret, struct hp_buf *err);
 void sym_batch_release(struct sym_batch *b);

@@ -112,4 +112,66 @@ awk '/^# TYPE /{t[$3]=1; next} /^#/ || /^$/ {next}
 kill "$dpid"
 wait "$dpid" 2>/dev/null || true
 
-echo "ok: agent + collector stored and symbolized rw-cn-1 and $doris; 401 without token; /metrics"
+# delete_after_fetch=yes: Doris writes a new dump on every /jeheap/dump and
+# never deletes one; the agent deletes each once the collector stored it.
+ndumps() { find "$dir/doris" -maxdepth 1 -name '*.heap' | wc -l; }
+before=$(ndumps)
+"$collector" --nodes "$dir/be.list" --once --db "$dir/hf.db" --listen off > "$dir/keep.log" 2>&1 ||
+    fail "collector --once (without delete) failed"
+[ "$(ndumps)" -eq $((before + 1)) ] || fail "without delete_after_fetch the new dump should stay ($before -> $(ndumps))"
+sed "s|^\(doris .*\)\$| \1 delete_after_fetch=yes|; s|^ doris|doris|" "$dir/be.list" > "$dir/delete.list"
+grep -q 'delete_after_fetch=yes' "$dir/delete.list" || fail "delete.list not written"
+before=$(ndumps)
+"$collector" --nodes "$dir/delete.list" --once --db "$dir/hf.db" --listen off --log-level info \
+    > "$dir/delete.log" 2>&1 || fail "collector --once with delete_after_fetch failed"
+grep -q 'msg="agent deleted the stored dump"' "$dir/delete.log" || fail "no deletion logged"
+[ "$(ndumps)" -eq "$before" ] || fail "the stored dump was not deleted ($before -> $(ndumps))"
+"$query" snapshots "$doris" --db "$dir/hf.db" > "$dir/doris-snaps.txt" 2>&1
+[ "$(grep -Ec '^ *[0-9]+ ' "$dir/doris-snaps.txt")" -ge 3 ] || fail "the deleted dump was not stored first"
+# Only files the agent serves, only with the token, only by POST.
+tok=$(cat "$dir/token")
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $tok" \
+    "http://127.0.0.1:$aport/dumps/delete?path=/etc/passwd")
+[ "$code" = 403 ] || fail "deleting /etc/passwd answered $code, not 403"
+victim=$(find "$dir/rw" -maxdepth 1 -name '*.heap' | head -n 1)
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$aport/dumps/delete?path=$victim")
+[ "$code" = 401 ] || fail "deleting without the token answered $code, not 401"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" \
+    "http://127.0.0.1:$aport/dumps/delete?path=$victim")
+[ "$code" = 405 ] || fail "deleting with GET answered $code, not 405"
+[ -f "$victim" ] || fail "a refused delete removed $victim"
+
+# The agent serves TLS (--tls-cert/--tls-key) with a certificate from a
+# private CA; the collector trusts it through ca_file=.
+if command -v openssl >/dev/null; then
+    (
+        cd "$dir" || exit 1
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca
+        openssl req -newkey rsa:2048 -nodes -keyout agent.key -out agent.csr -subj /CN=127.0.0.1
+        printf 'subjectAltName=IP:127.0.0.1\n' > agent.ext
+        openssl x509 -req -in agent.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out agent.pem \
+            -days 1 -extfile agent.ext
+    ) > "$dir/openssl.log" 2>&1 || fail "openssl could not make the certificates"
+    "$agent" --dumps "$dir/rw" --listen 127.0.0.1:0 --token-file "$dir/token" \
+        --tls-cert "$dir/agent.pem" --tls-key "$dir/agent.key" > "$dir/agent-tls.log" 2>&1 &
+    pids="$pids $!"
+    wait_for "$dir/agent-tls.log" 'msg="listening"'
+    grep -q 'tls=yes' "$dir/agent-tls.log" || fail "the agent does not say it serves TLS"
+    tport=$(sed -n 's/.*addr=127\.0\.0\.1:\([0-9]*\).*listening.*/\1/p' "$dir/agent-tls.log" | head -n 1)
+    curl -sf --cacert "$dir/ca.pem" "https://127.0.0.1:$tport/health" | grep -q ok ||
+        fail "GET https://.../health with the CA failed"
+    cat > "$dir/tls.list" <<EOF2
+agent 127.0.0.1:$tport name=rw-tls prefix=compute-node token_file=$dir/token ca_file=$dir/ca.pem
+agent 127.0.0.1:$tport name=rw-plain prefix=compute-node token_file=$dir/token
+EOF2
+    "$collector" --nodes "$dir/tls.list" --once --db "$dir/hf4.db" --listen off --retries 0 \
+        > "$dir/tls.log" 2>&1 || true
+    "$query" nodes --db "$dir/hf4.db" > "$dir/tls-nodes.txt"
+    grep -q '^rw-tls .* ok$' "$dir/tls-nodes.txt" || fail "rw-tls not stored ok over TLS: $(cat "$dir/tls-nodes.txt")"
+    grep -q '^rw-plain .* ok$' "$dir/tls-nodes.txt" && fail "plain HTTP to the TLS agent succeeded"
+    tls_note="; agent TLS with a private CA"
+else
+    tls_note="; agent TLS skipped (no openssl)"
+fi
+
+echo "ok: agent + collector stored and symbolized rw-cn-1 and $doris; 401 without token; /metrics; delete_after_fetch$tls_note"

@@ -32,7 +32,7 @@
 
 #include <cmocka.h>
 
-#include "collector/sym/elfid.h"
+#include "collector/sym/sym.h"
 #include "store/hp.h"
 
 extern char **environ;
@@ -302,7 +302,13 @@ static int group_setup(void **state)
     snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
     write_file(p, pidtext);
     char *dumps = hp_xasprintf("%s,%s", jem, misc);
-    const char *args[] = { "--dumps", dumps, "--pid-file", p, NULL };
+    /* The fixtures have exited: their program is served through
+     * --binaries; libc through this process (the --pid-file), which maps
+     * the same one. */
+    char fixture_real[4096];
+    if (!realpath(fixture_exe, fixture_real))
+        return -1;
+    const char *args[] = { "--dumps", dumps, "--pid-file", p, "--binaries", fixture_real, NULL };
     start_agent(&main_agent, "main", args);
     free(dumps);
     free(p);
@@ -682,6 +688,111 @@ static void test_agent_http_buildid_serves_mapped_library(void **state)
     free(t);
 }
 
+struct served_ctx {
+    const struct agent_proc *a;
+    const char *target;
+    long status;
+};
+
+static bool status_is(void *arg)
+{
+    struct served_ctx *c = arg;
+    struct resp r;
+    http_get(c->a, c->target, NULL, &r);
+    bool ok = r.status == c->status;
+    resp_release(&r);
+    return ok;
+}
+
+/* Issue 13 item 11: a dump's MAPPED_LIBRARIES (anyone who can write into the
+ * folder writes it) serves nothing. A 0600 ELF file outside the folders
+ * that a planted dump names is refused exactly like a missing file and a
+ * file no dump names, by path and by build-id; a file a watched running
+ * process maps is served while the process runs, and no longer after. */
+static void test_agent_http_serves_only_live_maps(void **state)
+{
+    char *dir = hp_xasprintf("%s/live", tmp);
+    char *secret = hp_xasprintf("%s/secret.elf", outside);
+    char fixture_real[4096], id[256];
+    assert_non_null(realpath(fixture_exe, fixture_real));
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char *cmd = hp_xasprintf("cp '%s' '%s' && chmod 600 '%s'", fixture_real, secret, secret);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    readelf_build_id(secret, id, sizeof(id));
+    /* A process to watch: sleep maps its own program. */
+    pid_t sl;
+    char *sargv[] = { "sleep", "60", NULL };
+    assert_int_equal(posix_spawnp(&sl, "sleep", NULL, NULL, sargv, environ), 0);
+    char sleep_path[4096];
+    char *exe = hp_xasprintf("/proc/%d/exe", (int)sl);
+    /* posix_spawn returns once the child has exec'd. */
+    ssize_t n = readlink(exe, sleep_path, sizeof(sleep_path) - 1);
+    assert_true(n > 0);
+    sleep_path[n] = '\0';
+    free(exe);
+    assert_true(n > 0);
+    /* A planted dump in the folder, named with the sleeping pid, mapping
+     * the secret and a missing file. */
+    char *dump = hp_xasprintf("%s/jeprof.%d.0.m0.heap", dir, (int)sl);
+    char *text = hp_xasprintf("heap_v2/524288\n  t*: 1: 100 [0: 0]\n@ 0x1\n  t*: 1: 100 [0: 0]\n\n"
+                              "MAPPED_LIBRARIES:\n"
+                              "00400000-00401000 r-xp 00000000 08:01 1 %s\n"
+                              "00400000-00401000 r-xp 00000000 08:01 2 %s/missing.so\n",
+                              secret, outside);
+    write_file(dump, text);
+    free(text);
+    struct agent_proc a;
+    const char *args[] = { "--dumps", dir, NULL };
+    start_agent(&a, "live", args);
+
+    struct resp r1, r2, r3;
+    char *t1 = hp_xasprintf("/identity?path=%s", secret);
+    char *t2 = hp_xasprintf("/identity?path=%s/missing.so", outside);
+    http_get(&a, t1, NULL, &r1);
+    http_get(&a, t2, NULL, &r2);
+    http_get(&a, "/identity?path=/etc/shadow", NULL, &r3);
+    assert_int_equal(r1.status, 403);
+    assert_int_equal(r2.status, r1.status);
+    assert_int_equal(r3.status, r1.status);
+    assert_int_equal(r1.body.len, r2.body.len);
+    assert_memory_equal(r1.body.data, r2.body.data, r1.body.len);
+    assert_int_equal(r1.body.len, r3.body.len);
+    assert_memory_equal(r1.body.data, r3.body.data, r1.body.len);
+    resp_release(&r1);
+    resp_release(&r2);
+    resp_release(&r3);
+    /* By build-id: the secret's is as unknown as one nobody has. */
+    char *b1 = hp_xasprintf("/buildid/%s/executable", id);
+    http_get(&a, b1, NULL, &r1);
+    http_get(&a, "/buildid/00112233445566778899aabbccddeeff00112233/executable", NULL, &r2);
+    assert_int_equal(r1.status, 404);
+    assert_int_equal(r2.status, r1.status);
+    assert_int_equal(r1.body.len, r2.body.len);
+    assert_memory_equal(r1.body.data, r2.body.data, r1.body.len);
+    resp_release(&r1);
+    resp_release(&r2);
+
+    /* What the watched process maps is served while it runs. */
+    char *t3 = hp_xasprintf("/identity?path=%s", sleep_path);
+    struct served_ctx c = { &a, t3, 200 };
+    assert_true(status_is(&c));
+    kill(sl, SIGKILL);
+    int st;
+    assert_int_equal(waitpid(sl, &st, 0), sl);
+    c.status = 403;
+    assert_true(wait_until(status_is, &c, 10000)); /* refreshed every 2 s */
+
+    stop_agent(&a);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(b1);
+    free(dump);
+    free(secret);
+    free(dir);
+}
+
 static size_t abort_after_first_cb(char *p, size_t sz, size_t n, void *arg)
 {
     return 0; /* curl aborts the transfer: the agent sees the client vanish */
@@ -857,6 +968,11 @@ static void test_agent_http_proc_from_pid_file(void **state)
     json_t *stj = json_object_get(j, "status");
     assert_true(json_integer_value(json_object_get(stj, "Threads")) >= 1);
     assert_null(json_object_get(stj, "Umask")); /* octal, not a figure */
+    /* When this process started, within a few seconds of what
+     * clock_gettime says now minus its run time so far. */
+    double start = json_number_value(json_object_get(j, "start_time_seconds"));
+    double now = (double)hp_wall_ms() / 1000.0;
+    assert_true(start > now - 3600 && start <= now + 2);
     json_t *sm = json_object_get(j, "smaps_rollup");
     assert_non_null(sm);
     assert_true(json_integer_value(json_object_get(sm, "Rss")) > 0);
@@ -1095,6 +1211,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_identity_matches_readelf),
         cmocka_unit_test(test_agent_http_buildid_serves_binary),
         cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
+        cmocka_unit_test(test_agent_http_serves_only_live_maps),
         cmocka_unit_test(test_agent_http_client_abort_and_head),
         cmocka_unit_test(test_agent_http_debuginfod_client),
         cmocka_unit_test(test_agent_http_stops_with_stalled_client),

@@ -143,6 +143,8 @@ static void test_route_matches_exactly(void **state)
     char id[AGENT_BUILD_ID_HEX_MAX + 1];
     assert_int_equal(agent_route_match("/dumps", 6, id), AGENT_ROUTE_DUMPS);
     assert_int_equal(agent_route_match("/dumps/newest", 13, id), AGENT_ROUTE_NEWEST);
+    assert_int_equal(agent_route_match("/dumps/delete", 13, id), AGENT_ROUTE_DELETE);
+    assert_int_equal(agent_route_match("/dumps/delete/", 14, id), AGENT_ROUTE_NONE);
     assert_int_equal(agent_route_match("/dumps/", 7, id), AGENT_ROUTE_NONE);
     assert_int_equal(agent_route_match("/dumps/../etc", 13, id), AGENT_ROUTE_NONE);
     assert_int_equal(agent_route_match("/dumps/%2e%2e", 13, id), AGENT_ROUTE_NONE);
@@ -185,6 +187,23 @@ static void test_proc_parses_status_and_rollup(void **state)
     assert_int_equal(v, 497110ull * 1024);
     assert_int_equal(agent_proc_get(&p, "Pss_Anon", &v), 1);
     assert_int_equal(p.n, 3);
+}
+
+/* The start time from /proc/<pid>/stat and /proc/stat's btime; a command
+ * name with spaces and parentheses does not shift the fields. */
+static void test_proc_start_time(void **state)
+{
+    (void)state;
+    static const char stat[] = "4242 (doris be) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 "
+                               "20 0 17 0 123456 1000000 250 18446744073709551615\n";
+    static const char sys[] = "cpu  1 2 3\nintr 5\nbtime 1763800000\nprocesses 99\n";
+    double s = 0;
+    assert_int_equal(agent_proc_start_time(stat, sizeof(stat) - 1, sys, sizeof(sys) - 1, 100, &s),
+                     1);
+    assert_true(s > 1763801234.5 && s < 1763801234.6);
+    assert_int_equal(agent_proc_start_time(stat, sizeof(stat) - 1, "cpu 1\n", 6, 100, &s), 0);
+    assert_int_equal(agent_proc_start_time("4242 (x) S 1 2", 14, sys, sizeof(sys) - 1, 100, &s), 0);
+    assert_int_equal(agent_proc_start_time("no paren", 8, sys, sizeof(sys) - 1, 100, &s), 0);
 }
 
 struct collect {
@@ -232,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_query_rejects_malformed),
         cmocka_unit_test(test_route_matches_exactly),
         cmocka_unit_test(test_proc_parses_status_and_rollup),
+        cmocka_unit_test(test_proc_start_time),
         cmocka_unit_test(test_maps_paths_distinct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

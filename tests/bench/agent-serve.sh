@@ -30,7 +30,7 @@ for _ in $(seq 50); do
     [ -n "$port" ] && break
     sleep 0.1
 done
-(cd "$dir" && exec python3 -m http.server 0 --bind 127.0.0.1 > "$dir/py.log" 2>&1) &
+(cd "$dir" && exec python3 -u -m http.server 0 --bind 127.0.0.1 > "$dir/py.log" 2>&1) &
 ppid_=$!
 pyport=""
 for _ in $(seq 50); do
@@ -58,3 +58,4 @@ echo "file: $mb MiB, page cache warm, loopback, best of 3"
 echo "agent /dumps/newest : $a MB/s (peak RSS $rss)"
 echo "python3 http.server : $p MB/s   agent/python = $(echo "$a $p" | awk '{printf "%.2f", $1/$2}')"
 echo "cat > /dev/null     : $c MB/s   agent/cat    = $(echo "$a $c" | awk '{printf "%.2f", $1/$2}')"
+printf 'RESULT\tagent serving a %s MiB dump\t%s\tMB/s\t-\tpython3 http.server\t%s\n' "$mb" "$a" "$p"

@@ -1,13 +1,14 @@
 /* Parse benchmark: MB/s of the jemalloc heap_v2 reader on a large dump, beside
  * jeprof on the same file in the same run.
  *
- *   parse-bench JEFIXTURE OUTDIR [--mb 64] [--no-jeprof]
+ *   parse-bench JEFIXTURE OUTDIR [--mb 64] [--no-jeprof] [--smoke]
  *
  * The large dump is built from a real fixture dump's shapes: its header,
  * thread lines and MAPPED_LIBRARIES are kept, and its stacks are repeated
  * with addresses moved within their own mappings (so every stack is distinct
  * and still maps), until the file holds at least --mb MiB and 200k stacks.
- * Not part of `meson test`: run it by hand or from tests/bench/run-all.sh. */
+ * --smoke: a 1 MiB, 2,000-stack dump and two runs (CI: suite bench-smoke).
+ * "RESULT<tab>" lines are what tests/bench/run-all tabulates. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,17 +132,23 @@ static double time_cmd(const char *cmd, long *ret_maxrss_kb)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: parse-bench JEFIXTURE OUTDIR [--mb N] [--no-jeprof]\n");
+        fprintf(stderr, "usage: parse-bench JEFIXTURE OUTDIR [--mb N] [--no-jeprof] [--smoke]\n");
         return 2;
     }
     const char *fixture = argv[1], *dir = argv[2];
-    size_t mb = 64;
+    size_t mb = 64, min_stacks = 200000;
+    int reps = 5;
     bool jeprof = true;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc)
             mb = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--no-jeprof") == 0)
             jeprof = false;
+        else if (strcmp(argv[i], "--smoke") == 0) {
+            mb = 1;
+            min_stacks = 2000;
+            reps = 2;
+        }
     }
     mkdir(dir, 0755);
     char *seed = hp_xasprintf("%s/seed.heap", dir), *big = hp_xasprintf("%s/big.heap", dir);
@@ -152,7 +159,7 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t stacks;
-    size_t size = build_big(seed, big, mb, 200000, &stacks);
+    size_t size = build_big(seed, big, mb, min_stacks, &stacks);
     printf("input: %s, %.1f MB, %zu stacks\n", big, (double)size / 1e6, stacks);
 
     char *data;
@@ -162,7 +169,7 @@ int main(int argc, char **argv)
     double best = 1e9, best_cpu = 1e9;
     double total = 0;
     size_t nlocs = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         struct profile *p = NULL;
         struct hp_buf err = HP_BUF_INIT(0);
         double t0 = now_s(), c0 = cpu_s();
@@ -183,9 +190,11 @@ int main(int argc, char **argv)
         if (dt < best)
             best = dt;
     }
-    printf("heapfleet parse: %.3f s wall / %.3f s CPU, best of 5: %.0f MB/s wall, %.0f MB/s CPU "
+    printf("heapfleet parse: %.3f s wall / %.3f s CPU, best of %d: %.0f MB/s wall, %.0f MB/s CPU "
            "(one core); %zu distinct addresses, total inuse %.0f B\n",
-           best, best_cpu, (double)len / 1e6 / best, (double)len / 1e6 / best_cpu, nlocs, total);
+           best, best_cpu, reps, (double)len / 1e6 / best, (double)len / 1e6 / best_cpu, nlocs,
+           total);
+    double jeprof_mbs = 0;
     free(data);
     if (jeprof) {
         long rss;
@@ -197,9 +206,13 @@ int main(int argc, char **argv)
         } else {
             printf("jeprof --text on the same file: %.1f s, peak RSS %ld MB\n", jt, rss / 1024);
             printf("ratio: heapfleet parse is %.0fx faster than jeprof end to end\n", jt / best);
+            jeprof_mbs = (double)len / 1e6 / jt;
         }
         free(jc);
     }
+    /* Peer figure: jeprof's end-to-end MB/s (0: not run). */
+    printf("RESULT\theap_v2 parse, one core (CPU)\t%.0f\tMB/s\t>= 400 MB/s\tjeprof --text\t%.1f\n",
+           (double)len / 1e6 / best_cpu, jeprof_mbs);
     free(seed);
     free(big);
     free(cmd);

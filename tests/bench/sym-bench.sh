@@ -14,8 +14,14 @@
 #   heapfleet cold  symtool heap;   jeprof --text
 #   heapfleet warm  the second symbolization of the profile in one process
 #                   (memory cache; sym_profile time only)
-# Wall time and peak RSS come from /usr/bin/time -v. The built program is
-# kept in WORK_DIR and reused by later runs.
+# and across processes (issue 11): `query top --binary` with --no-cache
+# (cold), then twice on an empty $XDG_CACHE_HOME (the second run reads the
+# on-disk cache); the three outputs must be byte-identical. Also the cold
+# batch with libdwarf's allocation tracking back on
+# (HEAPFLEET_LIBDWARF_TRACKING=1), the before/after of turning it off.
+# Wall time, CPU time and peak RSS come from /usr/bin/time -v; RESULT lines
+# feed tests/bench/run-all's table. The built program is kept in WORK_DIR
+# and reused by later runs.
 set -eu
 BUILD=$(cd "${1:?usage: sym-bench.sh BUILD_DIR [WORK_DIR]}" && pwd)
 WORK=${2:-/tmp/hf-sym-bench}
@@ -24,6 +30,7 @@ FUNCS=${FUNCS:-128}
 ITERS=${ITERS:-15000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SYMTOOL=$BUILD/tests/sym/symtool
+QUERY=$BUILD/query/query
 JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 TIMEOUT=${TIMEOUT:-900}
 mkdir -p "$WORK"
@@ -81,11 +88,16 @@ measure() {
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo "--- same unique addresses of bigprog"
 measure heapfleet-cold "$SYMTOOL" addr bigprog - < addrs.txt
-measure llvm-symbolizer llvm-symbolizer --obj=bigprog < addrs.txt
+measure heapfleet-tracking env HEAPFLEET_LIBDWARF_TRACKING=1 "$SYMTOOL" addr bigprog - < addrs.txt
+measure llvm-symbolizer llvm-symbolizer --inlining --demangle --obj=bigprog < addrs.txt
 measure addr2line addr2line -i -f -C -e bigprog < addrs.txt
 if [ "${SKIP_EU:-0}" = 1 ]; then echo "- - -" > eu-addr2line.time; echo "eu-addr2line: skipped (SKIP_EU=1)"; else
     measure eu-addr2line eu-addr2line -i -f -C -e bigprog < addrs.txt
 fi
+echo "--- one CU's functions only (peak RSS must follow the CUs touched, not the binary)"
+nm bigprog | awk '$2 ~ /^[tT]$/ && $3 ~ /8bench_u0[0-9]*f_/ { print "0x" $1 }' | head -400 > one-cu.txt
+measure heapfleet-one-cu "$SYMTOOL" addr bigprog - < one-cu.txt
+measure llvm-one-cu llvm-symbolizer --inlining --demangle --obj=bigprog < one-cu.txt
 echo "--- whole profile, end to end"
 measure heapfleet-profile "$SYMTOOL" heap --stats --binary bigprog "$heap"
 measure jeprof-text jeprof --text bigprog "$heap"
@@ -93,6 +105,20 @@ measure jeprof-text jeprof --text bigprog "$heap"
 grep '^symtool: locations' warm.err | tail -1 > warm.txt
 warm=$(sed 's/.*time_ms=//' warm.txt)
 echo "heapfleet warm (cached) sym_profile: $warm ms  [$(cat warm.txt | cut -d' ' -f2-8)]"
+
+echo "--- query top --binary, across processes (on-disk symbol cache)"
+rm -rf xdg
+measure query-nocache "$QUERY" top --no-cache --binary bigprog "$heap" --top 0 --lines
+cp query-nocache.out query-nocache.txt
+measure query-first env XDG_CACHE_HOME="$WORK/xdg" "$QUERY" top --binary bigprog "$heap" --top 0 --lines
+cp query-first.out query-first.txt
+measure query-warm env XDG_CACHE_HOME="$WORK/xdg" "$QUERY" top --binary bigprog "$heap" --top 0 --lines
+if cmp -s query-nocache.txt query-first.txt && cmp -s query-first.txt query-warm.out; then
+    echo "outputs: --no-cache, first and warm run byte-identical"
+else
+    echo "outputs DIFFER between --no-cache, first and warm runs" >&2
+    exit 1
+fi
 
 echo "--- ratios (peer / heapfleet): wall, cpu, peak RSS"
 set -- $(cat heapfleet-cold.time)
@@ -109,3 +135,31 @@ set -- $(cat jeprof-text.time)
 awk -v w="$1" -v c="$2" -v m="$3" -v hw="$pw" -v hc="$pc" -v hm="$pm" \
     'BEGIN { printf "jeprof --text    wall %6.1fx  cpu %6.1fx  rss %5.2fx  (end to end)\n", w / hw, c / hc, m / hm }'
 awk -v w="$warm" 'BEGIN { printf "warm cache: %s ms for the whole profile (target < 50 ms)\n", w }'
+set -- $(cat query-warm.time)
+qw=$1 qc=$2 qm=$3
+set -- $(cat query-nocache.time)
+awk -v w="$1" -v c="$2" -v m="$3" -v hw="$qw" -v hc="$qc" -v hm="$qm" \
+    'BEGIN { printf "query warm/cold  wall %6.1fx  cpu %6.1fx  rss %5.2fx  (second run: %s s wall, %s s cpu)\n", w / hw, c / hc, m / hm, hw, hc }'
+set -- $(cat heapfleet-tracking.time)
+awk -v c="$2" -v hc="$hc" 'BEGIN { printf "libdwarf tracking off saves %.0f%% cpu (on: %s s, off: %s s)\n", 100 * (1 - hc / c), c, hc }'
+
+# RESULT lines for run-all: figure, value, unit, goal, peer, peer value.
+r() { printf 'RESULT\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@"; }
+set -- $(cat heapfleet-cold.time); hcold_c=$2 hcold_m=$3
+set -- $(cat llvm-symbolizer.time)
+[ "$1" != "-" ] && r "sym cold cpu (same addresses)" "$hcold_c" s "<= 1/1.5 of peer" llvm-symbolizer "$2"
+[ "$1" != "-" ] && r "sym cold peak RSS" "$hcold_m" MB "< peer" llvm-symbolizer "$3"
+set -- $(cat addr2line.time)
+[ "$1" != "-" ] && r "sym cold cpu vs addr2line" "$hcold_c" s "-" "addr2line -i" "$2"
+set -- $(cat heapfleet-profile.time); pc=$2
+set -- $(cat jeprof-text.time)
+r "sym end to end cpu" "$pc" s "<= 1/15 of peer" "jeprof --text" "$2"
+set -- $(cat query-nocache.time); qnc=$2 qnw=$1
+set -- $(cat query-warm.time)
+r "query top warm wall" "$1" s "<= 0.25 s, <= 1/5 of peer" "same, --no-cache" "$qnw"
+r "query top warm cpu" "$2" s "<= 1/5 of peer" "same, --no-cache" "$qnc"
+set -- $(cat heapfleet-one-cu.time); oc=$3
+set -- $(cat llvm-one-cu.time)
+[ "$1" != "-" ] && r "sym peak RSS, one CU's addresses" "$oc" MB "< peer" llvm-symbolizer "$3"
+set -- $(cat heapfleet-tracking.time)
+r "sym cold cpu, libdwarf tracking off" "$hcold_c" s "< peer" "tracking on" "$2"

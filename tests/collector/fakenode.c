@@ -624,24 +624,14 @@ static void serve_dump(struct conn *c, bool accepts_gzip)
             dump, len, shared, len);
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static char *url_decode(const char *s, size_t n)
 {
     char *out = hp_xmalloc(n + 1);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+        if (s[i] == '%' && i + 2 < n && hp_hex_digit(s[i + 1]) >= 0 &&
+            hp_hex_digit(s[i + 2]) >= 0) {
+            out[o++] = (char)(hp_hex_digit(s[i + 1]) * 16 + hp_hex_digit(s[i + 2]));
             i += 2;
         } else {
             out[o++] = s[i];

@@ -9,12 +9,15 @@
 # Cases: mixed (one --once round over every kind and failure mode), nodelist
 # (bad lines, --strict), limits (--max-inflight, --spread), daemon (SIGHUP
 # reload, SIGTERM with a transfer in flight), unchanged (a repeated dump is
-# recognised and not stored twice), tls (https via openssl s_server). Needs jq. Waits use deadlines, never bare sleeps.
+# recognised and not stored twice), tls (https via openssl s_server), tlsca
+# (a private CA and a client certificate), batch (an idle daemon has
+# committed its write batch), fe (FE
+# discovery against fake-fe.py). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon unchanged tls}
+CASES=${*:-mixed nodelist limits daemon unchanged batch tls tlsca fe}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -143,7 +146,7 @@ case_mixed() {
     expect_err starrocks-huge 'larger than the 8388608 byte limit \(announced by Content-Length\)'
     expect_err starrocks-flood 'larger than the 8388608 byte limit \(stopped reading\)'
     expect_err starrocks-html 'HTML page instead of a heap dump \(Content-Type text/html'
-    expect_err starrocks-redirect '^redirect loop'
+    expect_err starrocks-redirect '^HTTP 302 redirect to http://127\.0\.0\.1:[0-9]*/pprof/heap not followed \(add follow_redirects='
     expect_err doris-notactive '^HTTP 500: Jemalloc heap profiler is not enabled.*add activate=yes'
     expect_err starrocks-badauth '^HTTP 401 \(the node refused user=/password_file=\)'
     expect_err starrocks-noauth '^HTTP 401 \(the node wants HTTP auth: add user= and password_file=\)'
@@ -162,7 +165,7 @@ case_nodelist() {
     "$COLLECTOR" --nodes "$d/bad.list" --once --out "$d/out" >"$d/stdout" 2>"$d/stderr"
     local rc=$?
     check "nodelist: bad lines skipped, the rest polled (rc=$rc)" test "$rc" -eq 0
-    check "nodelist: bad kind reported with file and line" grep -q 'bad.list:1: unknown kind "dorris" (expected doris, starrocks, databend, agent, url)' "$d/stderr"
+    check "nodelist: bad kind reported with file and line" grep -q 'bad.list:1: unknown kind "dorris" (expected doris, starrocks, databend, agent, url, doris-fe, starrocks-fe)' "$d/stderr"
     check "nodelist: bad address reported with file and line" grep -q 'bad.list:2: bad address "nope": missing :PORT' "$d/stderr"
     check "nodelist: good node polled" grep -q "1 nodes, 1 ok, 0 failed" "$d/stdout"
     "$COLLECTOR" --nodes "$d/bad.list" --once --strict --out "$d/out2" >/dev/null 2>"$d/stderr2"
@@ -260,6 +263,26 @@ case_unchanged() {
     check "unchanged: the dump was written once" test "$(ls "$d/out/agent-ok/"*.heap | wc -l)" -eq 1
 }
 
+# Write batching: the store sink keeps up to 32 snapshots in one
+# transaction; a daemon that has nothing more to poll (the next round is an
+# hour away) must have committed them all, readable from another process.
+case_batch() {
+    local d=$WORK/batch
+    command -v sqlite3 >/dev/null || { ok "batch: skipped (no sqlite3)"; return; }
+    start_fakenode "$d" --cache starrocksx3 || return
+    "$COLLECTOR" --nodes "$d/be.list" --interval 1h --spread 0 --db "$d/hf.db" --listen off \
+        --no-progress >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    local q="SELECT count(*) FROM snapshots WHERE status = 'ok'"
+    check "batch: an idle daemon has committed its round" \
+        wait_for 60 bash -c "[ \"\$(sqlite3 -cmd '.timeout 2000' '$d/hf.db' \"$q\" 2>/dev/null)\" = 3 ]"
+    check "batch: the daemon is still running (the round was not committed by exiting)" \
+        kill -0 "$C"
+    kill -TERM "$C"
+    wait "$C" 2>/dev/null
+}
+
 # https through a real TLS server: openssl s_server -WWW serves files, so a
 # jefixture dump saved as www/pprof/heap looks like a StarRocks node.
 case_tls() {
@@ -287,6 +310,107 @@ case_tls() {
     check "tls: tls=insecure fetched and parsed the dump over https" test "$(rec "$J" tls-insecure '.status + " " + .profile.format + " " + (.figures.starrocks_be_process_mem_bytes | tostring)')" = "ok jemalloc 123"
     check "tls: tls=yes refuses a self-signed certificate" bash -c "grep -q '^TLS failure (SSL certificate problem' <<<\"\$0\"" "$(rec "$J" tls-verify .error)"
     check "tls: plain http to a TLS port is explained" bash -c "grep -q 'a TLS port needs tls=yes' <<<\"\$0\"" "$(rec "$J" plain-to-tls .error)"
+}
+
+# TLS with a private CA (openssl-generated): the node's certificate is
+# checked against ca_file=, and a server that demands a client certificate
+# gets the one in cert_file=/key_file=.
+case_tlsca() {
+    local d=$WORK/tlsca
+    command -v openssl >/dev/null && command -v ss >/dev/null || { ok "tlsca: skipped (no openssl or ss)"; return; }
+    local jefixture
+    jefixture=$(dirname "$FAKENODE")/../fixtures/jefixture
+    mkdir -p "$d/www/pprof"
+    (
+        cd "$d" || exit 1
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=heapfleet-test-ca
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1
+        printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile server.ext
+        openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=collector
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1
+    ) >"$d/openssl.log" 2>&1 || { not_ok "tlsca: openssl made the CA and certificates"; return; }
+    MALLOC_CONF=prof:true,lg_prof_sample:0 "$jefixture" "$d/www/pprof/heap" || { not_ok "tlsca: jefixture"; return; }
+    echo "starrocks_be_process_mem_bytes 123" >"$d/www/metrics"
+    (cd "$d/www" && exec openssl s_server -accept 127.0.0.1:0 -WWW -cert ../server.pem -key ../server.key \
+        -CAfile ../ca.pem -Verify 1 -verify_return_error -quiet) >"$d/s_server.log" 2>&1 &
+    local S=$!
+    PIDS+=($S)
+    local port=
+    port_of_s() { port=$(ss -ltnpH 2>/dev/null | grep "pid=$S," | awk '{ sub(".*:", "", $4); print $4 }'); [ -n "$port" ]; }
+    wait_for 10 port_of_s || { not_ok "tlsca: openssl s_server listening"; return; }
+    {
+        printf 'starrocks 127.0.0.1:%s name=ca-client ca_file=%s cert_file=%s key_file=%s\n' "$port" "$d/ca.pem" "$d/client.pem" "$d/client.key"
+        printf 'starrocks 127.0.0.1:%s name=ca-no-client ca_file=%s\n' "$port" "$d/ca.pem"
+        printf 'starrocks 127.0.0.1:%s name=no-ca cert_file=%s key_file=%s tls=yes\n' "$port" "$d/client.pem" "$d/client.key"
+    } >"$d/be.list"
+    "$COLLECTOR" --nodes "$d/be.list" --once --out "$d/out" --retries 0 --timeout 5s --max-inflight 1 \
+        >"$d/stdout" 2>"$d/stderr"
+    local J=$d/out/snapshots.jsonl
+    check "tlsca: CA-checked TLS with a client certificate fetched and parsed the dump" test "$(rec "$J" ca-client '.status + " " + .profile.format')" = "ok jemalloc"
+    check "tlsca: without a client certificate the server refuses" test "$(rec "$J" ca-no-client .status)" != ok
+    check "tlsca: without ca_file the private CA is not trusted" bash -c "grep -q 'SSL certificate problem' <<<\"\$0\"" "$(rec "$J" no-ca .error)"
+}
+
+# FE discovery against a fake FE (a real HTTP server with basic auth) whose
+# backends are fakenodes: an HA pair whose first address is down, alive,
+# dead and decommissioned backends, a StarRocks CN, a Doris FE in the old
+# positional shape with a wrong password, and an FE that dies between rounds
+# (its backends stay, its failure is recorded under the FE line's name).
+case_fe() {
+    local d=$WORK/fe
+    local FAKEFE
+    FAKEFE=$(dirname "${BASH_SOURCE[0]}")/fake-fe.py
+    command -v python3 >/dev/null || { ok "fe: skipped (no python3)"; return; }
+    start_fakenode "$d" starrocks starrocks || return
+    local p1 p2
+    p1=$(awk 'NR == 1 { print $4 }' "$d/ports.txt")
+    p2=$(awk 'NR == 2 { print $4 }' "$d/ports.txt")
+    printf '10001 127.0.0.1 %s true false\n10002 127.0.0.1 %s false false\n10003 127.0.0.1 %s true true\n' \
+        "$p1" "$p2" "$p2" >"$d/backends.txt"
+    printf '20001 127.0.0.1 %s true false\n' "$p1" >"$d/cns.txt"
+    echo s3cret >"$d/pw"
+    python3 "$FAKEFE" "$d/fe.port" objects root s3cret "$d/backends.txt" "$d/cns.txt" 2>"$d/fe.err" &
+    local FE=$!
+    PIDS+=($FE)
+    python3 "$FAKEFE" "$d/fe2.port" doris11-rows root other "$d/backends.txt" 2>"$d/fe2.err" &
+    PIDS+=($!)
+    wait_for 60 test -s "$d/fe.port" || { not_ok "fe: fake FE started"; return; }
+    wait_for 60 test -s "$d/fe2.port" || { not_ok "fe: second fake FE started"; return; }
+    local down
+    down=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    printf 'starrocks-fe 127.0.0.1:%s,127.0.0.1:%s user=root password_file=%s name=sr\n' \
+        "$down" "$(cat "$d/fe.port")" "$d/pw" >"$d/be.list"
+    "$COLLECTOR" --nodes "$d/be.list" --check >"$d/check.out" 2>"$d/check.err"
+    local rc=$?
+    check "fe: --check exits 0 when discovery worked" test "$rc" -eq 0
+    check "fe: --check says which FE of the HA pair answered" grep -q "answered by 127.0.0.1:$(cat "$d/fe.port"): 4 backends" "$d/check.out"
+    check "fe: --check names backends by id at their HttpPort" grep -qP "\tsr-be10001\tstarrocks\t127.0.0.1:$p1\$" "$d/check.out"
+    check "fe: --check marks the dead backend" grep -q "sr-be10002.*fe_status=dead" "$d/check.out"
+    check "fe: --check marks the decommissioned backend" grep -q "sr-be10003.*fe_status=decommissioned" "$d/check.out"
+    check "fe: --check lists the compute node" grep -q "sr-cn20001" "$d/check.out"
+    printf 'doris-fe 127.0.0.1:%s user=root password_file=%s name=dc agent_port=7071\n' \
+        "$(cat "$d/fe2.port")" "$d/pw" >"$d/bad.list"
+    "$COLLECTOR" --nodes "$d/bad.list" --check >"$d/check2.out" 2>&1
+    rc=$?
+    check "fe: --check fails when the FE refuses the password" test "$rc" -eq 1
+    check "fe: --check says which FE failed and how" grep -q "discovery FAILED: 127.0.0.1:$(cat "$d/fe2.port"): HTTP 401" "$d/check2.out"
+    # Rounds: discovered nodes polled, then the FE dies and they stay.
+    "$COLLECTOR" --nodes "$d/be.list" --interval 1s --spread 0 --timeout 5s --retries 0 \
+        --out "$d/out" >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    local J=$d/out/snapshots.jsonl
+    check "fe: a discovered backend is polled and stored" wait_for 20 bash -c "[ \"\$(jq -r 'select(.node == \"sr-be10001\") | .status' '$J' 2>/dev/null | head -n 1)\" = ok ]"
+    check "fe: the dead backend is recorded as not polled" wait_for 10 bash -c "jq -r 'select(.node == \"sr-be10002\") | .error' '$J' | grep -q 'Alive=false; not polled'"
+    check "fe: the decommissioned backend is labelled" wait_for 10 bash -c "jq -r 'select(.node == \"sr-be10003\") | .labels.fe_status' '$J' | grep -q decommissioned"
+    kill "$FE"
+    local before
+    before=$(jq -r 'select(.node == "sr-be10001") | .status' "$J" | wc -l)
+    check "fe: an FE failure is recorded on the FE line" wait_for 20 bash -c "jq -r 'select(.node == \"sr\") | .error' '$J' | grep -q 'FE discovery failed'"
+    check "fe: known backends are still polled while the FE is down" wait_for 20 bash -c "[ \$(jq -r 'select(.node == \"sr-be10001\") | .status' '$J' | wc -l) -ge $((before + 2)) ]"
+    kill -TERM "$C"
+    wait "$C" 2>/dev/null
 }
 
 command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }

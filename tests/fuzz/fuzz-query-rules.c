@@ -1,9 +1,11 @@
 /* libFuzzer target for the two text parsers of query/discrepancy.c: the
  * discrepancy rules format (query_rules_parse, on top of the built-in rules)
  * and node figures (query_figures_parse: Prometheus, bvar, "name value").
- * The first byte picks the parser; the rest is the input. With a parsed rule
- * set, a report is built over an empty folded profile and the figures, so
- * evaluation of whatever the rules say runs too. */
+ * The first byte picks the parser (and, for rules, which kind's built-in
+ * rules lie beneath); the rest is the input. With a parsed rule set, a
+ * report is built over an empty folded profile and the figures and rendered
+ * as text and JSON (the "why" sentences), so evaluation of whatever the
+ * rules say runs too. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,8 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 (void)query_figure_find(figs, n, figs[i].name, &v);
         }
     } else {
+        static const char *const kinds[] = { NULL, "doris", "starrocks", "databend",
+                                             "risingwave" };
         struct query_rules *r = NULL;
-        if (query_rules_builtin(&r, &err) == 0) {
+        if (query_rules_for_kind(kinds[(data[0] >> 1) % 5], NULL, 0, &r, &err) == 0) {
             if (query_rules_parse(r, text, len, "fuzz", &err) == 0) {
                 struct profile *p = profile_new(PROFILE_FORMAT_COLLAPSED);
                 struct query_opts o;
@@ -45,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     if (query_discrepancy_build(f, fig, 2, r, &d, &err) == 0) {
                         struct hp_buf out = HP_BUF_INIT(0);
                         (void)query_render_discrepancy_text(d, "fuzz", &out);
+                        (void)query_render_discrepancy_json(d, "fuzz", &out);
                         hp_buf_release(&out);
                         query_discrepancy_free(d);
                     }

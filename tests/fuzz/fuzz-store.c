@@ -3,7 +3,7 @@
  * may be corrupted or hostile (a bug report's attachment). Byte 0 picks the
  * blob to replace in a real database built on first use: 0 a snapshot's
  * sample set, 1 a stack's location list, 2 a location's frames, 3 a symbol
- * cache entry. The rest of the input is the blob (compressed here when the
+ * cache entry, 4 the snapshot's packed function totals (function_totals_rest). The rest of the input is the blob (compressed here when the
  * table stores it compressed). Loading must return a profile or an error,
  * never crash or run away. */
 #include <sqlite3.h>
@@ -70,7 +70,8 @@ static void build_db(void)
                      "CREATE TABLE keep_ss AS SELECT * FROM sample_sets;"
                      "CREATE TABLE keep_st AS SELECT * FROM stacks;"
                      "CREATE TABLE keep_lo AS SELECT * FROM locations;"
-                     "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;",
+                     "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;"
+                     "CREATE TABLE keep_ftr AS SELECT * FROM function_totals_rest;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
 }
@@ -84,6 +85,28 @@ static void put_blob(const char *sql, const void *blob, size_t len, int64_t size
     sqlite3_bind_int64(st, 2, size);
     sqlite3_step(st);
     sqlite3_finalize(st);
+}
+
+/* The snapshot's packed function totals, whether or not it had any. */
+static void put_ftr(const void *z, size_t zl, int64_t size)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(raw_db,
+                           "INSERT OR REPLACE INTO function_totals_rest(snapshot_id, size, data)"
+                           " VALUES (?1, ?2, ?3)",
+                           -1, &st, NULL) != SQLITE_OK)
+        abort();
+    sqlite3_bind_int64(st, 1, snap_id);
+    sqlite3_bind_int64(st, 2, size);
+    sqlite3_bind_blob(st, 3, zl ? z : "", (int)zl, SQLITE_TRANSIENT);
+    sqlite3_step(st);
+    sqlite3_finalize(st);
+}
+
+static int ft_cb(const struct store_function_total *t, void *ctx)
+{
+    *(size_t *)ctx += strlen(t->name);
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -100,6 +123,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char out[64];
         (void)store_time_format(ms, out, sizeof(out));
     }
+    /* ... and as selectors (the parser the CLI and the API share). */
+    struct hp_selector hs;
+    struct hp_buf serr = HP_BUF_INIT(0);
+    if (hp_selector_parse(text, INT64_C(1763798400000), &hs, &serr) == 0 && hs.node &&
+        hs.node_len > strlen(text))
+        abort();
+    hp_buf_release(&serr);
     if (size < 1 || size > (1 << 20))
         return 0;
     if (sqlite3_exec(raw_db,
@@ -107,20 +137,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      "DELETE FROM sample_sets; INSERT INTO sample_sets SELECT * FROM keep_ss;"
                      "DELETE FROM stacks; INSERT INTO stacks SELECT * FROM keep_st;"
                      "DELETE FROM locations; INSERT INTO locations SELECT * FROM keep_lo;"
-                     "DELETE FROM symbol_cache; INSERT INTO symbol_cache SELECT * FROM keep_sc;",
+                     "DELETE FROM symbol_cache; INSERT INTO symbol_cache SELECT * FROM keep_sc;"
+                     "DELETE FROM function_totals_rest;"
+                     " INSERT INTO function_totals_rest SELECT * FROM keep_ftr;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
     const uint8_t *blob = data + 1;
     size_t len = size - 1;
-    switch (data[0] % 4) {
-    case 0: {
+    switch (data[0] % 5) {
+    case 0:
+    case 4: {
         size_t bound = ZSTD_compressBound(len);
         void *z = malloc(bound + 1);
         size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
         if (ZSTD_isError(zl))
             abort();
-        put_blob("UPDATE sample_sets SET data = ?1, size = ?2, base_id = NULL", z, zl,
-                 (int64_t)len);
+        if (data[0] % 5 == 0)
+            put_blob("UPDATE sample_sets SET data = ?1, size = ?2, base_id = NULL", z, zl,
+                     (int64_t)len);
+        else
+            put_ftr(z, zl, (int64_t)len);
         free(z);
         break;
     }
@@ -150,6 +186,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (store_symcache_get(rd, "b1d", 0x10, &a, &fr, &nf, &err) == 1 && nf)
         (void)strlen(fr[0].function ? fr[0].function : "");
     hp_arena_release(&a);
+    size_t names = 0;
+    if (store_function_totals(rd, snap_id, ft_cb, &names, &err) < 0)
+        hp_buf_reset(&err);
     hp_buf_release(&err);
     return 0;
 }

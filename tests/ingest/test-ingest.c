@@ -383,8 +383,10 @@ static void test_bad_input_messages(void **state)
         { "heap_v2/1\ngarbage here\n", HP_EPARSE, "line 2" },
         { "heap profile: 1: x [1: 2] @ heapprofile\n", HP_EPARSE, "line 1" },
         { "heap profile: 1: 2 [1: 2] @ heapprofile\n 1: 2 [1: 2] 0x10\n", HP_EPARSE, "line 2" },
-        { "a;b 12\nno value here\n", HP_EPARSE, "line 2" },
-        { "a;b 12\nx 99999999999999999999999\n", HP_EPARSE, "out of range" },
+        /* Collapsed: bad lines are skipped; only a file without any valid
+         * line fails, naming the first bad one. */
+        { "# c\nno value here\n", HP_EPARSE, "line 2: \"no value here\"" },
+        { "x 99999999999999999999999\n", HP_EPARSE, "line 1: \"x 9999" },
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
         struct profile *p = NULL;
@@ -497,6 +499,26 @@ static void test_huge_values_saturate(void **state)
     profile_free(p);
 }
 
+/* Two records of INT64_MAX bytes each: the parser's check of the header
+ * total against the sum of the records saturates instead of overflowing
+ * (UBSan found the overflow); the saturated sum equals the header's. */
+static void test_jemalloc_huge_records_saturate(void **state)
+{
+    const char text[] = "heap_v2/524288\n"
+                        "  t*: 2: 9223372036854775807 [0: 0]\n"
+                        "@ 0x1000\n"
+                        "  t*: 1: 9223372036854775807 [0: 0]\n"
+                        "@ 0x2000\n"
+                        "  t*: 1: 9223372036854775807 [0: 0]\n"
+                        "\nMAPPED_LIBRARIES:\n";
+    struct profile *p = NULL;
+    assert_int_equal(parse_buf(text, sizeof(text) - 1, &p, NULL), 0);
+    assert_int_equal(p->nsamples, 2);
+    assert_non_null(p->hint);
+    assert_non_null(strstr(p->hint, "header total equals the sum"));
+    profile_free(p);
+}
+
 static void test_limits_total_bytes(void **state)
 {
     struct ingest_limits lim;
@@ -565,6 +587,151 @@ static void test_collapsed_sums_to_total(void **state)
     profile_free(p);
 }
 
+static int64_t total_raw(const struct profile *p, int v)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < p->nsamples; i++)
+        t += p->samples[i].raw[v];
+    return t;
+}
+
+static double total_value(const struct profile *p, int v)
+{
+    double t = 0;
+    for (size_t i = 0; i < p->nsamples; i++)
+        t += p->samples[i].value[v];
+    return t;
+}
+
+/* Go's runtime/pprof text heap profile (debug=1), shaped like the ones Go
+ * writes: heap/2*MemProfileRate, an allocation without a stack, frame
+ * comments and the MemStats trailer. Before: "stack has no addresses". */
+static const char go_legacy[] =
+    "heap profile: 3: 4384 [7: 16680] @ heap/1048576\n"
+    "1: 288 [2: 296] @\n"
+    "1: 4096 [4: 16384] @ 0x4a1b2c 0x4a0f10 0x43c7e1\n"
+    "#\t0x4a1b2b\tmain.grow+0x4b\t\t/src/app/main.go:21\n"
+    "#\t0x4a0f0f\tmain.main+0x2f\t\t/src/app/main.go:12\n"
+    "\n"
+    "1: 0 [1: 0] @ 0x4a1c90 0x4a0f10\n"
+    "\n"
+    "# runtime.MemStats\n"
+    "# Alloc = 1234567\n"
+    "# NumGC = 2\n";
+
+static void test_go_legacy_empty_stack_and_scaling(void **state)
+{
+    (void)state;
+    struct profile *p = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = parse_buf(go_legacy, strlen(go_legacy), &p, &err);
+    if (r)
+        fprintf(stderr, "%s\n", err.data);
+    assert_int_equal(r, 0);
+    assert_int_equal(p->nsamples, 3);
+    /* go pprof: "heap" is Poisson-scaled at half the stated period. */
+    assert_int_equal(p->scaling, PROFILE_SCALING_V2);
+    assert_int_equal(p->period, 524288);
+    bool found = false;
+    char buf[64];
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const uint32_t *locs = profile_stack_locs(p, p->samples[i].stack);
+        if (!strcmp(profile_frame_label(p, locs[0], 0, buf, sizeof(buf), false), "<no stack>")) {
+            found = true;
+            assert_int_equal(p->samples[i].raw[PV_INUSE_SPACE], 288);
+            double scale = 1.0 / (1.0 - exp(-288.0 / 524288.0));
+            assert_true(fabs(p->samples[i].value[PV_INUSE_SPACE] - 288.0 * scale) < 1e-6);
+        }
+    }
+    assert_true(found);
+    assert_int_equal(total_raw(p, PV_ALLOC_SPACE), 16680);
+    assert_true(total_value(p, PV_INUSE_SPACE) > 4384.0 * 100); /* scaled, not raw */
+    profile_free(p);
+    /* A gperftools "heap/N" file without Go marks keeps jeprof's v1 rule. */
+    const char *gp = "heap profile: 1: 4096 [1: 4096] @ heap/1048576\n"
+                     "1: 4096 [1: 4096] @ 0x400100 0x400200\n";
+    assert_int_equal(parse_buf(gp, strlen(gp), &p, NULL), 0);
+    assert_int_equal(p->scaling, PROFILE_SCALING_V1);
+    profile_free(p);
+    hp_buf_release(&err);
+}
+
+/* Collapsed stacks with comments and junk, as flamegraph.pl accepts them:
+ * skipped with a count. Before: the first bad line refused the file (and a
+ * leading comment made it "unrecognized"). */
+static void test_collapsed_skips_comments_and_invalid_lines(void **state)
+{
+    (void)state;
+    const char *text = "# collapsed by some tool\n"
+                       "// another comment\n"
+                       "main;run;build 1000\n"
+                       "invalid line\n"
+                       "main;idle 24\n";
+    struct profile *p = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(parse_buf(text, strlen(text), &p, &err), 0);
+    assert_int_equal(p->format, PROFILE_FORMAT_COLLAPSED);
+    assert_int_equal(p->lines_skipped, 3);
+    assert_string_equal(p->skipped_first, "invalid line 4: \"invalid line\"");
+    assert_int_equal(total_raw(p, PV_INUSE_SPACE), 1024);
+    profile_free(p);
+    p = NULL;
+    /* Fed a byte at a time, the comments still decide nothing too early. */
+    struct ingest_parser *ps = ingest_parser_new(NULL);
+    for (size_t i = 0; i < strlen(text); i++)
+        assert_int_equal(ingest_parser_feed(ps, text + i, 1, &err), 0);
+    assert_int_equal(ingest_parser_finish(ps, &p, &err), 0);
+    assert_int_equal(total_raw(p, PV_INUSE_SPACE), 1024);
+    profile_free(p);
+    ingest_parser_free(ps);
+    /* No valid line: the message names the first bad line. */
+    const char *bad = "# only a comment\ninvalid line\nstill not a stack\n";
+    p = NULL;
+    assert_int_equal(parse_buf(bad, strlen(bad), &p, &err), HP_EPARSE);
+    assert_null(p);
+    assert_non_null(strstr(err.data, "line 2: \"invalid line\""));
+    assert_null(strstr(err.data, "unrecognized"));
+    hp_buf_release(&err);
+}
+
+/* The legacy "--- Memory map: ---" section in the brief form go pprof reads
+ * (range, permissions, file); before: 0 mappings. */
+static void test_gperf_memory_map_section(void **state)
+{
+    (void)state;
+    const char *text = "heap profile:    2:    8192 [    3:    12288] @ heapprofile\n"
+                       "     2:     8192 [     3:    12288] @ 0x00400a1c 0x7f0000000100\n"
+                       "\n"
+                       "--- Memory map: ---\n"
+                       "  00400000-00fcb000: /usr/local/bin/server\n"
+                       "  7f0000000000-7f0000100000 r-xp /lib/x86_64-linux-gnu/libc.so.6 @ 1000\n"
+                       "  7f0000200000-7f0000300000 rw-p /lib/x86_64-linux-gnu/libc.so.6\n";
+    struct profile *p = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = parse_buf(text, strlen(text), &p, &err);
+    if (r)
+        fprintf(stderr, "%s\n", err.data);
+    assert_int_equal(r, 0);
+    assert_int_equal(p->nmappings, 3);
+    bool server = false, libc = false;
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if (!strcmp(m->path, "/usr/local/bin/server")) {
+            server = true;
+            assert_true(m->start == 0x400000 && m->limit == 0xfcb000);
+            assert_true(m->flags & PROFILE_MAP_EXEC);
+        }
+        if (m->start == 0x7f0000000000) {
+            libc = true;
+            assert_string_equal(m->path, "/lib/x86_64-linux-gnu/libc.so.6");
+            assert_true(m->offset == 0x1000);
+        }
+    }
+    assert_true(server && libc);
+    profile_free(p);
+    hp_buf_release(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,9 +750,13 @@ int main(void)
         cmocka_unit_test(test_bad_input_truncations),
         cmocka_unit_test(test_non_utf8_names),
         cmocka_unit_test(test_huge_values_saturate),
+        cmocka_unit_test(test_jemalloc_huge_records_saturate),
         cmocka_unit_test(test_limits_total_bytes),
         cmocka_unit_test(test_maps_lines),
         cmocka_unit_test(test_collapsed_sums_to_total),
+        cmocka_unit_test(test_go_legacy_empty_stack_and_scaling),
+        cmocka_unit_test(test_collapsed_skips_comments_and_invalid_lines),
+        cmocka_unit_test(test_gperf_memory_map_section),
     };
     return cmocka_run_group_tests_name("ingest", tests, group_setup, group_teardown);
 }

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -679,6 +680,69 @@ static void test_pprof_malformed_protobuf_names_offset(void **state)
     hp_buf_release(&err);
 }
 
+/* A profile with only alloc_* types (as some converters write) says so, so
+ * a reader asking it for inuse_space can refuse instead of totalling 0. */
+static void test_pprof_records_which_values_it_has(void **state)
+{
+    (void)state;
+    struct mk m;
+    mk_init(&m);
+    add_str(&m, "alloc_objects"); /* 11 */
+    add_str(&m, "alloc_space");   /* 12 */
+    m.vt[0].type = 11;
+    m.vt[1].type = 12;
+    size_t n;
+    uint8_t *buf = mk_pack(&m, &n);
+    struct profile *p = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(parse_mem(buf, n, NULL, &p, &err), 0);
+    assert_int_equal(p->values_present, (1u << PV_ALLOC_OBJECTS) | (1u << PV_ALLOC_SPACE));
+    profile_free(p);
+    p = NULL;
+    /* The query CLI refuses --sample inuse_space on it, naming what it has
+     * (before: a table totalling 0 B). */
+    const char *q = getenv("QUERY_EXE");
+    if (q) {
+        char dir[] = "/tmp/hp-pprof-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char *file = hp_xasprintf("%s/alloc-only.pb", dir);
+        char *errf = hp_xasprintf("%s/err.txt", dir);
+        FILE *f = fopen(file, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(buf, 1, n, f), n);
+        fclose(f);
+        char *cmd = hp_xasprintf("'%s' top '%s' --no-symbolize --sample inuse_space >/dev/null 2>'%s'",
+                                 q, file, errf);
+        int rc = system(cmd);
+        assert_true(rc != 0);
+        char *msg = NULL;
+        size_t mlen = 0;
+        assert_int_equal(hp_file_read(errf, 1 << 20, &msg, &mlen, NULL), 0);
+        if (!strstr(msg, "has no inuse_space values (it has: alloc_objects, alloc_space)"))
+            fprintf(stderr, "query said: %s\n", msg);
+        assert_non_null(strstr(msg, "has no inuse_space values (it has: alloc_objects, alloc_space)"));
+        free(cmd);
+        cmd = hp_xasprintf("'%s' top '%s' --no-symbolize --sample alloc_space >/dev/null 2>&1", q,
+                           file);
+        assert_int_equal(system(cmd), 0);
+        free(cmd);
+        free(msg);
+        unlink(file);
+        unlink(errf);
+        rmdir(dir);
+        free(file);
+        free(errf);
+    }
+    free(buf);
+    mk_init(&m);
+    buf = mk_pack(&m, &n);
+    assert_int_equal(parse_mem(buf, n, NULL, &p, &err), 0);
+    assert_int_equal(p->values_present, (1u << PV_INUSE_OBJECTS) | (1u << PV_INUSE_SPACE));
+    profile_free(p);
+    free(buf);
+    hp_buf_release(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -702,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_pprof_gzip_bomb_hits_limit),
         cmocka_unit_test(test_pprof_decode_memory_is_budgeted),
         cmocka_unit_test(test_pprof_malformed_protobuf_names_offset),
+        cmocka_unit_test(test_pprof_records_which_values_it_has),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

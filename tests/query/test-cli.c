@@ -118,6 +118,39 @@ static void test_cli_diff_formats(void **state)
     free(b);
 }
 
+/* Two processes' dumps in one folder, named as jemalloc names them
+ * (<prefix>.<pid>.<seq>.i.heap): the pid in the name splits lifetimes,
+ * even where the heap did not fall. */
+static void test_cli_leaks_lifetimes_from_dump_names(void **state)
+{
+    struct cli *c = *state;
+    char *dir = qt_tmpdir();
+    const char *a[] = { "jeprof.100.0.i.heap", "jeprof.100.1.i.heap", "jeprof.100.2.i.heap",
+                        "jeprof.100.3.i.heap" };
+    const char *b[] = { "jeprof.200.0.i.heap", "jeprof.200.1.i.heap", "jeprof.200.2.i.heap",
+                        "jeprof.200.3.i.heap" };
+    const char *args[] = { "--threads", "3", NULL };
+    assert_int_equal(qt_jefixture_run(dir, 0, args, a, 4), 0);
+    assert_int_equal(qt_jefixture_run(dir, 0, args, b, 4), 0);
+    char *out;
+    const char *leaks[] = { "leaks", "--dir", dir, "--step", "1h", "--format", "json", NULL };
+    assert_int_equal(run_query(c, leaks, &out), 0);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    assert_non_null(root);
+    json_t *n0 = json_array_get(json_object_get(root, "nodes"), 0);
+    json_t *lts = json_object_get(n0, "lifetimes");
+    assert_int_equal(json_array_size(lts), 2);
+    json_t *l1 = json_array_get(lts, 1);
+    assert_string_equal(json_string_value(json_object_get(l1, "restart")), "pid 100 -> 200");
+    assert_int_equal(json_integer_value(json_object_get(l1, "snapshots")), 4);
+    /* (Growth itself is tested on symbolized dumps in test-leaks.c; here
+     * --no-symbolize leaves each process its own addresses.) */
+    json_decref(root);
+    free(out);
+    qt_tmpdir_remove(dir);
+}
+
 static void test_cli_series_commands(void **state)
 {
     struct cli *c = *state;
@@ -206,12 +239,91 @@ static void test_cli_errors_are_clear(void **state)
     free(out);
 }
 
+/* --help is printed from the option table, with each default read from the
+ * variable the option sets: `query export --help` once said "default text"
+ * while export wrote collapsed stacks. */
+static void test_cli_help_says_what_it_does(void **state)
+{
+    struct cli *c = *state;
+    char *out, *dflt, *collapsed;
+    const char *help[] = { "export", "--help", NULL };
+    assert_int_equal(run_query(c, help, &out), 0);
+    assert_non_null(strstr(out, "usage: query export SNAP"));
+    assert_non_null(strstr(out, "--format F"));
+    assert_non_null(strstr(out, "(default collapsed)"));
+    assert_null(strstr(out, "(default text)"));
+    free(out);
+    /* ...and that is what export does without --format. */
+    char *s1 = qt_path(c->dir, "s1.heap");
+    const char *plain[] = { "export", s1, NULL };
+    const char *coll[] = { "export", s1, "--format", "collapsed", NULL };
+    assert_int_equal(run_query(c, plain, &dflt), 0);
+    assert_int_equal(run_query(c, coll, &collapsed), 0);
+    assert_true(strlen(dflt) > 0);
+    assert_string_equal(dflt, collapsed);
+    free(dflt);
+    free(collapsed);
+    /* --format=text (the = spelling) is text, not overridden. */
+    const char *text[] = { "export", s1, "--format=text", NULL };
+    assert_int_equal(run_query(c, text, &out), 0);
+    assert_non_null(strstr(out, "flat"));
+    free(out);
+    free(s1);
+
+    const char *tophelp[] = { "top", "-h", NULL };
+    assert_int_equal(run_query(c, tophelp, &out), 0);
+    assert_non_null(strstr(out, "(default text)"));
+    assert_non_null(strstr(out, "(default 30 for text, all otherwise)"));
+    free(out);
+    const char *leakhelp[] = { "leaks", "--help", NULL };
+    assert_int_equal(run_query(c, leakhelp, &out), 0);
+    assert_non_null(strstr(out, "(default 20 for text, all otherwise)"));
+    assert_non_null(strstr(out, "--files F [F ...]"));
+    /* Each command lists only the formats and options it takes. */
+    assert_non_null(strstr(out, "--format F            text|json (default text)"));
+    assert_null(strstr(out, "json|dot|svg|pprof"));
+    assert_null(strstr(out, "nodefraction"));
+    free(out);
+    const char *trendhelp[] = { "trend", "--help", NULL };
+    assert_int_equal(run_query(c, trendhelp, &out), 0);
+    assert_non_null(strstr(out, "--format F            text|csv|json (default text)"));
+    assert_null(strstr(out, "edgefraction"));
+    free(out);
+    const char *diffhelp[] = { "diff", "--help", NULL };
+    assert_int_equal(run_query(c, diffhelp, &out), 0);
+    assert_non_null(strstr(out, "--format F            text|collapsed|json|svg (default text)"));
+    assert_null(strstr(out, "json|dot|svg|pprof"));
+    free(out);
+    const char *leakdot[] = { "leaks", "--nodefraction", "0.1", NULL };
+    assert_int_equal(run_query(c, leakdot, &out), 2);
+    free(out);
+    const char *retainhelp[] = { "retain", "--help", NULL };
+    assert_int_equal(run_query(c, retainhelp, &out), 0);
+    assert_non_null(strstr(out, "--retain DURATION"));
+    assert_non_null(strstr(out, "(default 90d)"));
+    assert_non_null(strstr(out, "(default 7d)"));
+    free(out);
+    /* Usage errors exit 2 and print nothing on stdout. */
+    const char *unknown[] = { "top", "--no-such-option", NULL };
+    assert_int_equal(run_query(c, unknown, &out), 2);
+    assert_string_equal(out, "");
+    free(out);
+    const char *badtop[] = { "top", "x", "--top", "many", NULL };
+    assert_int_equal(run_query(c, badtop, &out), 2);
+    free(out);
+    const char *flagval[] = { "top", "x", "--lines=yes", NULL };
+    assert_int_equal(run_query(c, flagval, &out), 2);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_diff_formats),
         cmocka_unit_test(test_cli_series_commands),
+        cmocka_unit_test(test_cli_leaks_lifetimes_from_dump_names),
         cmocka_unit_test(test_cli_errors_are_clear),
+        cmocka_unit_test(test_cli_help_says_what_it_does),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -209,6 +209,24 @@ static void test_diff_noise_flags(void **state)
     struct query_diff *d = diff_files(dir, "e1.heap", "e2.heap", true, false, &A, &B, &fa, &fb);
     assert_true(d->sigma == 0);
     assert_false(d->noise);
+    free_all(d, A, B, fa, fb);
+    /* A file against itself: no change, which is never beyond noise, even
+     * with none (every allocation recorded). Before: "beyond sampling noise". */
+    d = diff_files(dir, "e1.heap", "e1.heap", true, false, &A, &B, &fa, &fb);
+    assert_true(d->delta == 0 && d->sigma == 0);
+    assert_true(d->noise);
+    for (size_t i = 0; i < d->nfuncs; i++)
+        assert_true(d->funcs[i].noise && d->funcs[i].noise_cum);
+    struct query_opts qo;
+    query_opts_init(&qo);
+    struct hp_buf txt = HP_BUF_INIT(0);
+    assert_int_equal(query_render_diff_text(d, "a", "a", &qo, &txt), 0);
+    hp_buf_append(&txt, "", 1);
+    assert_null(strstr(txt.data, "beyond sampling noise"));
+    assert_non_null(strstr(txt.data, "within sampling noise"));
+    hp_buf_release(&txt);
+    free_all(d, A, B, fa, fb);
+    d = diff_files(dir, "e1.heap", "e2.heap", true, false, &A, &B, &fa, &fb);
     const struct query_diff_row *agg = query_diff_find_func(d, "agg_hash_table_resize");
     assert_non_null(agg);
     assert_false(agg->noise_cum);
@@ -383,6 +401,63 @@ static void test_diff_sample_variance_formula(void **state)
     profile_free(p);
 }
 
+/* A Go heap profile written at Go's default rate (Period 524288 in the
+ * file): its rows carry sampling noise from that period, as go tool pprof
+ * reads the file, instead of "every allocation recorded" and exact rows. */
+static void test_diff_go_pprof_noise_from_period(void **state)
+{
+    (void)state;
+    const char *dd = getenv("DATADIR");
+    assert_non_null(dd);
+    char *path = qt_path(dd, "go-heap-sampled.pb.gz");
+    struct profile *p = qt_parse(path);
+    assert_int_equal(p->period, 524288);
+    struct query_folded *f = qt_fold(p);
+    struct query_top *t = NULL;
+    assert_int_equal(query_top_build(f, PV_INUSE_SPACE, &t), 0);
+    struct query_opts qo;
+    query_opts_init(&qo);
+    struct hp_buf out = HP_BUF_INIT(0);
+    assert_int_equal(query_render_top_text(p, f, t, &qo, &out), 0);
+    hp_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "sampled every 524288 bytes"));
+    assert_null(strstr(out.data, "unsampled"));
+    /* main.leakTabletSchema keeps 4096 x 4096 B in 4 KiB objects: about
+     * 4096 x (1 - exp(-4096/524288)) = 32 recorded samples, so a relative
+     * standard error near 1/sqrt(32). */
+    double var[PV_COUNT] = { 0 };
+    bool seen = false;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct profile_sample *s = &p->samples[i];
+        if (s->value[PV_INUSE_OBJECTS] <= 0)
+            continue;
+        double avg = s->value[PV_INUSE_SPACE] / s->value[PV_INUSE_OBJECTS];
+        if (avg < 4000 || avg > 4200)
+            continue;
+        query_sample_variance(p, s, var);
+        double rel = sqrt(var[PV_INUSE_SPACE]) / s->value[PV_INUSE_SPACE];
+        assert_true(rel > 0.1 && rel < 0.3);
+        seen = true;
+    }
+    assert_true(seen);
+    struct query_diff_opts o;
+    query_diff_opts_init(&o);
+    struct query_diff *d = NULL;
+    assert_int_equal(query_diff_build(f, f, &o, &d), 0);
+    assert_true(d->sigma > 0);
+    assert_true(d->noise);
+    size_t exact = 0;
+    for (size_t i = 0; i < d->nfuncs; i++)
+        exact += d->funcs[i].sigma_cum == 0;
+    assert_true(exact < d->nfuncs);
+    query_diff_free(d);
+    hp_buf_release(&out);
+    query_top_free(t);
+    query_folded_free(f);
+    profile_free(p);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_diff_matches_jeprof_exact),
         cmocka_unit_test(test_diff_matches_jeprof_sampled),
         cmocka_unit_test(test_diff_noise_flags),
+        cmocka_unit_test(test_diff_go_pprof_noise_from_period),
         cmocka_unit_test(test_diff_normalize_shares),
         cmocka_unit_test(test_diff_collapsed_two_columns),
         cmocka_unit_test(test_diff_json_and_text),

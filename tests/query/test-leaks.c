@@ -109,24 +109,28 @@ static void test_leaks_names_growing_paths(void **state)
     assert_true(stacks_with(l, "leak_tablet_schema") >= 2); /* workers and main thread */
     assert_true(stacks_with(l, "agg_hash_table_resize") >= 1);
     assert_true(stacks_with(l, "segment_cache_insert") >= 1);
-    const struct query_leak_row *r = find_func(l, "leak_tablet_schema");
+    /* Functions rank by flat growth: every stack of this fixture allocates
+     * through tracked_alloc, so it is the one suspect; its callers grow only
+     * cumulatively and are never rows of their own. */
+    const struct query_leak_row *r = find_func(l, "tracked_alloc");
     assert_non_null(r);
     assert_true(r->monotonic == 1.0);
     assert_true(r->spearman > 0.99);
     assert_true(r->rate > 0);
-    r = find_func(l, "agg_hash_table_resize");
-    assert_non_null(r);
-    /* Two workers keep one 1 MiB block per round each: about 2 MiB/h. */
-    assert_true(fabs(r->rate - 2.0 * 1048576) < 0.05 * 2.0 * 1048576);
-    assert_true(r->share > 0.5 && r->share < 1.0);
+    assert_true(r->cum_rate >= r->rate * 0.999);
+    assert_null(find_func(l, "leak_tablet_schema"));
+    assert_null(find_func(l, "worker_main"));
+    assert_null(find_func(l, "main"));
+    /* Two workers keep one 1 MiB block per round each: about 2 MiB/h over
+     * the stacks through agg_hash_table_resize. */
+    double agg = 0;
+    for (size_t i = 0; i < l->nstacks; i++)
+        if (stack_has(&l->stacks[i], "agg_hash_table_resize"))
+            agg += l->stacks[i].rate;
+    assert_true(fabs(agg - 2.0 * 1048576) < 0.05 * 2.0 * 1048576);
     /* The transient path frees all it allocates. */
     assert_int_equal(stacks_with(l, "hash_join_build"), 0);
-    assert_null(find_func(l, "hash_join_build"));
-    /* Pass-through callers fold into their callee: main only reaches the
-     * leak through run_round. */
-    const struct query_leak_row *m = find_func(l, "main");
-    if (m)
-        assert_non_null(m->via);
+    assert_int_equal(l->nlifetimes, 1);
 
     struct query_leak_opts o;
     query_leak_opts_init(&o);
@@ -136,6 +140,7 @@ static void test_leaks_names_growing_paths(void **state)
     hp_buf_append(&out, "", 1);
     assert_non_null(strstr(out.data, "leak_tablet_schema"));
     assert_non_null(strstr(out.data, "agg_hash_table_resize"));
+    assert_non_null(strstr(out.data, "Lifetimes: 1;"));
     assert_null(strstr(out.data, "hash_join_build"));
     assert_non_null(strstr(out.data, "Idle: unknown"));
     hp_buf_reset(&out);
@@ -164,7 +169,7 @@ static void test_leaks_flags_growth_while_idle(void **state)
     struct query_leaks *l = build(s, idle, 2);
     assert_true(l->has_busy);
     assert_int_equal(l->idle_steps, NDUMPS - 1);
-    const struct query_leak_row *r = find_func(l, "leak_tablet_schema");
+    const struct query_leak_row *r = find_func(l, "tracked_alloc");
     assert_non_null(r);
     assert_true(r->idle_flag);
     assert_true(r->idle_growth > 0);
@@ -173,7 +178,30 @@ static void test_leaks_flags_growth_while_idle(void **state)
     l = build(s, busy, 2);
     assert_true(l->has_busy);
     assert_int_equal(l->idle_steps, 0);
-    r = find_func(l, "leak_tablet_schema");
+    query_leaks_free(l);
+
+    /* Idle is relative to the node: a query tracker twice the heap is busy
+     * although it is far under 64 MiB (before: "idle"). */
+    struct query_figure twice[NDUMPS][2];
+    for (int i = 0; i < NDUMPS; i++) {
+        double heap = s->f[i]->total[PV_INUSE_SPACE];
+        assert_true(2 * heap < 64.0 * 1024 * 1024);
+        twice[i][0] = (struct query_figure){ "memory_query_trackers_sum_bytes", 2 * heap };
+        twice[i][1] = (struct query_figure){ "memory_load_trackers_sum_bytes", 0 };
+    }
+    l = build(s, twice, 2);
+    assert_true(l->has_busy);
+    assert_int_equal(l->idle_steps, 0);
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    struct hp_buf out = HP_BUF_INIT(0);
+    const struct query_leaks *ls[] = { l };
+    assert_int_equal(query_render_leaks_text(ls, 1, &o, &out), 0);
+    hp_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "Idle: 0 of 5 steps had query and load trackers under 5% of "
+                                     "the process"));
+    hp_buf_release(&out);
+    r = find_func(l, "tracked_alloc");
     assert_non_null(r);
     assert_false(r->idle_flag);
     query_leaks_free(l);
@@ -235,6 +263,261 @@ static void test_leaks_statistics(void **state)
     assert_true(slope == 0 && r2 == 0);
 }
 
+/* Folded dumps of one fresh jefixture process: NDUMPS rounds with `args`. */
+static void lifetime_run(const char *dir, const char *tag, const char *const *args,
+                         struct profile **ret_p, struct query_folded **ret_f)
+{
+    char names[NDUMPS][32];
+    const char *dumps[NDUMPS];
+    for (int i = 0; i < NDUMPS; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s%d.heap", tag, i);
+        dumps[i] = names[i];
+    }
+    assert_int_equal(qt_jefixture_run(dir, 0, args, dumps, NDUMPS), 0);
+    for (int i = 0; i < NDUMPS; i++) {
+        char *path = qt_path(dir, dumps[i]);
+        ret_p[i] = qt_parse(path);
+        free(path);
+        assert_true(qt_symbolize(ret_p[i], qt_jefixture()) > 0);
+        ret_f[i] = qt_fold(ret_p[i]);
+    }
+}
+
+/* An OOM-killed BE restarts from a small heap: six hourly snapshots of one
+ * process, then six of the next, each growing. A fit across the restart
+ * saw a fall and reported nothing; fitted within lifetimes the growth is
+ * found, and the restart is named with where it begins. */
+static void test_leaks_fits_within_lifetimes(void **state)
+{
+    (void)state;
+    char *dir = qt_tmpdir();
+    struct profile *p[2 * NDUMPS];
+    struct query_folded *f[2 * NDUMPS];
+    const char *args[] = { "--threads", "3", "--scale", "4", NULL };
+    lifetime_run(dir, "a", args, p, f);
+    lifetime_run(dir, "b", args, p + NDUMPS, f + NDUMPS);
+    struct query_snapshot snaps[2 * NDUMPS];
+    for (int i = 0; i < 2 * NDUMPS; i++)
+        snaps[i] = (struct query_snapshot){ .node = "be-9", .time_s = 1700000000 + 3600 * i,
+                                            .folded = f[i] };
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    struct query_leaks *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
+    assert_int_equal(query_leaks_build(snaps, 2 * NDUMPS, &o, &l, &err), 0);
+    assert_int_equal(l->nlifetimes, 2);
+    assert_int_equal(l->lifetimes[1].first, NDUMPS);
+    assert_int_equal(l->lifetimes[1].start_s, 1700000000 + 3600 * NDUMPS);
+    assert_non_null(strstr(l->lifetimes[1].reason, "heap fell"));
+    assert_int_equal(l->steps, 2 * NDUMPS - 2);
+    assert_true(stacks_with(l, "leak_tablet_schema") >= 1);
+    const struct query_leak_row *r = find_func(l, "tracked_alloc");
+    assert_non_null(r);
+    assert_true(r->spearman > 0.99);
+    /* The rate is each lifetime's: about the per-hour growth of one run. */
+    double per_round = (f[NDUMPS - 1]->total[PV_INUSE_SPACE] - f[0]->total[PV_INUSE_SPACE]) /
+                       (NDUMPS - 1);
+    assert_true(fabs(r->rate - per_round) < 0.1 * per_round);
+    const struct query_leaks *ls[] = { l };
+    assert_int_equal(query_render_leaks_text(ls, 1, &o, &out), 0);
+    hp_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "Lifetimes: 2 (restarts: 2023-11-15T04:13:20Z, heap fell"));
+    assert_null(strstr(out.data, "No steadily growing"));
+    query_leaks_free(l);
+
+    /* The process says so itself: a new pid is a restart even without a
+     * fall, and the same pid is not one even with a fall. */
+    for (int i = 0; i < 2 * NDUMPS; i++)
+        snaps[i].pid = i < NDUMPS ? 100 : 200;
+    assert_int_equal(query_leaks_build(snaps, 2 * NDUMPS, &o, &l, &err), 0);
+    assert_int_equal(l->nlifetimes, 2);
+    assert_string_equal(l->lifetimes[1].reason, "pid 100 -> 200");
+    query_leaks_free(l);
+    for (int i = 0; i < 2 * NDUMPS; i++)
+        snaps[i].pid = 100;
+    assert_int_equal(query_leaks_build(snaps, 2 * NDUMPS, &o, &l, &err), 0);
+    assert_int_equal(l->nlifetimes, 1);
+    query_leaks_free(l);
+
+    /* Where no pid is known, the process start time the figures carry: the
+     * agent's /proc (proc_start_time_seconds), the node's
+     * process_start_time_seconds, or an uptime counted back from the
+     * snapshot's time. The same start is one lifetime even across the fall;
+     * a new one is a restart. */
+    static const char *const names[] = { "proc_start_time_seconds", "process_start_time_seconds",
+                                         "starrocks_be_process_uptime_seconds" };
+    struct query_figure figs[2 * NDUMPS];
+    for (size_t k = 0; k < HP_ARRAY_SIZE(names); k++) {
+        bool uptime = k == 2;
+        for (int same = 0; same < 2; same++) {
+            for (int i = 0; i < 2 * NDUMPS; i++) {
+                /* Two processes started at 1699990000 and at the second
+                 * lifetime's first snapshot minus 5 minutes; uptimes carry
+                 * 20 s of jitter, as fetched moments apart. */
+                int64_t start = same || i < NDUMPS ? 1699990000
+                                                   : 1700000000 + 3600 * NDUMPS - 300;
+                figs[i].name = names[k];
+                figs[i].value = uptime ? (double)(snaps[i].time_s - start) + (i % 2 ? 20 : -20)
+                                       : (double)start;
+                snaps[i].pid = 0;
+                snaps[i].figures = &figs[i];
+                snaps[i].nfigures = 1;
+            }
+            assert_int_equal(query_leaks_build(snaps, 2 * NDUMPS, &o, &l, &err), 0);
+            if (same) {
+                assert_int_equal(l->nlifetimes, 1);
+            } else {
+                assert_int_equal(l->nlifetimes, 2);
+                assert_int_equal(l->lifetimes[1].first, NDUMPS);
+                assert_non_null(strstr(l->lifetimes[1].reason, "process start time"));
+            }
+            query_leaks_free(l);
+        }
+    }
+    for (int i = 0; i < 2 * NDUMPS; i++) {
+        snaps[i].figures = NULL;
+        snaps[i].nfigures = 0;
+    }
+
+    /* Files that share one time: a clear refusal, not "0 B/h". */
+    for (int i = 0; i < NDUMPS; i++)
+        snaps[i] = (struct query_snapshot){ .node = "be-9", .time_s = 1700000000,
+                                            .folded = f[i] };
+    hp_buf_reset(&err);
+    assert_int_equal(query_leaks_build(snaps, NDUMPS, &o, &l, &err), HP_EUSAGE);
+    hp_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "same time 2023-11-14T22:13:20Z"));
+
+    for (int i = 0; i < 2 * NDUMPS; i++) {
+        query_folded_free(f[i]);
+        profile_free(p[i]);
+    }
+    hp_buf_release(&err);
+    hp_buf_release(&out);
+    qt_tmpdir_remove(dir);
+}
+
+/* A handler calls two functions that call malloc themselves. Before, the
+ * handler (cumulatively the sum of both) ranked first and the allocating
+ * frames below it; now the allocating frames are the suspects, the
+ * handler's growth is their cumulative figure, and it is no row. */
+static void test_leaks_ranks_allocating_frames(void **state)
+{
+    (void)state;
+    char *dir = qt_tmpdir();
+    struct profile *p[NDUMPS];
+    struct query_folded *f[NDUMPS];
+    const char *args[] = { "--threads", "3", "--direct", "64", NULL };
+    lifetime_run(dir, "d", args, p, f);
+    struct query_snapshot snaps[NDUMPS];
+    for (int i = 0; i < NDUMPS; i++)
+        snaps[i] = (struct query_snapshot){ .node = "be-3", .time_s = 1700000000 + 3600 * i,
+                                            .folded = f[i] };
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    struct query_leaks *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
+    assert_int_equal(query_leaks_build(snaps, NDUMPS, &o, &l, &err), 0);
+    assert_null(find_func(l, "http_handler"));
+    assert_null(find_func(l, "run_round"));
+    assert_null(find_func(l, "worker_main"));
+    const struct query_leak_row *t = find_func(l, "tablet_schema_cache_grow");
+    const struct query_leak_row *m = find_func(l, "make_payload");
+    assert_non_null(t);
+    assert_non_null(m);
+    /* 64 x 8 KiB and 64 x 4 KiB a round (an hour). */
+    assert_true(fabs(t->rate - 64 * 8192.0) < 0.02 * 64 * 8192.0);
+    assert_true(fabs(m->rate - 64 * 4096.0) < 0.02 * 64 * 4096.0);
+    assert_true(t->rate > m->rate);
+    /* Its stack's suspect is the allocating frame, the leaf. */
+    for (size_t i = 0; i < l->nstacks; i++)
+        if (stack_has(&l->stacks[i], "http_handler"))
+            assert_true(strcmp(l->stacks[i].name, "tablet_schema_cache_grow") == 0 ||
+                        strcmp(l->stacks[i].name, "make_payload") == 0);
+    const struct query_leaks *ls[] = { l };
+    assert_int_equal(query_render_leaks_text(ls, 1, &o, &out), 0);
+    hp_buf_append(&out, "", 1);
+    assert_null(strstr(out.data, "http_handler\n"));
+    assert_null(strstr(out.data, "pass-through"));
+    query_leaks_free(l);
+    for (int i = 0; i < NDUMPS; i++) {
+        query_folded_free(f[i]);
+        profile_free(p[i]);
+    }
+    hp_buf_release(&err);
+    hp_buf_release(&out);
+    qt_tmpdir_remove(dir);
+}
+
+/* Sampling noise is not growth. A steady cache of 256 KiB entries that
+ * turns over two entries an hour, dumped with lg_prof_sample:16 (the demo's
+ * sr-be-3): which entries happen to be sampled walks, and it walked up from
+ * 45 to 48 of 48 over ten dumps, monotonic enough to be named a leak. Next
+ * to it a real leak of the same blocks, a leak of 4 KiB objects, and 4 KiB
+ * objects whose sampled count rose by ten in a hundred (one and a half
+ * standard deviations). Dumps in jemalloc's own heap_v2 text, so the parser
+ * and un-sampling run as in production. */
+static void write_v2(const char *path, const int *counts, const uint64_t *sizes, size_t n)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    uint64_t tc = 0, tb = 0;
+    for (size_t i = 0; i < n; i++)
+        tc += (uint64_t)counts[i], tb += (uint64_t)counts[i] * sizes[i];
+    fprintf(fp, "heap_v2/65536\n  t*: %llu: %llu [0: 0]\n", (unsigned long long)tc,
+            (unsigned long long)tb);
+    for (size_t i = 0; i < n; i++)
+        fprintf(fp, "@ 0x%zx1 0x%zx2 0x%zx3\n  t*: %d: %llu [0: 0]\n", i + 1, i + 1, i + 1,
+                counts[i], (unsigned long long)((uint64_t)counts[i] * sizes[i]));
+    fprintf(fp, "\nMAPPED_LIBRARIES:\n");
+    fclose(fp);
+}
+
+static void test_leaks_sampling_walk_is_not_growth(void **state)
+{
+    (void)state;
+    enum { T = 11, N = 4 };
+    static const int walk[T] = { 45, 45, 46, 46, 46, 47, 47, 47, 48, 48, 48 };
+    const uint64_t sizes[N] = { 256 << 10, 256 << 10, 4096, 4096 };
+    char *dir = qt_tmpdir();
+    struct profile *p[T];
+    struct query_folded *f[T];
+    struct query_snapshot snaps[T];
+    for (int t = 0; t < T; t++) {
+        int counts[N] = { walk[t], 24 + 2 * t, 100 + 10 * t, 100 + t };
+        char name[32];
+        snprintf(name, sizeof(name), "w%d.heap", t);
+        char *path = qt_path(dir, name);
+        write_v2(path, counts, sizes, N);
+        p[t] = qt_parse(path);
+        free(path);
+        f[t] = qt_fold(p[t]);
+        snaps[t] = (struct query_snapshot){ .node = "sr-be-3", .time_s = 1700000000 + 1080 * t,
+                                            .folded = f[t] };
+    }
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    struct query_leaks *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(query_leaks_build(snaps, T, &o, &l, &err), 0);
+    /* Unsymbolized frames are named by address, the leaf first. */
+    assert_int_equal(stacks_with(l, "0x0000000000000011"), 0); /* the walk */
+    assert_int_equal(stacks_with(l, "0x0000000000000021"), 1); /* the leak of big blocks */
+    assert_int_equal(stacks_with(l, "0x0000000000000031"), 1); /* the leak of small objects */
+    assert_int_equal(stacks_with(l, "0x0000000000000041"), 0); /* small objects, noise-sized rise */
+    assert_null(find_func(l, "0x0000000000000011"));
+    assert_null(find_func(l, "0x0000000000000041"));
+    assert_non_null(find_func(l, "0x0000000000000021"));
+    assert_non_null(find_func(l, "0x0000000000000031"));
+    query_leaks_free(l);
+    for (int t = 0; t < T; t++) {
+        query_folded_free(f[t]);
+        profile_free(p[t]);
+    }
+    hp_buf_release(&err);
+    qt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +525,9 @@ int main(void)
         cmocka_unit_test(test_leaks_names_growing_paths),
         cmocka_unit_test(test_leaks_flags_growth_while_idle),
         cmocka_unit_test(test_leaks_series_shapes),
+        cmocka_unit_test(test_leaks_fits_within_lifetimes),
+        cmocka_unit_test(test_leaks_ranks_allocating_frames),
+        cmocka_unit_test(test_leaks_sampling_walk_is_not_growth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

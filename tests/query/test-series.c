@@ -176,9 +176,30 @@ static void test_trend_series_and_formats(void **state)
     assert_int_equal(json_array_size(json_object_get(root, "rows")), NDUMPS);
     json_decref(root);
     hp_buf_reset(&out);
+    /* issue 17: the default text table shows the main series and fits 100
+     * columns; --series all shows every one, --series picks. */
     assert_int_equal(query_render_trend(t, QUERY_FORMAT_TEXT, &out, &err), 0);
     hp_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "heap "));
+    assert_non_null(strstr(out.data, "allocated"));
+    assert_null(strstr(out.data, "fn:leak_tablet_schema"));
+    assert_non_null(strstr(out.data, "2 more series"));
+    for (char *line = out.data, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+        assert_true(nl - line <= 100);
+    hp_buf_reset(&out);
+    assert_int_equal(query_render_trend_text(t, "all", &out, &err), 0);
+    hp_buf_append(&out, "", 1);
     assert_non_null(strstr(out.data, "fn:leak_tablet_schema"));
+    hp_buf_reset(&out);
+    assert_int_equal(query_render_trend_text(t, "1,fn:leak_tablet_schema", &out, &err), 0);
+    hp_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "[1] heap_total"));
+    assert_non_null(strstr(out.data, "fn:leak_tablet_schema"));
+    assert_null(strstr(out.data, "doris_be_memory_jemalloc_allocated_bytes"));
+    hp_buf_reset(&out);
+    assert_int_equal(query_render_trend_text(t, "bogus", &out, &err), HP_EUSAGE);
+    assert_non_null(strstr(err.data, "no series \"bogus\""));
+    hp_buf_reset(&err);
     assert_int_equal(query_render_trend(t, QUERY_FORMAT_SVG, &out, &err), HP_EUSAGE);
     hp_buf_release(&out);
     query_trend_free(t);

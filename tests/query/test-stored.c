@@ -4,10 +4,13 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -71,6 +74,17 @@ static int setup(void **state)
     insert_node(st, "be-2", "rack=a", f->dir, last, 1, now - 3600000, false);
     insert_node(st, "be-3", "rack=b", f->dir, last, 1, now - 3600000, false);
     insert_node(st, "be-17", "rack=a", f->dir, big, 1, now - 3600000, false);
+    /* A URL node that never answered: attempts, no snapshots. */
+    int64_t url_id, att_id;
+    struct store_node_info ui = {
+        .name = "url-proxy", .kind = "url",
+        .address = "http://metrics-proxy.internal.example.net:9090/debug/pprof/heap"
+    };
+    assert_int_equal(store_node_upsert(st, &ui, &url_id, &err), 0);
+    assert_int_equal(store_snapshot_attempt_record(st, url_id, now - 60000, STORE_STATUS_FETCH_FAILED,
+                                                   "HTTP 503", NULL, 0, NULL, NULL, 0, &att_id,
+                                                   &err),
+                     0);
     store_close(st);
     hp_buf_release(&err);
     *state = f;
@@ -122,13 +136,21 @@ static void test_stored_leaks_name_paths_and_idle(void **state)
     json_t *n0 = json_array_get(json_object_get(root, "nodes"), 0);
     assert_string_equal(json_string_value(json_object_get(n0, "node")), "be-1");
     assert_int_equal(json_integer_value(json_object_get(n0, "snapshots")), 4);
+    /* It names the snapshots it used. */
+    json_t *fs = json_object_get(n0, "first_snapshot"), *ls = json_object_get(n0, "last_snapshot");
+    assert_true(json_integer_value(json_object_get(fs, "id")) > 0);
+    assert_true(json_integer_value(json_object_get(ls, "id")) >
+                json_integer_value(json_object_get(fs, "id")));
+    assert_string_equal(json_string_value(json_object_get(ls, "node")), "be-1");
+    assert_non_null(json_string_value(json_object_get(ls, "time")));
     assert_true(json_is_true(json_object_get(n0, "idle_known")));
     json_t *funcs = json_object_get(n0, "functions");
     bool leak = false, join = false;
     for (size_t i = 0; i < json_array_size(funcs); i++) {
         json_t *fn = json_array_get(funcs, i);
         const char *name = json_string_value(json_object_get(fn, "name"));
-        if (strcmp(name, "leak_tablet_schema") == 0)
+        /* Ranked by flat growth: the fixture allocates through tracked_alloc. */
+        if (strcmp(name, "tracked_alloc") == 0)
             leak = json_is_true(json_object_get(fn, "grows_while_idle"));
         join |= strcmp(name, "hash_join_build") == 0;
     }
@@ -201,12 +223,190 @@ static void test_stored_fleet_and_trend(void **state)
     json_decref(root);
 }
 
+/* Runs query with ARGS + --db; returns its exit status, its stderr in *ret_err. */
+static int run_err(struct fx *f, const char *const *args, char **ret_err)
+{
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = getenv("QUERY_EXE");
+    assert_non_null(argv[0]);
+    for (size_t i = 0; args[i]; i++)
+        argv[n++] = (char *)args[i];
+    argv[n++] = "--db";
+    argv[n++] = f->db;
+    argv[n] = NULL;
+    char *errpath = qt_path(f->dir, "stderr.txt");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int nul = open("/dev/null", O_WRONLY);
+        if (fd < 0 || nul < 0)
+            _exit(126);
+        dup2(fd, 2);
+        dup2(nul, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    assert_true(waitpid(pid, &st, 0) == pid);
+    *ret_err = qt_slurp(errpath);
+    unlink(errpath);
+    free(errpath);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* issue 17: a mistyped node gets the closest stored name; a far-off one
+ * gets none; a missing --symbols folder is an error, not a silent
+ * unsymbolized report; a label nobody has says so. */
+static void test_stored_cli_says_what_is_wrong(void **state)
+{
+    struct fx *f = *state;
+    char *err = NULL;
+    const char *top[] = { "top", "be17", NULL };
+    assert_int_equal(run_err(f, top, &err), 1);
+    assert_non_null(strstr(err, "no node named \"be17\""));
+    assert_non_null(strstr(err, "(did you mean \"be-17\"?)"));
+    free(err);
+    const char *at[] = { "top", "be-171@-2h", NULL };
+    assert_int_equal(run_err(f, at, &err), 1);
+    assert_non_null(strstr(err, "did you mean \"be-17\"?"));
+    free(err);
+    const char *trend[] = { "trend", "be-4", NULL };
+    assert_int_equal(run_err(f, trend, &err), 1);
+    assert_non_null(strstr(err, "did you mean \"be-"));
+    free(err);
+    const char *far[] = { "top", "starrocks-cn-9", NULL };
+    assert_int_equal(run_err(f, far, &err), 1);
+    assert_null(strstr(err, "did you mean"));
+    free(err);
+
+    const char *sym[] = { "top", "be-17", "--symbols", "/nonexistent", NULL };
+    assert_int_equal(run_err(f, sym, &err), 2);
+    assert_non_null(strstr(err, "--symbols \"/nonexistent\": No such file or directory"));
+    free(err);
+
+    /* Each analysis takes only its own options. */
+    const char *other[] = { "leaks", "--series", "all", NULL };
+    assert_int_equal(run_err(f, other, &err), 2);
+    assert_non_null(strstr(err, "unknown option --series"));
+    free(err);
+
+    const char *label[] = { "fleet", "--label", "rack=z", NULL };
+    assert_int_equal(run_err(f, label, &err), 1);
+    assert_non_null(strstr(err, "no node has the label rack=z"));
+    free(err);
+}
+
+/* issue 17: query nodes counts stored snapshots and failed attempts apart,
+ * and its columns stay aligned when an address is a long URL. */
+static void test_stored_nodes_counts_and_columns(void **state)
+{
+    struct fx *f = *state;
+    char *argv[] = { getenv("QUERY_EXE"), "nodes", "--db", f->db, NULL };
+    assert_non_null(argv[0]);
+    char *out = qt_path(f->dir, "nodes.txt");
+    assert_int_equal(qt_run(argv, NULL, out), 0);
+    char *text = qt_slurp(out);
+    unlink(out);
+    free(out);
+    const char *hdr = strstr(text, "LAST ATTEMPT");
+    assert_non_null(hdr);
+    assert_non_null(strstr(text, "FAILED"));
+    long col = hdr - text; /* every line starts its LAST ATTEMPT here */
+    int lines = 0;
+    bool saw_url = false, saw_be1 = false;
+    for (char *line = text, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        if (lines++ > 0) {
+            assert_true((long)strlen(line) > col);
+            assert_memory_equal(line + col, "20", 2); /* 2026-..., a time */
+            int64_t snaps, failed;
+            char name[64];
+            char addr[128];
+            assert_int_equal(sscanf(line, "%63s %*s %127s %" SCNd64 " %" SCNd64, name, addr,
+                                    &snaps, &failed),
+                             4);
+            if (strcmp(name, "url-proxy") == 0) {
+                saw_url = true;
+                assert_int_equal(snaps, 0);
+                assert_int_equal(failed, 1);
+                assert_non_null(strstr(line, "HTTP 503"));
+            } else if (strcmp(name, "be-1") == 0) {
+                saw_be1 = true;
+                assert_int_equal(snaps, 4);
+                assert_int_equal(failed, 0);
+            }
+        }
+    }
+    assert_true(saw_url && saw_be1);
+    free(text);
+}
+
+/* issue 17: retain --dry-run says what would go and changes nothing. */
+static void test_stored_retain_dry_run(void **state)
+{
+    struct fx *f = *state;
+    char *out = qt_path(f->dir, "retain.txt");
+    /* be-1 has snapshots 4, 3, 2 and 1 h old: two are older than 150 min. */
+    char *argv[] = { getenv("QUERY_EXE"), "retain", "--retain", "150m", "--thin-after", "0",
+                     "--dry-run", "--db", f->db, NULL };
+    assert_non_null(argv[0]);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(qt_run(argv, NULL, out), 0);
+        char *text = qt_slurp(out);
+        if (!strstr(text, "dry run: 2 snapshots would be deleted"))
+            fail_msg("round %d: %s", round, text);
+        free(text);
+    }
+    const char *args[] = { "trend", "be-1", NULL };
+    json_t *root = run_json(f, args);
+    assert_int_equal(json_array_size(json_object_get(root, "rows")), 4);
+    json_decref(root);
+    unlink(out);
+    free(out);
+}
+
+/* issue 17: a command's --help lists the options it takes, not the other
+ * analyses'. */
+static void test_stored_help_is_per_command(void **state)
+{
+    struct fx *f = *state;
+    static const struct {
+        const char *cmd, *own, *others[3];
+    } c[] = {
+        { "trend", "--series", { "--rules", "--min-rate", "--label" } },
+        { "leaks", "--min-rate", { "--rules", "--series", "--label" } },
+        { "fleet", "--label", { "--rules", "--series", "--min-rate" } },
+        { "discrepancy", "--rules", { "--label", "--series", "--min-rate" } },
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(c); i++) {
+        char *argv[] = { getenv("QUERY_EXE"), (char *)c[i].cmd, "--help", NULL };
+        char *out = qt_path(f->dir, "help.txt");
+        assert_int_equal(qt_run(argv, NULL, out), 0);
+        char *text = qt_slurp(out);
+        assert_non_null(strstr(text, c[i].own));
+        for (size_t k = 0; k < 3; k++)
+            if (strstr(text, c[i].others[k]))
+                fail_msg("query %s --help lists %s", c[i].cmd, c[i].others[k]);
+        free(text);
+        unlink(out);
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_leaks_name_paths_and_idle),
         cmocka_unit_test(test_stored_discrepancy_uses_stored_figures),
         cmocka_unit_test(test_stored_fleet_and_trend),
+        cmocka_unit_test(test_stored_cli_says_what_is_wrong),
+        cmocka_unit_test(test_stored_nodes_counts_and_columns),
+        cmocka_unit_test(test_stored_retain_dry_run),
+        cmocka_unit_test(test_stored_help_is_per_command),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,25 +17,65 @@ export HEAPFLEET_DB="$T/h.db"
 "$Q" import --node fx --kind doris --time 2025-11-22T08:00:00Z a.heap
 "$Q" import --node fx --time 2025-11-22T09:00:00Z b.heap
 
+# Outputs name their snapshot (text: the first line; JSON: "snapshot"), so
+# that part differs between a file and its stored copy; the rest must not.
+unname() {
+    case $1 in
+    text) tail -n +2 ;;
+    json) jq -S 'del(.snapshot)' ;;
+    *) cat ;;
+    esac
+}
 for fmt in text collapsed json; do
-    "$Q" top --format $fmt a.heap >file-a.$fmt
-    "$Q" top --format $fmt b.heap >file-b.$fmt
-    "$Q" top --format $fmt fx@2025-11-22T08:30:00Z >db-a.$fmt
-    "$Q" top --format $fmt '#2' >db-b.$fmt
-    "$Q" top --format $fmt fx >db-latest.$fmt
-    "$Q" top --format $fmt fx@-1h >db-rel.$fmt
+    "$Q" top --format $fmt a.heap | unname $fmt >file-a.$fmt
+    "$Q" top --format $fmt b.heap | unname $fmt >file-b.$fmt
+    "$Q" top --format $fmt fx@2025-11-22T08:30:00Z | unname $fmt >db-a.$fmt
+    "$Q" top --format $fmt '#2' | unname $fmt >db-b.$fmt
+    "$Q" top --format $fmt fx | unname $fmt >db-latest.$fmt
+    "$Q" top --format $fmt fx@-1h | unname $fmt >db-rel.$fmt
     cmp file-a.$fmt db-a.$fmt || fail "top --format $fmt: stored a differs from the file"
     cmp file-b.$fmt db-b.$fmt || fail "top --format $fmt: #2 differs from the file"
     cmp file-b.$fmt db-latest.$fmt || fail "top --format $fmt: NODE is not the latest"
     cmp file-b.$fmt db-rel.$fmt || fail "top --format $fmt: NODE@-1h"
 done
 cmp file-a.text file-b.text >/dev/null && fail "the two dumps should differ"
+"$Q" top fx | head -n 1 | grep -q "^#2 fx at 2025-11-22T09:00:00Z$" ||
+    fail "top does not name its snapshot: $("$Q" top fx | head -n 1)"
+"$Q" top --format json fx | jq -e '.snapshot == {"id":2,"node":"fx","time":"2025-11-22T09:00:00Z"}' \
+    >/dev/null || fail "JSON snapshot: $("$Q" top --format json fx | jq -c .snapshot)"
+"$Q" diff fx@2025-11-22T08:30:00Z fx >diff.txt
+grep -q "fx@2025-11-22T08:30:00Z = #1 fx at 2025-11-22T08:00:00Z" diff.txt ||
+    fail "diff does not name side A: $(head -n 5 diff.txt)"
+grep -q "fx = #2 fx at 2025-11-22T09:00:00Z" diff.txt || fail "diff does not name side B"
+"$Q" top --format svg fx | grep -q "#2 fx at 2025-11-22T09:00:00Z" || fail "SVG title"
+
+# The same dump again is the same snapshot: skipped, and said so.
+"$Q" import --node fx --time 2025-11-22T10:00:00Z a.heap 2>dup.txt
+grep -q "already stored as #1 fx@2025-11-22T08:00:00Z (same content)" dup.txt ||
+    fail "duplicate import: $(cat dup.txt)"
+[ "$("$Q" snapshots fx | grep -c ' ok ')" = 2 ] || fail "duplicate made a snapshot"
+
+# A time after now matches no snapshot: an error, unless asked "at or before".
+if "$Q" top fx@2030-01-01 2>err.txt; then fail "future selector accepted"; fi
+grep -q "is in the future" err.txt || fail "future selector: $(cat err.txt)"
+grep -q "the newest snapshot is older than asked" err.txt || fail "future selector: $(cat err.txt)"
+"$Q" top --format text 'fx@<=2030-01-01' | unname text >db-le.text
+cmp file-b.text db-le.text || fail "fx@<=2030-01-01 is not the latest"
+
+# discrepancy takes the node's stored kind for its rules, --kind overrides it,
+# an unknown kind is refused.
+"$Q" discrepancy fx 2>/dev/null | grep -q "^Rules: doris$" || fail "stored kind not used"
+"$Q" discrepancy fx --kind databend 2>/dev/null | grep -q "^Rules: databend$" ||
+    fail "--kind not used"
+if "$Q" discrepancy fx --kind dorris 2>err.txt; then fail "unknown --kind accepted"; fi
+grep -q 'expected doris, starrocks, databend or risingwave' err.txt || fail "kind: $(cat err.txt)"
 
 # Not found anywhere: a clear message, non-zero exit.
 if "$Q" top nosuchnode 2>err.txt; then fail "unknown selector accepted"; fi
 grep -q "no such file" err.txt || fail "unclear message: $(cat err.txt)"
 if "$Q" top fx@2020-01-01 2>err.txt; then fail "time before any snapshot accepted"; fi
-grep -q "no stored profile at or before" err.txt || fail "unclear message: $(cat err.txt)"
+grep -q 'the oldest snapshot of node "fx" (#1 at 2025-11-22T08:00:00Z) is newer than asked (2020-01-01T00:00:00Z)' err.txt ||
+    fail "unclear message: $(cat err.txt)"
 
 # Garbage is kept as a failed attempt with its bytes, and listed.
 printf 'this is not a heap profile\n' >junk.heap
@@ -52,15 +92,18 @@ grep -q "^fx .*doris .*parse_failed" nodes.txt || fail "nodes: $(cat nodes.txt)"
 # Reindex re-derives the two profiles (the junk still fails), top unchanged.
 if "$Q" reindex 2>err.txt; then fail "reindex of junk succeeded"; fi
 grep -q "2 reindexed, 1 failed" err.txt || fail "reindex: $(cat err.txt)"
-"$Q" top fx >after.text
+"$Q" top fx | unname text >after.text
 cmp file-b.text after.text || fail "top changed after reindex"
 
 # A folder imports every file in it, with progress.
 mkdir dumps
 cp a.heap dumps/1.heap
 cp b.heap dumps/2.heap
+touch -d 2025-11-22T08:00:00Z dumps/1.heap dumps/2.heap
 "$Q" import --node fy dumps 2>imp.txt
 grep -q "2 imported, 0 failed" imp.txt || fail "folder import: $(cat imp.txt)"
+grep -q "2 files got the same time 2025-11-22T08:00:00Z" imp.txt ||
+    fail "same-time import not noted: $(cat imp.txt)"
 
 # Retention keeps recent data and reclaims nothing it should not.
 "$Q" retain --retain 100000d --thin-after 0 >ret.txt

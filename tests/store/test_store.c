@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -151,6 +152,51 @@ static struct profile *handmade(void)
     (void)profile_sample_add(p, profile_stack_add(p, s4, 2), 0, (int64_t[]){ 0, 0, 5, 50 });
     profile_finish(p);
     return p;
+}
+
+/* hp_search_le_u64 and the interval lookup that replaced the symbolizer's
+ * binary searches with fixed look-backs: nested and overlapping ranges
+ * farther back than any fixed window are found, gaps are not. */
+struct iv_rec {
+    uint32_t tag;
+    uint64_t lo, hi;
+};
+
+static void test_hp_sorted_search_and_intervals(void **state)
+{
+    (void)state;
+    uint64_t keys[] = { 10, 20, 20, 30 };
+    assert_int_equal(hp_search_le_u64(keys, 4, sizeof(keys[0]), 0, 5), 0);
+    assert_int_equal(hp_search_le_u64(keys, 4, sizeof(keys[0]), 0, 10), 1);
+    assert_int_equal(hp_search_le_u64(keys, 4, sizeof(keys[0]), 0, 20), 3);
+    assert_int_equal(hp_search_le_u64(keys, 4, sizeof(keys[0]), 0, 99), 4);
+    assert_int_equal(hp_search_le_u64(NULL, 0, sizeof(keys[0]), 0, 99), 0);
+
+    /* One long range [0, 1000) followed by 40 short disjoint ones
+     * [100 + 10k, 105 + 10k): an address in a gap between the short ones
+     * belongs to the long range, 40 records back (the old look-back was 16). */
+    struct iv_rec r[41];
+    r[0] = (struct iv_rec){ 0, 0, 1000 };
+    for (uint32_t k = 0; k < 40; k++)
+        r[k + 1] = (struct iv_rec){ k + 1, 100 + 10 * k, 105 + 10 * k };
+    uint64_t maxhi[41];
+    size_t olo = offsetof(struct iv_rec, lo), ohi = offsetof(struct iv_rec, hi);
+    hp_interval_maxhi(r, 41, sizeof(r[0]), ohi, maxhi);
+    assert_int_equal(maxhi[40], 1000);
+    assert_int_equal(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 50), 0);
+    assert_int_equal(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 102), 1);
+    assert_int_equal(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 494), 40);
+    assert_int_equal(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 495), 0);
+    assert_int_equal(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 999), 0);
+    assert_true(hp_interval_find(r, 41, sizeof(r[0]), olo, ohi, maxhi, 1000) == SIZE_MAX);
+    /* Disjoint ranges with a gap: the gap finds nothing. */
+    struct iv_rec d[2] = { { 0, 10, 20 }, { 1, 30, 40 } };
+    uint64_t dm[2];
+    hp_interval_maxhi(d, 2, sizeof(d[0]), ohi, dm);
+    assert_true(hp_interval_find(d, 2, sizeof(d[0]), olo, ohi, dm, 25) == SIZE_MAX);
+    assert_true(hp_interval_find(d, 2, sizeof(d[0]), olo, ohi, dm, 5) == SIZE_MAX);
+    assert_int_equal(hp_interval_find(d, 2, sizeof(d[0]), olo, ohi, dm, 39), 1);
+    assert_true(hp_interval_find(d, 0, sizeof(d[0]), olo, ohi, dm, 39) == SIZE_MAX);
 }
 
 static void test_store_roundtrip_handmade(void **state)
@@ -381,6 +427,34 @@ static void test_store_open_refuses_bad_files(void **state)
     hp_buf_release(&err);
 }
 
+static void test_hp_edit_distance_counts(void **state)
+{
+    (void)state;
+    assert_int_equal(hp_edit_distance("", ""), 0);
+    assert_int_equal(hp_edit_distance("be-17", "be-17"), 0);
+    assert_int_equal(hp_edit_distance("be-71", "be-17"), 2);  /* two substitutions */
+    assert_int_equal(hp_edit_distance("be17", "be-17"), 1);   /* one insertion */
+    assert_int_equal(hp_edit_distance("be-177", "be-17"), 1); /* one deletion */
+    assert_int_equal(hp_edit_distance("kitten", "sitting"), 3);
+    assert_int_equal(hp_edit_distance("", "abc"), 3);
+    char big[300];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_true(hp_edit_distance(big, "x") == SIZE_MAX);
+}
+
+/* store/hp.h's saturating add: at both ends, and exact in between. */
+static void test_hp_i64_add_sat(void **state)
+{
+    (void)state;
+    assert_true(hp_i64_add_sat(INT64_MAX, INT64_MAX) == INT64_MAX);
+    assert_true(hp_i64_add_sat(INT64_MAX, 1) == INT64_MAX);
+    assert_true(hp_i64_add_sat(INT64_MIN, -1) == INT64_MIN);
+    assert_true(hp_i64_add_sat(INT64_MIN, INT64_MAX) == -1);
+    assert_true(hp_i64_add_sat(INT64_MAX - 5, 5) == INT64_MAX);
+    assert_true(hp_i64_add_sat(-7, 3) == -4);
+}
+
 static void test_store_time_parse_forms(void **state)
 {
     (void)state;
@@ -408,6 +482,65 @@ static void test_store_time_parse_forms(void **state)
     assert_int_equal(store_time_parse("2025-11-22T08:00:00Zjunk", now, &ms), HP_EUSAGE);
     char buf[40];
     assert_string_equal(store_time_format(T0, buf, sizeof(buf)), "2025-11-22T08:00:00Z");
+}
+
+/* The shared selector table (tests/data/selectors.tsv): hp_selector_parse
+ * gives each row's time, and the CLI's resolver refuses exactly the error
+ * rows with HP_EUSAGE (others resolve or are not found). */
+static void test_store_selector_table(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 5, .nstacks = 50, .nfuncs = 40, .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    (void)put(f->s, n, T0, p, NULL, 0);
+    const char *path = getenv("HF_SELECTOR_TABLE");
+    assert_non_null(path);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    const int64_t now = INT64_C(1795435200000); /* 2026-11-23T12:00:00Z */
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof(line), fp)) {
+        if (line[0] == '#' && (line[1] == ' ' || line[1] == '\n')) /* "# comment" */
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = '\0';
+        const char *sel = line, *want = tab + 1;
+        struct hp_selector hs;
+        struct hp_buf err = HP_BUF_INIT(0);
+        int rp = hp_selector_parse(sel, now, &hs, &err);
+        int64_t id;
+        int rr = store_selector_resolve(f->s, sel, now, &id, &err);
+        if (strcmp(want, "error") == 0) {
+            if (rp == 0 || rr != HP_EUSAGE)
+                fail_msg("selector \"%s\" should be refused (parse %d, resolve %d)", sel, rp,
+                         rr);
+            assert_true(err.len > 0);
+        } else {
+            if (rp != 0 || rr == HP_EUSAGE)
+                fail_msg("selector \"%s\" refused: %.*s", sel, (int)err.len,
+                         err.data ? err.data : "");
+            if (strcmp(want, "latest") == 0) {
+                assert_false(hs.has_time);
+                assert_int_equal(hs.id, 0);
+            } else if (strncmp(want, "id:", 3) == 0) {
+                assert_int_equal(hs.id, strtoll(want + 3, NULL, 10));
+            } else {
+                assert_true(hs.has_time);
+                if (hs.at_ms != strtoll(want, NULL, 10))
+                    fail_msg("selector \"%s\": %lld, expected %s", sel, (long long)hs.at_ms,
+                             want);
+            }
+        }
+        hp_buf_release(&err);
+        rows++;
+    }
+    fclose(fp);
+    assert_true(rows >= 30);
+    profile_free(p);
 }
 
 static void test_store_selector_resolves(void **state)
@@ -446,6 +579,7 @@ static void test_store_selector_resolves(void **state)
     hp_buf_reset(&err);
     assert_int_equal(store_selector_resolve(f->s, "be-1@-1d", now, &id, &err), HP_ENOTFOUND);
     assert_non_null(strstr(err.data, "no stored profile at or before"));
+    assert_non_null(strstr(err.data, "is newer than asked"));
     hp_buf_reset(&err);
     assert_int_equal(store_selector_resolve(f->s, "be-1@teatime", now, &id, &err), HP_EUSAGE);
     assert_non_null(strstr(err.data, "teatime"));
@@ -637,6 +771,216 @@ static void test_store_function_totals_and_series(void **state)
     profile_free(p);
 }
 
+static int64_t count_rows(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return n;
+}
+
+/* The oracle for function totals, computed here from the profile alone:
+ * per function name, flat (innermost frame of the first non-allocator
+ * location) and cumulative (each sample once) in-use bytes and objects. */
+struct ft_want {
+    const char *name;
+    double flat_space, cum_space, flat_objects, cum_objects;
+    size_t last;
+    bool seen;
+};
+
+static struct ft_want *ft_oracle(const struct profile *p, size_t *ret_n)
+{
+    struct ft_want *w = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const struct profile_sample *sm = &p->samples[i];
+        const uint32_t *locs = profile_stack_locs(p, sm->stack);
+        bool leaf = true;
+        for (uint32_t j = 0; j < p->stacks[sm->stack].n; j++) {
+            const struct profile_location *l = &p->locs[locs[j]];
+            if (leaf && (l->flags & PROFILE_LOC_ALLOCATOR))
+                continue;
+            for (uint32_t k = 0; k < l->nframes; k++) {
+                const char *fn = p->frames[l->frame_off + k].function;
+                if (!fn)
+                    continue;
+                struct ft_want *e = NULL;
+                for (size_t x = 0; x < n && !e; x++)
+                    if (strcmp(w[x].name, fn) == 0)
+                        e = &w[x];
+                if (!e) {
+                    w = realloc(w, (n + 1) * sizeof(*w));
+                    e = &w[n++];
+                    *e = (struct ft_want){ .name = fn };
+                }
+                if (leaf && k == 0) {
+                    e->flat_space += sm->value[PV_INUSE_SPACE];
+                    e->flat_objects += sm->value[PV_INUSE_OBJECTS];
+                }
+                if (!e->seen || e->last != i) {
+                    e->seen = true;
+                    e->last = i;
+                    e->cum_space += sm->value[PV_INUSE_SPACE];
+                    e->cum_objects += sm->value[PV_INUSE_OBJECTS];
+                }
+            }
+            leaf = false;
+        }
+    }
+    *ret_n = n;
+    return w;
+}
+
+struct ft_got {
+    struct ft_want *want;
+    size_t nwant, n;
+    int64_t prev_cum;
+    char prev_name[256];
+};
+
+static int ft_check_cb(const struct store_function_total *t, void *ctx)
+{
+    struct ft_got *g = ctx;
+    /* Ordered as before: largest cumulative bytes first, then by name. */
+    if (g->n)
+        assert_true(t->cum_space < g->prev_cum ||
+                    (t->cum_space == g->prev_cum && strcmp(g->prev_name, t->name) < 0));
+    g->prev_cum = t->cum_space;
+    snprintf(g->prev_name, sizeof(g->prev_name), "%s", t->name);
+    struct ft_want *e = NULL;
+    for (size_t x = 0; x < g->nwant && !e; x++)
+        if (strcmp(g->want[x].name, t->name) == 0)
+            e = &g->want[x];
+    assert_non_null(e);
+    assert_int_equal(t->flat_space, llround(e->flat_space));
+    assert_int_equal(t->cum_space, llround(e->cum_space));
+    assert_int_equal(t->flat_objects, llround(e->flat_objects));
+    assert_int_equal(t->cum_objects, llround(e->cum_objects));
+    g->n++;
+    return 0;
+}
+
+/* A profile with thousands of functions: the long tail of small ones is
+ * packed (issue 18: ~120 KB of rows per snapshot before), and every answer
+ * is still exact: the whole top list, and a tail function's trend. */
+static void test_store_function_totals_packed_tail(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 11, .nstacks = 3000, .nfuncs = 2000, .symbolize = true };
+    struct profile *ps[2];
+    int64_t ids[2];
+    for (int h = 0; h < 2; h++) {
+        gp.hour = (uint32_t)h;
+        char *raw;
+        size_t rl;
+        ps[h] = gen_profile(&gp, &raw, &rl);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, ps[h], raw, rl);
+        free(raw);
+    }
+    size_t nwant;
+    struct ft_want *want = ft_oracle(ps[1], &nwant);
+    assert_true(nwant > 1000);
+    struct ft_got g = { .want = want, .nwant = nwant };
+    assert_int_equal(store_function_totals(f->s, ids[1], ft_check_cb, &g, NULL), 0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < nwant; i++)
+        nonzero += llround(want[i].cum_space) != 0 || llround(want[i].cum_objects) != 0;
+    assert_int_equal(g.n, nonzero);
+    /* Most functions are below the row share: a few rows per snapshot. */
+    int64_t rows = count_rows(f->db, "SELECT count(*) FROM function_totals");
+    assert_true(rows < (int64_t)nwant / 2);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_totals_rest"), 2);
+
+    /* The smallest function with a value: its trend comes from the packed
+     * rest, exact in both snapshots. */
+    size_t small = SIZE_MAX;
+    for (size_t i = 0; i < nwant; i++)
+        if (llround(want[i].cum_space) > 0 &&
+            (small == SIZE_MAX || want[i].cum_space < want[small].cum_space))
+            small = i;
+    assert_true(small != SIZE_MAX);
+    struct store_function_point *pts;
+    size_t npts;
+    assert_int_equal(
+        store_series_function(f->s, n, want[small].name, 0, INT64_MAX, &pts, &npts, NULL), 0);
+    assert_int_equal(npts, 2);
+    assert_int_equal(pts[1].snapshot_id, ids[1]);
+    assert_int_equal(pts[1].cum_space, llround(want[small].cum_space));
+    assert_int_equal(pts[1].flat_space, llround(want[small].flat_space));
+    assert_int_equal(pts[1].cum_objects, llround(want[small].cum_objects));
+    size_t n0;
+    struct ft_want *want0 = ft_oracle(ps[0], &n0);
+    int64_t cum0 = 0;
+    for (size_t i = 0; i < n0; i++)
+        if (strcmp(want0[i].name, want[small].name) == 0)
+            cum0 = llround(want0[i].cum_space);
+    assert_int_equal(pts[0].cum_space, cum0);
+    free(pts);
+
+    /* Deleting the snapshots takes their packed rests along. */
+    struct store_retain_policy pol = { .retain_s = 1 };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(f->s, &pol, T0 + 30 * DAY_MS, &res, NULL), 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_totals_rest"), 0);
+    free(want0);
+    free(want);
+    profile_free(ps[0]);
+    profile_free(ps[1]);
+}
+
+/* A write batch: its snapshots are one transaction (a reader sees none of
+ * them until the commit), and an item that fails rolls back alone. */
+static void test_store_batch(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 4, .nstacks = 80, .nfuncs = 50, .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    struct store *rd;
+    assert_int_equal(store_open(f->db, STORE_OPEN_READ, &rd, NULL), 0);
+    assert_int_equal(store_batch_begin(f->s, NULL), 0);
+    assert_true(store_batch_open(f->s));
+    int64_t a = put(f->s, n, T0, p, "raw one", 7);
+    /* A statistic without a name fails after the snapshot row was written. */
+    struct store_stat bad = { .name = NULL, .value = 1 };
+    int64_t id = 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_snapshot_insert(f->s, n, T0 + HOUR_MS, p, "raw two", 7, NULL, &bad,
+                                           1, &id, &err),
+                     HP_EUSAGE);
+    int64_t b = put(f->s, n, T0 + 2 * HOUR_MS, p, "raw three", 9);
+    assert_true(a > 0 && b > a);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM snapshots"), 0);
+    assert_int_equal(store_batch_commit(f->s, &err), 0);
+    assert_false(store_batch_open(f->s));
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM snapshots"), 2);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM raw_dumps"), 2);
+    struct profile *out = load(rd, b);
+    assert_same_profile(p, out);
+    profile_free(out);
+    /* No batch open: commit is a no-op; inserts commit one by one again. */
+    assert_int_equal(store_batch_commit(f->s, &err), 0);
+    put(f->s, n, T0 + 3 * HOUR_MS, p, NULL, 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM snapshots"), 3);
+    /* store_close commits a batch left open. */
+    assert_int_equal(store_batch_begin(f->s, NULL), 0);
+    put(f->s, n, T0 + 4 * HOUR_MS, p, NULL, 0);
+    store_close(f->s);
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &f->s, NULL), 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM snapshots"), 4);
+    assert_int_equal(store_check(f->s, &err), 0);
+    store_close(rd);
+    hp_buf_release(&err);
+    profile_free(p);
+}
+
 static void test_store_retain_thins_and_reclaims(void **state)
 {
     struct fx *f = *state;
@@ -691,6 +1035,215 @@ static void test_store_retain_thins_and_reclaims(void **state)
     profile_free(p);
     assert_int_equal(store_check(f->s, &err), 0);
     hp_buf_release(&err);
+}
+
+/* Longest delta chain (links down to a standalone row) of any row. */
+static int max_chain(const char *db, const char *table)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    char *sql = hp_xasprintf(
+        "WITH RECURSIVE c(id, base, d) AS (SELECT id, base_id, 0 FROM %s"
+        " UNION ALL SELECT c.id, t.base_id, c.d + 1 FROM c JOIN %s t ON t.id = c.base"
+        " WHERE c.d < 1000) SELECT max(d) FROM c",
+        table, table);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int d = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    free(sql);
+    return d;
+}
+
+/* The raw dump of hour h in the chain tests: a drifting profile's text and
+ * a line that makes every dump distinct (no two rows are shared). */
+static char *chain_raw(uint32_t h, struct profile **ret_p, size_t *ret_len)
+{
+    struct gen_params gp = { .seed = 9, .nstacks = 300, .nfuncs = 120, .symbolize = true,
+                             .hour = h };
+    char *raw;
+    size_t rl;
+    struct profile *p = gen_profile(&gp, &raw, &rl);
+    char *out = hp_xasprintf("%s# hour %u\n", raw, h);
+    free(raw);
+    *ret_len = strlen(out);
+    if (ret_p)
+        *ret_p = p;
+    else
+        profile_free(p);
+    return out;
+}
+
+static void assert_raw_is(struct store *s, int64_t id, uint32_t h)
+{
+    size_t want_len;
+    char *want = chain_raw(h, NULL, &want_len);
+    void *got;
+    size_t got_len;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_snapshot_raw(s, id, &got, &got_len, &err);
+    if (r < 0)
+        fprintf(stderr, "raw of #%lld: %s\n", (long long)id, err.data);
+    assert_int_equal(r, 0);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    free(want);
+    hp_buf_release(&err);
+}
+
+/* Each dump is a delta against the node's previous one; chains stay within
+ * STORE_CHAIN_MAX (24) links, then restart from the keyframe; every dump reads back byte for byte, also
+ * after a reopen, and after retention took links out of the chains. */
+static void test_store_delta_chains_read_back_exact(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-chain");
+    enum { HOURS = 80 };
+    int64_t ids[HOURS];
+    for (uint32_t h = 0; h < HOURS; h++) {
+        struct profile *p;
+        size_t rl;
+        char *raw = chain_raw(h, &p, &rl);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, p, raw, rl);
+        profile_free(p);
+        free(raw);
+        if (h == 30) { /* a writer that reopens continues the chain */
+            store_close(f->s);
+            assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &f->s, NULL), 0);
+        }
+    }
+    int depth = max_chain(f->db, "raw_dumps");
+    assert_true(depth > 1);   /* against the previous dump, not one keyframe */
+    assert_true(depth <= 24); /* bounded */
+    assert_true(max_chain(f->db, "sample_sets") <= 24);
+    for (uint32_t h = 0; h < HOURS; h++)
+        assert_raw_is(f->s, ids[h], h);
+
+    /* Thin the first two days to one per day, and drop the first 10 hours:
+     * rows in the middle and at the root of chains go. */
+    struct store_retain_policy pol = { .retain_s = (HOURS - 10) * 3600,
+                                       .thin_after_s = (HOURS - 48) * 3600 };
+    struct store_retain_result res;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_retain(f->s, &pol, T0 + HOURS * HOUR_MS, &res, &err);
+    if (r < 0)
+        fprintf(stderr, "retain: %s\n", err.data);
+    assert_int_equal(r, 0);
+    assert_true(res.snapshots_deleted > 30);
+    int kept = 0;
+    for (uint32_t h = 0; h < HOURS; h++) {
+        struct store_snapshot_info si;
+        if (store_snapshot_info(f->s, ids[h], &si, NULL) < 0)
+            continue;
+        assert_raw_is(f->s, ids[h], h);
+        kept++;
+    }
+    assert_int_equal(kept, HOURS - (int)res.snapshots_deleted);
+    /* Deleted snapshots' rows went, except a keyframe that several
+     * remaining rows are compressed against (one per chain, 80 rows make
+     * at most 4 chains of 24 links). */
+    assert_true(count_rows(f->db, "SELECT count(*) FROM raw_dumps") <= kept + 4);
+    assert_true(count_rows(f->db, "SELECT count(*) FROM sample_sets") <= kept + 4);
+    assert_true(count_rows(f->db, "SELECT count(*) FROM raw_dumps") < HOURS - 30);
+    assert_int_equal(store_check(f->s, &err), 0);
+    hp_buf_release(&err);
+}
+
+/* Retention with reclaim: after the snapshots of an old build are gone, its
+ * stacks, locations, functions, files, objects and symbol-cache entries are
+ * gone too (the dictionaries equal those of a database that only ever held
+ * the new build), the file shrinks, and the new build's snapshots load. */
+static void test_store_retain_reclaims_dictionaries(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct profile *keep[6] = { 0 };
+    int64_t keep_id[6];
+    for (int h = 0; h < 60; h++) {
+        bool old = h < 54;
+        struct gen_params gp = { .seed = old ? 21 : 22, .nstacks = 400, .nfuncs = 300,
+                                 .symbolize = true, .hour = (uint32_t)h };
+        char *raw;
+        size_t rl;
+        struct profile *p = gen_profile(&gp, &raw, &rl);
+        const char *bid = old ? "0ld0ld" : "4e4e4e";
+        for (size_t i = 0; i < p->nmappings; i++)
+            if (i == 0)
+                p->mappings[i].build_id = profile_intern(p, bid, strlen(bid));
+        int64_t id = put(f->s, n, T0 + h * HOUR_MS, p, raw, rl);
+        free(raw);
+        if (old) {
+            profile_free(p);
+        } else {
+            keep[h - 54] = p;
+            keep_id[h - 54] = id;
+        }
+    }
+    struct profile_frame fr = { "f", "f.c", 1 };
+    assert_int_equal(store_symcache_put(f->s, "0ld0ld", 0x10, &fr, 1, NULL), 0);
+    assert_int_equal(store_symcache_put(f->s, "4e4e4e", 0x10, &fr, 1, NULL), 0);
+
+    /* The reference: a database that only ever held the new build. */
+    char *ref_db = hp_xasprintf("%s/ref.db", f->dir);
+    struct store *ref;
+    assert_int_equal(store_open(ref_db, STORE_OPEN_WRITE, &ref, NULL), 0);
+    int64_t rn = node(ref, "be-1");
+    for (int i = 0; i < 6; i++)
+        put(ref, rn, T0 + (54 + i) * HOUR_MS, keep[i], NULL, 0);
+    struct store_usage want, before, after;
+    assert_int_equal(store_usage_get(ref, &want, NULL), 0);
+    store_close(ref);
+
+    assert_int_equal(store_usage_get(f->s, &before, NULL), 0);
+    /* Another process (query retain) reclaims, while this writer's caches
+     * still name the old build's rows. */
+    struct store *other;
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &other, NULL), 0);
+    struct store_retain_policy pol = { .retain_s = 6 * 3600, .reclaim = true };
+    struct store_retain_result res;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_retain(other, &pol, T0 + 60 * HOUR_MS, &res, &err);
+    store_close(other);
+    if (r < 0)
+        fprintf(stderr, "retain: %s\n", err.data);
+    assert_int_equal(r, 0);
+    assert_int_equal(res.snapshots_deleted, 54);
+    assert_true(res.stacks_deleted > 0 && res.locations_deleted > 0 && res.names_deleted > 0);
+    assert_true(res.objects_deleted >= 1); /* the old build (and libraries it alone mapped) */
+    assert_int_equal(res.symbols_deleted, 1);
+    assert_int_equal(store_usage_get(f->s, &after, NULL), 0);
+    assert_int_equal(after.stacks, want.stacks);
+    assert_int_equal(after.locations, want.locations);
+    assert_int_equal(after.functions, want.functions);
+    assert_true(after.file_bytes < before.file_bytes / 2);
+    struct hp_arena a;
+    hp_arena_init(&a);
+    struct profile_frame *out;
+    uint32_t nf;
+    assert_int_equal(store_symcache_get(f->s, "0ld0ld", 0x10, &a, &out, &nf, NULL), 0);
+    assert_int_equal(store_symcache_get(f->s, "4e4e4e", 0x10, &a, &out, &nf, NULL), 1);
+    hp_arena_release(&a);
+    for (int i = 0; i < 6; i++) {
+        struct profile *p = load(f->s, keep_id[i]);
+        assert_same_profile(keep[i], p);
+        profile_free(p);
+        profile_free(keep[i]);
+    }
+    /* A new snapshot of the old build after the sweep is stored whole: the
+     * writer did not reuse the ids of rows the sweep deleted. */
+    struct gen_params gp = { .seed = 21, .nstacks = 400, .nfuncs = 300, .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    int64_t id = put(f->s, n, T0 + 61 * HOUR_MS, p, NULL, 0);
+    struct profile *back = load(f->s, id);
+    assert_same_profile(p, back);
+    profile_free(back);
+    profile_free(p);
+    assert_int_equal(store_check(f->s, &err), 0);
+    hp_buf_release(&err);
+    free(ref_db);
 }
 
 static void test_store_symcache_roundtrip(void **state)
@@ -784,24 +1337,55 @@ static void test_store_writer_survives_foreign_retention(void **state)
     }
 }
 
+/* hp_mkdir_p: parents created, an existing folder is fine, a file in the
+ * way is an error (ENOTDIR/EEXIST), never silently "done". */
+static void test_hp_mkdir_p_creates_parents(void **state)
+{
+    struct fx *f = *state;
+    char path[256], file[256];
+    snprintf(path, sizeof(path), "%s/a/b/c", f->dir);
+    assert_int_equal(hp_mkdir_p(path), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(hp_mkdir_p(path), 0);
+    snprintf(file, sizeof(file), "%s/a/f", f->dir);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(path, sizeof(path), "%s/a/f/x", f->dir);
+    assert_true(hp_mkdir_p(path) < 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hp_sorted_search_and_intervals),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_handmade, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_generated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_dedup_steady_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
+        cmocka_unit_test(test_hp_i64_add_sat),
         cmocka_unit_test_setup_teardown(test_store_selector_resolves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_selector_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_attempts_and_listings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stats_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_retain_reclaims_dictionaries, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_symcache_roundtrip, setup, teardown),
+        cmocka_unit_test(test_hp_edit_distance_counts),
         cmocka_unit_test_setup_teardown(test_store_reader_sees_commits_during_writes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_survives_foreign_retention, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_hp_mkdir_p_creates_parents, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeat import rustc_list  # noqa: E402  (every distinct rustc on the machine)
+
 SKIP = 77
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 failures = []
@@ -139,7 +142,7 @@ def run(cmd, env=None, check=True, **kw):
     return r
 
 
-def build(src, work, have_rustc):
+def build(src, work, rustcs):
     """Builds the shared library now; returns [(label, compile command,
     binary, objects-of-interest)] for the programs, compiled later in
     parallel."""
@@ -160,12 +163,16 @@ def build(src, work, have_rustc):
                     fx_cpp, [fx_cpp]))
     else:
         print("skip c++ fixture: g++ not installed")
-    if have_rustc:
+    # Every rustc here: their DWARF differs (rustc 1.63, Debian's, puts
+    # methods inside their Self type's DIE; later ones use {impl#N}).
+    for i, (version, rustc) in enumerate(rustcs):
         for label, extra in (("rust-legacy", []), ("rust-v0", ["-C", "symbol-mangling-version=v0"])):
-            b = os.path.join(work, "fx_" + label.replace("-", "_"))
-            out.append((label, [have_rustc, "-g", "-C", "opt-level=2", "-o", b] + extra +
+            if i:
+                label += "-" + version
+            b = os.path.join(work, "fx_" + label.replace("-", "_").replace(".", "_"))
+            out.append((label, [rustc, "-g", "-C", "opt-level=2", "-o", b] + extra +
                         [os.path.join(src, "fx_rust.rs")], b, [b]))
-    else:
+    if not rustcs:
         print("skip rust fixtures: rustc not installed")
     return out
 
@@ -332,9 +339,7 @@ def main():
     if not os.path.exists(JEMALLOC):
         print("skip: %s not installed" % JEMALLOC)
         return SKIP
-    rustc = shutil.which("rustc") or (os.path.expanduser("~/.cargo/bin/rustc")
-                                      if os.path.exists(os.path.expanduser("~/.cargo/bin/rustc"))
-                                      else None)
+    rustcs = rustc_list()
     work = tempfile.mkdtemp(prefix="hf-sym-compare-")
     try:
         def one(spec):
@@ -349,7 +354,7 @@ def main():
 
         # Two at a time: the machine has two cores.
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(one, build(args.src, work, rustc)))
+            list(pool.map(one, build(args.src, work, rustcs)))
     finally:
         if args.keep:
             print("kept " + work)

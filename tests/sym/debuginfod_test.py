@@ -59,6 +59,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         Handler.hits += 1
         parts = self.path.strip("/").split("/")
         mode = Handler.mode
+        if mode == "token" and not (self.headers.get("Authorization") == "Bearer s3cret" or
+                                    self.headers.get("X-Api-Key") == "k3y"):
+            self.send_response(401)
+            self.end_headers()
+            return
         if mode == "slow":
             time.sleep(8)
         if mode == "error":
@@ -95,8 +100,9 @@ def build_id(path):
     return None
 
 
-def symtool(args, tool, heap, url, cache, timeout_ms=2000):
-    cmd = [tool, "heap", "--addresses", "--stats", "--no-system-debug", "--debuginfod", url,
+def symtool(args, tool, heap, url, cache, timeout_ms=2000, server=()):
+    where = ["--debuginfod", url] if not server else ["--server", url, *server]
+    cmd = [tool, "heap", "--addresses", "--stats", "--no-system-debug", *where,
            "--cache-dir", cache, "--timeout-ms", str(timeout_ms), heap]
     t0 = time.monotonic()
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -152,6 +158,27 @@ def main():
         server.daemon_threads = True
         url = "http://127.0.0.1:%d" % server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
+
+        # A server that wants a token: refused without it (and said so),
+        # named with a bearer token or with a header file.
+        Handler.mode = "token"
+        r, dt = symtool(args, args.symtool, heap, url, os.path.join(work, "cache-notoken"),
+                        server=["--server-token", "wrong"])
+        check("401" in r.stderr and "token refused" in r.stderr,
+              "token server, wrong token: 401 reported as a refused token")
+        check(all("??:0" in l for l in fixture_lines(r.stdout, binary)),
+              "token server, wrong token: nothing named")
+        r, dt = symtool(args, args.symtool, heap, url, os.path.join(work, "cache-token"),
+                        server=["--server-token", "s3cret"])
+        check(any("make_blocks" in l and "??:0" not in l for l in fixture_lines(r.stdout, binary)),
+              "token server, bearer token: file:line from its debug info")
+        hdr = os.path.join(work, "headers")
+        with open(hdr, "w") as f:
+            f.write("# comment\nX-Api-Key: k3y\n")
+        r, dt = symtool(args, args.symtool, heap, url, os.path.join(work, "cache-hdr"),
+                        server=["--server-header-file", hdr])
+        check(any("make_blocks" in l and "??:0" not in l for l in fixture_lines(r.stdout, binary)),
+              "token server, header file: file:line from its debug info")
 
         # Misbehaving servers first, each with a fresh cache.
         Handler.mode = "garbage"

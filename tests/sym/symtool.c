@@ -10,7 +10,7 @@
  *       --stats         per-object status and counts on stderr
  *       --repeat N      symbolize N fresh parses with one symbolizer (warm)
  *       --jeprof-compat innermost frame only where jeprof does not inline
- *   symtool addr [--no-inline] OBJ VADDR...   addr2line -f -i -C style
+ *   symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...   addr2line -f -i -C style
  *       output for ELF virtual addresses (hex); "-" reads them from stdin.
  */
 #include <stdio.h>
@@ -25,8 +25,10 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: symtool heap [--binary F] [--symbols D] [--no-inline] "
-                    "[--debuginfod URLS] [--cache-dir D] [--addresses] [--stats] DUMP\n"
-                    "       symtool addr [--no-inline] OBJ VADDR...\n");
+                    "[--debuginfod URLS] [--server URL [--server-token T] [--server-header-file F]] "
+                    "[--cache-dir D] [--addresses] [--stats] DUMP\n"
+                    "       symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...\n"
+                    "       symtool fetch --server URL [--server-token T] --cache-dir D ID KIND\n");
     return 2;
 }
 
@@ -184,6 +186,8 @@ static void jeprof_compat(struct profile *p)
 static int cmd_heap(int argc, char **argv)
 {
     struct sym_options so = { 0 };
+    struct sym_server servers[4];
+    size_t nservers = 0;
     bool addresses = false, stats = false, compat = false;
     int repeat = 1;
     const char *dump = NULL;
@@ -195,6 +199,12 @@ static int cmd_heap(int argc, char **argv)
             so.symbols_dir = argv[++i];
         else if (strcmp(a, "--debuginfod") == 0 && i + 1 < argc)
             so.debuginfod_urls = argv[++i];
+        else if (strcmp(a, "--server") == 0 && i + 1 < argc && nservers < 4)
+            servers[nservers++] = (struct sym_server){ .url = argv[++i] };
+        else if (strcmp(a, "--server-token") == 0 && i + 1 < argc && nservers)
+            servers[nservers - 1].bearer = argv[++i];
+        else if (strcmp(a, "--server-header-file") == 0 && i + 1 < argc && nservers)
+            servers[nservers - 1].header_file = argv[++i];
         else if (strcmp(a, "--cache-dir") == 0 && i + 1 < argc)
             so.cache_dir = argv[++i];
         else if (strcmp(a, "--threads") == 0 && i + 1 < argc)
@@ -224,6 +234,8 @@ static int cmd_heap(int argc, char **argv)
         return usage();
     if (!so.debuginfod_urls)
         so.debuginfod_urls = "";
+    so.servers = servers;
+    so.nservers = nservers;
     struct symbolizer *s = sym_new(&so);
     int rc = 1;
     struct profile *p = NULL;
@@ -277,10 +289,17 @@ out:
 static int cmd_addr(int argc, char **argv)
 {
     struct sym_options so = { .debuginfod_urls = "" };
+    bool print_addr = false; /* -a: "0x<vaddr>" before each group, as addr2line -a */
     int i = 0;
-    if (i < argc && strcmp(argv[i], "--no-inline") == 0) {
-        so.no_inline = true;
-        i++;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--no-inline") == 0)
+            so.no_inline = true;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            so.threads = (int)strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "-a") == 0)
+            print_addr = true;
+        else
+            break;
     }
     if (i >= argc)
         return usage();
@@ -322,8 +341,12 @@ static int cmd_addr(int argc, char **argv)
         free(va);
         return 1;
     }
+    if (err.len)
+        fprintf(stderr, "symtool: note: %s\n", err.data);
     for (size_t k = 0; k < n; k++) {
         const struct sym_batch_result *res = &b.results[k];
+        if (print_addr)
+            printf("0x%016llx\n", (unsigned long long)va[k]);
         if (res->n == 0) {
             printf("??\n??:0\n");
             continue;
@@ -341,6 +364,42 @@ static int cmd_addr(int argc, char **argv)
     return 0;
 }
 
+/* symtool fetch --server URL [--server-token T] --cache-dir D BUILD_ID KIND:
+ * one download through the symbolizer's fetcher (peak memory tests). */
+static int cmd_fetch(int argc, char **argv)
+{
+    struct sym_server sv = { 0 };
+    const char *cache = NULL, *bid = NULL, *kind = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--server") == 0 && i + 1 < argc)
+            sv.url = argv[++i];
+        else if (strcmp(argv[i], "--server-token") == 0 && i + 1 < argc)
+            sv.bearer = argv[++i];
+        else if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc)
+            cache = argv[++i];
+        else if (!bid)
+            bid = argv[i];
+        else
+            kind = argv[i];
+    }
+    if (!sv.url || !cache || !bid || !kind)
+        return usage();
+    struct sym_dbgd_options o = { .servers = &sv, .nservers = 1, .cache_dir = cache };
+    struct hp_buf err = HP_BUF_INIT(0);
+    char *path = NULL;
+    int r = sym_debuginfod_fetch(&o, bid, kind, &path, &err);
+    if (r < 0) {
+        fprintf(stderr, "symtool: fetch: %s%s%s\n", hp_strerror(r), err.len ? ": " : "",
+                err.len ? err.data : "");
+        hp_buf_release(&err);
+        return 1;
+    }
+    printf("%s\n", path);
+    free(path);
+    hp_buf_release(&err);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -349,5 +408,7 @@ int main(int argc, char **argv)
         return cmd_heap(argc - 2, argv + 2);
     if (strcmp(argv[1], "addr") == 0)
         return cmd_addr(argc - 2, argv + 2);
+    if (strcmp(argv[1], "fetch") == 0)
+        return cmd_fetch(argc - 2, argv + 2);
     return usage();
 }

@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <elf.h>
@@ -508,6 +511,333 @@ static void test_sym_no_inline_keeps_outermost(void **state)
     sym_free(s);
 }
 
+/* ---- the on-disk cache (symcache.c) ---------------------------------------- */
+
+/* A profile of jefixture with one stack per address: `n` addresses from
+ * symbol `sym` on, every `stride` bytes. */
+static struct profile *profile_of_range(const char *sym, uint32_t n, uint32_t stride)
+{
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    add_mappings(p, jefixture, jefixture, NULL);
+    uint64_t start = BASE + symbol_vaddr(jefixture, sym);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t loc = profile_location_for_address(p, start + (uint64_t)i * stride);
+        uint32_t st = profile_stack_add(p, &loc, 1);
+        int64_t raw[PV_COUNT] = { 1, 64, 0, 0 };
+        profile_sample_add(p, st, 0, raw);
+    }
+    profile_finish(p);
+    return p;
+}
+
+/* Symbolize p with a file cache in `dir` (NULL: no cache); the cache's
+ * figures into *ret_fs. */
+static void sym_with_cache(struct profile *p, const char *dir, uint64_t max,
+                           struct sym_stats *ret_st, struct sym_file_cache_stats *ret_fs)
+{
+    struct sym_file_cache *fc = dir ? sym_file_cache_new(dir, max) : NULL;
+    struct sym_options so = { .debuginfod_urls = "",
+                              .no_system_debug = true,
+                              .cache_ops = fc ? sym_file_cache_ops(fc) : NULL };
+    struct symbolizer *s = sym_new(&so);
+    assert_int_equal(sym_profile(s, p, ret_st, NULL), 0);
+    sym_free(s);
+    if (fc && ret_fs)
+        sym_file_cache_stats(fc, ret_fs);
+    sym_file_cache_free(fc);
+}
+
+/* Every location's frames, in one comparable string. */
+static char *frames_text(const struct profile *p)
+{
+    struct hp_buf b = HP_BUF_INIT(0);
+    for (uint32_t l = 0; l < p->nlocs; l++) {
+        (void)hp_buf_printf(&b, "%u:", l);
+        for (uint32_t k = 0; k < p->locs[l].nframes; k++) {
+            const struct profile_frame *f = frame(p, l, k);
+            (void)hp_buf_printf(&b, " %s@%s:%u", f->function ? f->function : "-",
+                                f->file ? f->file : "-", f->line);
+        }
+        (void)hp_buf_puts(&b, "\n");
+    }
+    return hp_buf_detach(&b, NULL);
+}
+
+static char *cache_file_of(const char *dir, const char *image)
+{
+    struct sym_elf *e = NULL;
+    assert_int_equal(sym_elf_open(image, &e, NULL), 0);
+    char *f = hp_xasprintf("%s/%s.hfsym", dir, e->id.build_id);
+    sym_elf_free(e);
+    return f;
+}
+
+/* 0 when `path` is a cache file the reader accepts; its entry count. */
+static int cache_file_check(const char *path, const char *build_id, size_t *ret_n)
+{
+    char *data = NULL;
+    size_t len = 0;
+    struct sym_cache_image im;
+    int r = hp_file_read(path, (size_t)1 << 30, &data, &len, NULL);
+    if (r == 0)
+        r = sym_cache_image_parse(data, len, build_id, &im, NULL);
+    if (r == 0 && ret_n)
+        *ret_n = im.nentries;
+    free(data);
+    return r;
+}
+
+static void test_sym_file_cache_warm_equals_cold(void **state)
+{
+    char *dir = tmp_path("cache-warm");
+    struct sym_stats st;
+    struct sym_file_cache_stats fs;
+    struct profile *nocache = profile_of_range("tracked_alloc", 48, 3);
+    sym_with_cache(nocache, NULL, 0, &st, NULL);
+    struct profile *cold = profile_of_range("tracked_alloc", 48, 3);
+    sym_with_cache(cold, dir, 0, &st, &fs);
+    assert_int_equal(st.cache_hits, 0);
+    assert_int_equal(fs.files_written, 1);
+    assert_int_equal(fs.hits, 0);
+    char *path = cache_file_of(dir, jefixture);
+    size_t n = 0;
+    assert_int_equal(cache_file_check(path, NULL, &n), 0);
+    assert_int_equal(n, 48);
+    /* A new process: every answer from the file, nothing written. */
+    struct profile *warm = profile_of_range("tracked_alloc", 48, 3);
+    sym_with_cache(warm, dir, 0, &st, &fs);
+    assert_int_equal(st.cache_hits, 48);
+    assert_int_equal(fs.files_loaded, 1);
+    assert_int_equal(fs.files_written, 0);
+    char *a = frames_text(nocache), *b = frames_text(cold), *c = frames_text(warm);
+    assert_string_equal(a, b);
+    assert_string_equal(a, c);
+    /* More addresses of the same build: the file grows, old entries stay. */
+    struct profile *more = profile_of_range("main", 16, 1);
+    sym_with_cache(more, dir, 0, &st, &fs);
+    assert_int_equal(fs.files_written, 1);
+    assert_int_equal(cache_file_check(path, NULL, &n), 0);
+    assert_int_equal(n, 48 + 16);
+    free(a);
+    free(b);
+    free(c);
+    free(path);
+    free(dir);
+    profile_free(nocache);
+    profile_free(cold);
+    profile_free(warm);
+    profile_free(more);
+}
+
+static void test_sym_file_cache_damaged_file_ignored_and_replaced(void **state)
+{
+    char *dir = tmp_path("cache-damaged");
+    struct sym_stats st;
+    struct sym_file_cache_stats fs;
+    struct profile *ref = profile_of_range("tracked_alloc", 32, 2);
+    sym_with_cache(ref, dir, 0, &st, &fs);
+    char *want = frames_text(ref);
+    char *path = cache_file_of(dir, jefixture);
+    char *good;
+    size_t len;
+    assert_int_equal(hp_file_read(path, 1 << 20, &good, &len, NULL), 0);
+    /* Truncations at every kind of place, a flipped byte in the body and in
+     * the header, trailing junk, an empty file and another file's bytes. */
+    size_t cuts[] = { 0, 7, 47, 48, 60, len / 2, len - 1 };
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]) + 4; k++) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        if (k < sizeof(cuts) / sizeof(cuts[0])) {
+            assert_int_equal(fwrite(good, 1, cuts[k], f), cuts[k]);
+        } else if (k == sizeof(cuts) / sizeof(cuts[0])) {
+            good[len - 3] ^= 0x40; /* in the string table */
+            assert_int_equal(fwrite(good, 1, len, f), len);
+            good[len - 3] ^= 0x40;
+        } else if (k == sizeof(cuts) / sizeof(cuts[0]) + 1) {
+            good[20] ^= 0x01; /* entry count */
+            assert_int_equal(fwrite(good, 1, len, f), len);
+            good[20] ^= 0x01;
+        } else if (k == sizeof(cuts) / sizeof(cuts[0]) + 2) {
+            assert_int_equal(fwrite(good, 1, len, f), len);
+            assert_int_equal(fwrite("junk", 1, 4, f), 4);
+        } else {
+            char junk[4096];
+            for (size_t i = 0; i < sizeof(junk); i++)
+                junk[i] = (char)(i * 131 + 7);
+            memcpy(junk, good, 48); /* a valid-looking header */
+            assert_int_equal(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+        }
+        fclose(f);
+        struct profile *p = profile_of_range("tracked_alloc", 32, 2);
+        sym_with_cache(p, dir, 0, &st, &fs);
+        char *got = frames_text(p);
+        assert_string_equal(got, want);
+        assert_int_equal(st.cache_hits, 0);
+        if (k != 0 || cuts[0] != 0)
+            assert_int_equal(fs.rejected, 1);
+        assert_int_equal(fs.files_written, 1);
+        /* Replaced by a good file. */
+        size_t n = 0;
+        assert_int_equal(cache_file_check(path, NULL, &n), 0);
+        assert_int_equal(n, 32);
+        free(got);
+        profile_free(p);
+    }
+    free(good);
+    free(want);
+    free(path);
+    free(dir);
+    profile_free(ref);
+}
+
+static void test_sym_file_cache_two_writers(void **state)
+{
+    /* Two processes symbolize different addresses of one build, over and
+     * over, each starting from whatever the other left (write temp +
+     * rename), while this process reads the file: every read must see a
+     * whole file, and once both have run a last time it holds both sets. */
+    char *dir = tmp_path("cache-writers");
+    char *path = cache_file_of(dir, jefixture);
+    const char *syms[2] = { "tracked_alloc", "main" };
+    pid_t pid[2];
+    for (int w = 0; w < 2; w++) {
+        pid[w] = fork();
+        assert_true(pid[w] >= 0);
+        if (pid[w] == 0) {
+            for (int i = 0; i < 25; i++) {
+                /* A different slice each round, so every round writes. */
+                struct profile *p = profile_of_range(syms[w], 4, (uint32_t)(1 + i % 5));
+                struct sym_stats st;
+                sym_with_cache(p, dir, 0, &st, NULL);
+                profile_free(p);
+            }
+            _exit(0);
+        }
+    }
+    size_t reads = 0;
+    for (;;) {
+        int status, done = 0;
+        for (int w = 0; w < 2; w++)
+            if (pid[w] && waitpid(pid[w], &status, WNOHANG) == pid[w]) {
+                assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+                pid[w] = 0;
+            }
+        for (int w = 0; w < 2; w++)
+            done += pid[w] == 0;
+        struct stat sb;
+        if (stat(path, &sb) == 0) {
+            assert_int_equal(cache_file_check(path, NULL, NULL), 0);
+            reads++;
+        }
+        if (done == 2)
+            break;
+    }
+    assert_true(reads > 0);
+    struct sym_stats st;
+    struct profile *a = profile_of_range(syms[0], 4, 1), *b = profile_of_range(syms[1], 4, 1);
+    sym_with_cache(a, dir, 0, &st, NULL);
+    sym_with_cache(b, dir, 0, &st, NULL);
+    struct profile *both[2] = { profile_of_range(syms[0], 4, 1), profile_of_range(syms[1], 4, 1) };
+    for (int w = 0; w < 2; w++) {
+        sym_with_cache(both[w], dir, 0, &st, NULL);
+        assert_int_equal(st.cache_hits, 4);
+        profile_free(both[w]);
+    }
+    /* No temporary file is left behind. */
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        assert_null(strstr(de->d_name, ".tmp."));
+    closedir(d);
+    profile_free(a);
+    profile_free(b);
+    free(path);
+    free(dir);
+}
+
+static void test_sym_file_cache_bounded_evicts_oldest(void **state)
+{
+    char *dir = tmp_path("cache-bounded");
+    assert_int_equal(hp_mkdir_p(dir), 0);
+    char *old[3];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (int i = 0; i < 3; i++) {
+        old[i] = hp_xasprintf("%s/%040x.hfsym", dir, i + 1);
+        FILE *f = fopen(old[i], "wb");
+        assert_non_null(f);
+        char z[1000] = { 0 };
+        assert_int_equal(fwrite(z, 1, sizeof(z), f), sizeof(z));
+        fclose(f);
+        struct timespec t[2] = { { now.tv_sec - 300 + 100 * i, 0 },
+                                 { now.tv_sec - 300 + 100 * i, 0 } };
+        assert_int_equal(utimensat(AT_FDCWD, old[i], t, 0), 0);
+    }
+    /* The size of this build's file, measured in another folder. */
+    char *probe = tmp_path("cache-probe");
+    struct sym_stats st;
+    struct profile *p = profile_of_range("tracked_alloc", 32, 2);
+    sym_with_cache(p, probe, 0, &st, NULL);
+    char *pf = cache_file_of(probe, jefixture);
+    struct stat sb;
+    assert_int_equal(stat(pf, &sb), 0);
+    profile_free(p);
+    /* Room for this build's file and one and a half old ones. */
+    struct sym_file_cache_stats fs;
+    p = profile_of_range("tracked_alloc", 32, 2);
+    sym_with_cache(p, dir, (uint64_t)sb.st_size + 1500, &st, &fs);
+    assert_int_equal(fs.evicted, 2);
+    assert_int_equal(access(old[0], F_OK), -1);
+    assert_int_equal(access(old[1], F_OK), -1);
+    assert_int_equal(access(old[2], F_OK), 0);
+    char *mine = cache_file_of(dir, jefixture);
+    assert_int_equal(cache_file_check(mine, NULL, NULL), 0);
+    /* A bound smaller than one file: nothing is written, nothing breaks. */
+    char *tiny = tmp_path("cache-tiny");
+    struct profile *q = profile_of_range("tracked_alloc", 32, 2);
+    sym_with_cache(q, tiny, 100, &st, &fs);
+    assert_int_equal(fs.files_written, 0);
+    char *want = frames_text(p), *got = frames_text(q);
+    assert_string_equal(want, got);
+    free(want);
+    free(got);
+    for (int i = 0; i < 3; i++)
+        free(old[i]);
+    free(probe);
+    free(pf);
+    free(mine);
+    free(tiny);
+    free(dir);
+    profile_free(p);
+    profile_free(q);
+}
+
+static void test_sym_file_cache_needs_debug_info(void **state)
+{
+    /* A stripped copy of jefixture names functions from .dynsym at best:
+     * such answers must not be stored for a later run that has the DWARF. */
+    char *stripped = tmp_path("jefixture-stripped");
+    char *cmd = hp_xasprintf("strip -o '%s' '%s'", stripped, jefixture);
+    assert_int_equal(system(cmd), 0);
+    char *dir = tmp_path("cache-stripped");
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    add_mappings(p, stripped, stripped, NULL);
+    uint32_t loc = profile_location_for_address(p, BASE + symbol_vaddr(jefixture, "main") + 4);
+    uint32_t stk = profile_stack_add(p, &loc, 1);
+    int64_t raw[PV_COUNT] = { 1, 64, 0, 0 };
+    profile_sample_add(p, stk, 0, raw);
+    profile_finish(p);
+    struct sym_stats st;
+    struct sym_file_cache_stats fs;
+    sym_with_cache(p, dir, 0, &st, &fs);
+    assert_int_equal(fs.files_written, 0);
+    profile_free(p);
+    free(cmd);
+    free(dir);
+    free(stripped);
+}
+
 static int setup(void **state)
 {
     jefixture = getenv("JEFIXTURE");
@@ -544,6 +874,11 @@ int main(void)
         cmocka_unit_test(test_sym_profile_corrupt_dwarf_never_crashes),
         cmocka_unit_test(test_sym_cache_ops_persist_and_reload),
         cmocka_unit_test(test_sym_no_inline_keeps_outermost),
+        cmocka_unit_test(test_sym_file_cache_warm_equals_cold),
+        cmocka_unit_test(test_sym_file_cache_damaged_file_ignored_and_replaced),
+        cmocka_unit_test(test_sym_file_cache_two_writers),
+        cmocka_unit_test(test_sym_file_cache_bounded_evicts_oldest),
+        cmocka_unit_test(test_sym_file_cache_needs_debug_info),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "web/folder/folder.h"
 #include "web/web-internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -41,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t ms;
     (void)web_time_parse(buf, 1795329315626, &ms);
     struct hp_buf js = HP_BUF_INIT(0);
-    web_json_str(&js, buf);
+    query_json_str(&js, buf);
     hp_buf_release(&js);
     hp_buf_release(&err);
     hp_arena_release(&a);

@@ -25,6 +25,13 @@ echo starrocks > "$out/be-2/.kind"
 echo starrocks > "$out/be-3/.kind"
 echo doris > "$out/be-4/.kind"
 echo "connect to 127.0.0.1:8040 refused" > "$out/be-4/.error"
+# be-3's latest snapshot carries StarRocks figures whose query tracker (1 MiB) counts
+# far less than the heap's query stacks hold: a tracker disagreement and the
+# Doris guide's finding, for /metrics.
+cat > "$out/be-3/d3.heap.figures" <<'EOF'
+starrocks_be_query_mem_bytes 1048576
+starrocks_be_metadata_mem_bytes 0
+EOF
 if command -v jeprof >/dev/null 2>&1; then
     # The folder source symbolizes raw dumps itself; one dump goes through
     # jeprof so the data also holds a collapsed file (another format).

@@ -10,15 +10,8 @@
 set -eu
 hfweb=$1 fx=$2 mkdata=$3 nm=$4 out=$5
 here=$(cd "$(dirname "$0")" && pwd)
-skip() {
-    echo "SKIP web-e2e: $*"
-    echo "SKIP web-e2e: $*" >&2
-    exit 77
-}
-chrome=${HF_CHROMIUM:-/usr/bin/chromium}
-[ -x "$chrome" ] || skip "no chromium at $chrome (apt-get install chromium)"
-command -v node >/dev/null 2>&1 || skip "no node on PATH (apt-get install nodejs)"
-[ -f "$nm/playwright-core/package.json" ] || skip "no $nm/playwright-core (run: npm ci --prefix web)"
+. "$here/browser-check.sh"
+browser_check web-e2e "$nm"
 
 rm -rf "$out"
 mkdir -p "$out/artifacts"
@@ -51,6 +44,21 @@ mkdir $dirs
 tee $(for d in $dirs; do echo "$d/a.collapsed"; done) < "$src" > /dev/null
 tee $(for d in $dirs; do echo "$d/b.collapsed"; done) < "$src2" > /dev/null
 touch -d "-2 hours" $(for d in $dirs; do echo "$d/a.collapsed"; done)
+# node-0000 has a long history: 1,200 more snapshots, one every 5 minutes
+# ending 3 hours ago, with one spike and one dip, for the chart's
+# server-side thinning (it must keep both).
+perl -e 'my ($d, $now) = @ARGV;
+    for my $i (0 .. 1199) {
+        my $v = 1000000 + 1000 * ($i % 50);
+        $v = 9000000 if $i == 613;
+        $v = 10 if $i == 877;
+        my $f = sprintf("%s/h%04d.collapsed", $d, $i);
+        open(my $fh, ">", $f) or die "$f: $!";
+        print $fh "clone3;start_thread;worker_main;tracked_alloc $v\n";
+        close($fh);
+        my $t = $now - 3 * 3600 - (1199 - $i) * 300;
+        utime($t, $t, $f) or die "$f: $!";
+    }' "$out/fleet/node-0000" "$(date +%s)"
 
 start_server() { # DIR LOGPREFIX [ARGS] -> sets port, pid
     d=$1 name=$2
@@ -76,7 +84,7 @@ pid3=$pid port3=$port
 
 rc=0
 NODE_PATH="$nm" node "$here/e2e.mjs" "$port1" "$port2" "$out/artifacts" "$chrome" "$nm" \
-    "$port3" "$(cat "$out/token")" || rc=$?
+    "$port3" "$(cat "$out/token")" "$out/data" || rc=$?
 
 # Both servers must stop cleanly on SIGTERM (hf-web exits 1 when its loop
 # does not close).

@@ -25,10 +25,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <math.h>
 #include <unistd.h>
 #include <uv.h>
 
-#include "web/web.h"
+#include "web/folder/folder.h"
 
 struct srv {
     uv_loop_t loop;
@@ -65,6 +66,8 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
+static const char *srv_rules; /* web_config.rules of the next server started */
+
 static int srv_start_cap(struct srv *s, const char *token, size_t max_body)
 {
     memset(s, 0, sizeof(*s));
@@ -78,6 +81,7 @@ static int srv_start_cap(struct srv *s, const char *token, size_t max_body)
     cfg.static_dir = staticdir;
     cfg.token = token;
     cfg.max_body = max_body;
+    cfg.rules = srv_rules;
     if (web_server_start(&s->loop, &cfg, &web_source_dir_ops, s->src, &s->server, &err) < 0)
         goto fail;
     s->port = web_server_port(s->server);
@@ -113,6 +117,7 @@ struct resp {
     size_t len;
     char ctype[128];
     char encoding[32];
+    char disposition[256];
 };
 
 static size_t write_cb(char *p, size_t sz, size_t n, void *ud)
@@ -132,6 +137,9 @@ static size_t header_cb(char *p, size_t sz, size_t n, void *ud)
     if (len > 17 && strncasecmp(p, "content-encoding:", 17) == 0)
         snprintf(r->encoding, sizeof(r->encoding), "%.*s", (int)strcspn(p + 18, "\r\n"),
                  p + 18);
+    if (len > 20 && strncasecmp(p, "content-disposition:", 20) == 0)
+        snprintf(r->disposition, sizeof(r->disposition), "%.*s",
+                 (int)strcspn(p + 21, "\r\n"), p + 21);
     return len;
 }
 
@@ -317,6 +325,47 @@ static void test_api_selectors_resolve(void **state)
     json_decref(nf);
 }
 
+/* The shared selector table (tests/data/selectors.tsv), which the CLI's
+ * resolver runs too: the API answers 400 to exactly its error rows, and a
+ * row with a time resolves to the snapshot at or before it (or 404). */
+static void test_api_selector_table(void **state)
+{
+    (void)state;
+    const char *path = getenv("HF_SELECTOR_TABLE");
+    assert_non_null(path);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof(line), fp)) {
+        if (line[0] == '#' && (line[1] == ' ' || line[1] == '\n')) /* "# comment" */
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = '\0';
+        char url[1024] = "/api/v1/snapshots/";
+        size_t o = strlen(url);
+        for (const char *c = line; *c && o + 4 < sizeof(url); c++) {
+            if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                *c == '-' || *c == '.' || *c == '_')
+                url[o++] = *c;
+            else
+                o += (size_t)snprintf(url + o, 4, "%%%02X", (unsigned char)*c);
+        }
+        url[o] = '\0';
+        struct resp r = get(url);
+        bool want_error = strcmp(tab + 1, "error") == 0;
+        if (want_error ? r.status != 400 : (r.status != 200 && r.status != 404))
+            fail_msg("GET %s (selector \"%s\", expected %s) -> %ld: %s", url, line, tab + 1,
+                     r.status, r.body);
+        free(r.body);
+        rows++;
+    }
+    fclose(fp);
+    assert_true(rows >= 30);
+}
+
 static void test_api_top_same_as_cli(void **state)
 {
     (void)state;
@@ -356,12 +405,18 @@ static void test_api_top_same_as_cli(void **state)
         assert_int_equal(jint(a, "flat"), jint(c, "flat"));
         assert_int_equal(jint(a, "cum"), jint(c, "cum"));
     }
-    /* The other exports, byte for byte what the CLI writes. */
+    /* The other exports, byte for byte what the CLI writes when given the
+     * title the API gives them: the snapshot's id, node and time. */
+    json_t *snap = get_json("/api/v1/snapshots/be-3", 200);
+    char title[200];
+    snprintf(title, sizeof(title), "#%lld be-3 at %s", (long long)jint(snap, "id"),
+             json_string_value(json_object_get(snap, "time")));
+    json_decref(snap);
     static const char *fmts[] = { "svg", "dot", "pprof", "text" };
     for (size_t k = 0; k < 4; k++) {
         /* (`export` has no text form; `top` prints the table) */
-        snprintf(cmd, sizeof(cmd), "'%s' %s '%s/be-3/d3.heap' --format %s", q,
-                 k == 3 ? "top" : "export", datadir, fmts[k]);
+        snprintf(cmd, sizeof(cmd), "'%s' %s '%s/be-3/d3.heap' --format %s --title '%s'", q,
+                 k == 3 ? "top" : "export", datadir, fmts[k], title);
         p = popen(cmd, "r");
         n = fread(cli, 1, (1 << 20) - 1, p);
         assert_int_equal(pclose(p), 0);
@@ -373,6 +428,8 @@ static void test_api_top_same_as_cli(void **state)
             fprintf(stderr, "format %s: API %zu bytes, CLI %zu bytes\n", fmts[k], r.len, n);
         assert_int_equal(r.len, n);
         assert_memory_equal(r.body, cli, n);
+        if (k != 2) /* pprof is gzipped */
+            assert_non_null(memmem(r.body, r.len, title, strlen(title)));
         if (k == 0)
             assert_non_null(strstr(r.body, "<svg"));
         if (k == 1)
@@ -383,6 +440,15 @@ static void test_api_top_same_as_cli(void **state)
     }
     /* format=json is the CLI's JSON document itself. */
     json_t *pj = get_json("/api/v1/snapshots/be-3/profile?format=json&top=5", 200);
+    /* ... apart from which snapshot it names: the stored one here, the
+     * file there. */
+    json_t *ps = json_object_get(pj, "snapshot");
+    assert_string_equal(json_string_value(json_object_get(ps, "node")), "be-3");
+    assert_true(json_integer_value(json_object_get(ps, "id")) > 0);
+    assert_non_null(json_string_value(json_object_get(ps, "time")));
+    assert_non_null(json_object_get(cj, "snapshot"));
+    json_object_del(pj, "snapshot");
+    json_object_del(cj, "snapshot");
     assert_true(json_equal(pj, cj));
     json_decref(pj);
     json_decref(aj);
@@ -450,6 +516,67 @@ static void test_api_diff_totals(void **state)
     json_decref(d);
 }
 
+/* points=N thins on the server and says so; the first and the last stay. */
+static void test_api_snapshots_points(void **state)
+{
+    (void)state;
+    json_t *all = get_json("/api/v1/nodes/be-1/snapshots", 200);
+    json_t *sa = json_object_get(all, "snapshots");
+    assert_int_equal(jint(all, "total"), 4);
+    assert_false(json_is_true(json_object_get(all, "downsampled")));
+    json_t *j = get_json("/api/v1/nodes/be-1/snapshots?points=2", 200);
+    json_t *s = json_object_get(j, "snapshots");
+    assert_int_equal(jint(j, "total"), 4);
+    assert_true(json_is_true(json_object_get(j, "downsampled")));
+    assert_true(json_array_size(s) >= 2 && json_array_size(s) < 4);
+    assert_int_equal(jint(json_array_get(s, 0), "id"), jint(json_array_get(sa, 0), "id"));
+    assert_int_equal(jint(json_array_get(s, json_array_size(s) - 1), "id"),
+                     jint(json_array_get(sa, 3), "id"));
+    json_decref(j);
+    j = get_json("/api/v1/nodes/be-1/snapshots?points=10", 200);
+    assert_int_equal(json_array_size(json_object_get(j, "snapshots")), 4);
+    assert_false(json_is_true(json_object_get(j, "downsampled")));
+    json_decref(j);
+    json_decref(all);
+}
+
+/* The diff as query diff prints it, naming both snapshots; normalize turns
+ * deltas into shares. */
+static void test_api_diff_formats_and_normalize(void **state)
+{
+    (void)state;
+    struct resp r = get("/api/v1/diff?a=%231&b=%234&format=text&download=1");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.ctype, "text/plain; charset=utf-8");
+    assert_string_equal(r.disposition, "attachment; filename=\"diff-be-1-1-be-1-4.txt\"");
+    assert_non_null(strstr(r.body, "#1"));
+    assert_non_null(strstr(r.body, "#4"));
+    free(r.body);
+    r = get("/api/v1/diff?a=%231&b=%234&format=svg");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.ctype, "image/svg+xml");
+    assert_non_null(strstr(r.body, "<svg"));
+    assert_non_null(strstr(r.body, "#4"));
+    free(r.body);
+    r = get("/api/v1/diff?a=%231&b=%234&format=collapsed");
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "tracked_alloc"));
+    free(r.body);
+    json_t *j = get_json("/api/v1/diff?a=%231&b=%234&format=json", 200);
+    json_decref(j);
+    j = get_json("/api/v1/diff?a=%231&b=%234&normalize=1", 200);
+    assert_true(json_is_true(json_object_get(j, "normalize")));
+    json_t *fs = json_object_get(j, "functions");
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size(fs); i++) {
+        double d = json_number_value(json_object_get(json_array_get(fs, i), "delta_flat"));
+        assert_true(d > -1.0 && d < 1.0); /* a share, not bytes */
+        sum += d;
+    }
+    assert_true(sum > -1e-6 && sum < 1e-6); /* shares of both totals each sum to 1 */
+    json_decref(j);
+}
+
 static void test_api_bad_params_400(void **state)
 {
     (void)state;
@@ -474,6 +601,11 @@ static void test_api_bad_params_400(void **state)
         "/api/v1/nodes/be-1/snapshots?since=soon",
         "/api/v1/nodes?spark=1000",
         "/api/v1/diff?a=be-1",
+        "/api/v1/diff?a=be-1&b=be-2&normalize=maybe",
+        "/api/v1/diff?a=be-1&b=be-2&format=pprof",     /* a diff has no pprof */
+        "/api/v1/nodes/be-1/snapshots?points=1",
+        "/api/v1/nodes/be-1/snapshots?points=10001",
+        "/api/v1/snapshots/be-1/top?points=5",          /* not a /top parameter */
         "/api/v1/discrepancy",
         "/api/v1/trend?node=a%2Fb",
     };
@@ -711,6 +843,65 @@ static void test_api_metrics_format(void **state)
     free(r.body);
 }
 
+/* The value of the first sample line starting with `prefix`, or NAN. */
+static double metric_value(const char *body, const char *prefix)
+{
+    for (const char *p = body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            const char *sp = strchr(p + strlen(prefix), ' ');
+            return sp ? strtod(sp + 1, NULL) : NAN;
+        }
+    return NAN;
+}
+
+/* Leak suspects and tracker disagreements as series on /metrics, computed
+ * once per round: a second scrape reuses the first one's text, a new latest
+ * snapshot makes the next scrape compute again. */
+static void test_api_metrics_verdicts(void **state)
+{
+    (void)state;
+    struct resp r = get("/metrics");
+    assert_int_equal(r.status, 200);
+    double suspects = metric_value(r.body, "heapfleet_leak_suspects{node=\"be-1\"}");
+    double rate = metric_value(
+        r.body, "heapfleet_leak_suspect_growth_bytes_per_hour{node=\"be-1\",function=\"tracked_alloc\"}");
+    if (!(suspects >= 1) || !(rate > 0))
+        fprintf(stderr, "%s\n", r.body);
+    assert_true(suspects >= 1);
+    assert_true(rate > 0);
+    /* At most 3 suspects per node. */
+    size_t rows = 0;
+    for (const char *p = r.body; (p = strstr(p, "heapfleet_leak_suspect_growth_bytes_per_hour{node=\"be-1\"")); p++)
+        rows++;
+    assert_true(rows >= 1 && rows <= 3);
+    /* be-3's StarRocks query tracker (1 MiB) against 3 MiB of query stacks. */
+    assert_true(metric_value(r.body, "heapfleet_query_tracker_inaccurate{node=\"be-3\"}") == 1);
+    assert_true(metric_value(r.body, "heapfleet_tracker_gap_bytes{node=\"be-3\",category=\"query\","
+                                     "verdict=\"tracker under-counts\"}") > 1500000);
+    assert_true(metric_value(r.body, "heapfleet_tracker_disagreements{node=\"be-3\"}") >= 1);
+    assert_true(metric_value(r.body, "heapfleet_query_tracker_inaccurate{node=\"be-1\"}") == 0);
+    double t1 = metric_value(r.body, "heapfleet_verdicts_computed_timestamp_seconds");
+    assert_true(t1 > 0);
+    free(r.body);
+    /* Same round: the cached text. */
+    r = get("/metrics");
+    assert_true(metric_value(r.body, "heapfleet_verdicts_computed_timestamp_seconds") == t1);
+    free(r.body);
+    /* A new latest snapshot time on be-3: computed again (the folder source
+     * rescans at most once a second, so wait for it with a deadline). */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "touch -d '-90 minutes' '%s/be-3/d3.heap'", datadir);
+    assert_int_equal(system(cmd), 0);
+    double t2 = t1;
+    for (int i = 0; i < 100 && t2 == t1; i++) {
+        usleep(100 * 1000);
+        r = get("/metrics");
+        t2 = metric_value(r.body, "heapfleet_verdicts_computed_timestamp_seconds");
+        free(r.body);
+    }
+    assert_true(t2 > t1);
+}
+
 static void test_api_gzip_same_body(void **state)
 {
     (void)state;
@@ -877,9 +1068,50 @@ static void test_api_start_refuses_bad_listen(void **state)
     cfg.listen = busy;
     assert_true(web_server_start(&loop, &cfg, &web_source_dir_ops, NULL, &s, &err) < 0);
     assert_non_null(strstr(err.data, "address already in use"));
+    hp_buf_reset(&err);
+    /* A rules file that does not parse is refused at start, saying where. */
+    cfg.listen = "127.0.0.1:0";
+    cfg.rules = "[query]\nmatch = (\n";
+    cfg.rules_origin = "site.rules";
+    assert_true(web_server_start(&loop, &cfg, &web_source_dir_ops, NULL, &s, &err) < 0);
+    assert_non_null(strstr(err.data, "site.rules:1: [query] match: invalid regular expression"));
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&loop), 0);
     hp_buf_release(&err);
+}
+
+/* The server's rules (the collector's --rules) go on top of the kind's:
+ * be-3's query category narrowed to the scan operator. */
+static void test_api_rules_on_top_of_kind(void **state)
+{
+    (void)state;
+    json_t *j = get_json("/api/v1/discrepancy?node=be-3", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "rules_kind")), "starrocks");
+    double wide = 0, narrow = 0;
+    json_t *cats = json_object_get(j, "categories");
+    for (size_t i = 0; i < json_array_size(cats); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(cats, i), "category")),
+                   "query") == 0)
+            wide = json_number_value(json_object_get(json_array_get(cats, i), "heap"));
+    json_decref(j);
+    struct srv s;
+    srv_rules = "[query]\nmatch = scan_operator_next\ntracker = starrocks_be_query_mem_bytes\n";
+    assert_int_equal(srv_start(&s, NULL), 0);
+    srv_rules = NULL;
+    struct resp r = get_full(s.port, NULL, "/api/v1/discrepancy?node=be-3", NULL, false);
+    assert_int_equal(r.status, 200);
+    j = json_loads(r.body, 0, NULL);
+    assert_non_null(j);
+    cats = json_object_get(j, "categories");
+    for (size_t i = 0; i < json_array_size(cats); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(cats, i), "category")),
+                   "query") == 0)
+            narrow = json_number_value(json_object_get(json_array_get(cats, i), "heap"));
+    json_decref(j);
+    free(r.body);
+    assert_int_equal(srv_stop(&s), 0);
+    assert_true(wide > 1000000);
+    assert_true(narrow > 0 && narrow < wide / 10);
 }
 
 int main(void)
@@ -889,9 +1121,12 @@ int main(void)
         cmocka_unit_test(test_api_nodes_lists_fleet),
         cmocka_unit_test(test_api_snapshots_oldest_first),
         cmocka_unit_test(test_api_selectors_resolve),
+        cmocka_unit_test(test_api_selector_table),
         cmocka_unit_test(test_api_top_same_as_cli),
         cmocka_unit_test(test_api_tree_consistent),
         cmocka_unit_test(test_api_diff_totals),
+        cmocka_unit_test(test_api_snapshots_points),
+        cmocka_unit_test(test_api_diff_formats_and_normalize),
         cmocka_unit_test(test_api_bad_params_400),
         cmocka_unit_test(test_api_unknown_404_and_method_405),
         cmocka_unit_test(test_api_pending_501),
@@ -902,12 +1137,14 @@ int main(void)
         cmocka_unit_test(test_api_token_401),
         cmocka_unit_test(test_api_static_no_traversal),
         cmocka_unit_test(test_api_metrics_format),
+        cmocka_unit_test(test_api_metrics_verdicts),
         cmocka_unit_test(test_api_gzip_same_body),
         cmocka_unit_test(test_api_stop_with_idle_connections),
         cmocka_unit_test(test_api_client_gone_midway),
         cmocka_unit_test(test_api_concurrent_loads_of_a_raw_dump),
         cmocka_unit_test(test_api_body_cap_500),
         cmocka_unit_test(test_api_start_refuses_bad_listen),
+        cmocka_unit_test(test_api_rules_on_top_of_kind),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

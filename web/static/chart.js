@@ -1,6 +1,6 @@
 // Time-series chart on a canvas: several byte series over time, points you
 // can hover and click (each point is a snapshot).
-import { fmtBytes, fmtTime, esc, showTooltip, hideTooltip } from "./util.js";
+import { fmtBytes, fmtTime, timeParts, useLocalTime, zoneName, esc, showTooltip, hideTooltip } from "./util.js";
 
 export class TimeChart {
   constructor(container, opts = {}) {
@@ -81,13 +81,26 @@ export class TimeChart {
       ctx.beginPath(); ctx.moveTo(L.pad.l, y); ctx.lineTo(L.W - L.pad.r, y); ctx.stroke();
       ctx.textAlign = "right"; ctx.fillText(fmtBytes(v), L.pad.l - 8, y);
     }
-    // x labels.
+    // x labels: round steps in the chosen zone, each label once (a date
+    // only where the day changes).
     ctx.textAlign = "center";
-    const n = Math.max(2, Math.floor((L.W - L.pad.l - L.pad.r) / 140));
-    for (let i = 0; i <= n; i++) {
-      const t = L.tmin + ((L.tmax - L.tmin) * i) / n;
-      const label = fmtTime(t);
-      ctx.fillText((L.tmax - L.tmin) < 2 * 86400e3 ? label.slice(11) : label.slice(5), L.x(t), L.H - L.pad.b + 16);
+    const ticks = timeTicks(L.tmin, L.tmax, Math.max(2, Math.floor((L.W - L.pad.l - L.pad.r) / 110)));
+    this.canvas.xLabels = ticks.map((t) => t.label);
+    for (const t of ticks) {
+      const x = Math.round(L.x(t.t)) + 0.5;
+      ctx.strokeStyle = "#f3f4f7"; ctx.beginPath(); ctx.moveTo(x, L.pad.t); ctx.lineTo(x, L.H - L.pad.b); ctx.stroke();
+      ctx.fillStyle = "#6b7385"; ctx.fillText(t.label, x, L.H - L.pad.b + 16);
+    }
+    ctx.textAlign = "right";
+    ctx.fillText(zoneName(), L.W - L.pad.r, L.H - 4);
+    // Marks (process restarts): a dashed line and its label.
+    const marks = (this.opts.marks || []).filter((m) => m.t >= L.tmin && m.t <= L.tmax);
+    this.canvas.marks = marks.map((m) => ({ x: L.x(m.t), label: m.label }));
+    for (const m of marks) {
+      const x = Math.round(L.x(m.t)) + 0.5;
+      ctx.save(); ctx.setLineDash([4, 3]); ctx.strokeStyle = "#c92a2a"; ctx.lineWidth = 1.5;
+      ctx.beginPath(); ctx.moveTo(x, L.pad.t); ctx.lineTo(x, L.H - L.pad.b); ctx.stroke(); ctx.restore();
+      ctx.fillStyle = "#c92a2a"; ctx.textAlign = "left"; ctx.fillText(m.label, x + 4, L.pad.t + 8);
     }
     for (const s of L.vis) {
       const pts = s.points.filter((p) => p.v !== null && p.v !== undefined);
@@ -134,7 +147,8 @@ export class TimeChart {
       const p = s.points.find((q) => q.t === h.pt.t);
       return p && p.v !== null ? `<div class="trow"><span><i style="display:inline-block;width:8px;height:8px;border-radius:2px;background:${s.color};margin-right:6px"></i>${esc(s.name)}</span><span>${fmtBytes(p.v)}</span></div>` : "";
     }).join("");
-    showTooltip(e, `<div class="tname">${fmtTime(h.pt.t)}${h.pt.label ? " · " + esc(h.pt.label) : ""}</div>${rows}${h.pt.ref !== undefined ? '<div class="muted small" style="margin-top:4px;color:#aab3c5">click to open this snapshot</div>' : ""}`);
+    const mk = (this.opts.marks || []).filter((m) => Math.abs(m.t - h.pt.t) < 1).map((m) => `<div class="small" style="color:#ffa8a8">${esc(m.title || m.label)}</div>`).join("");
+    showTooltip(e, `${mk}<div class="tname">${fmtTime(h.pt.t)}${h.pt.label ? " · " + esc(h.pt.label) : ""}</div>${rows}${h.pt.ref !== undefined ? '<div class="muted small" style="margin-top:4px;color:#aab3c5">click to open this snapshot</div>' : ""}`);
   }
 }
 
@@ -146,4 +160,42 @@ function niceStep(max) {
   const r = raw / mag;
   const m = r <= 1 ? 1 : r <= 2 ? 2 : r <= 2.5 ? 2.5 : r <= 5 ? 5 : 10;
   return Math.max(1, m * mag * base);
+}
+
+// Round time steps for about n labels between t0 and t1, aligned in the
+// chosen zone; a label carries the date only on its first tick and where the
+// day changes, so no label repeats another.
+const STEPS = [60e3, 5 * 60e3, 15 * 60e3, 30 * 60e3, 3600e3, 3 * 3600e3, 6 * 3600e3, 12 * 3600e3, 86400e3, 7 * 86400e3, 30 * 86400e3];
+export function timeTicks(t0, t1, n) {
+  const span = Math.max(1, t1 - t0);
+  const step = STEPS.find((s) => span / s <= n) || STEPS[STEPS.length - 1];
+  const off = useLocalTime() ? -new Date(t0).getTimezoneOffset() * 60e3 : 0;
+  let t = Math.ceil((t0 + off) / step) * step - off;
+  const out = [];
+  let lastDay = "";
+  const pad = (x) => String(x).padStart(2, "0");
+  for (; t <= t1 && out.length < 200; t += step) {
+    const p = timeParts(t);
+    const day = `${p.y}-${pad(p.mo)}-${pad(p.d)}`;
+    const hm = `${pad(p.h)}:${pad(p.mi)}`;
+    let label;
+    if (step >= 86400e3) label = `${pad(p.mo)}-${pad(p.d)}`;
+    else label = day !== lastDay ? (out.length || span > 86400e3 ? `${pad(p.mo)}-${pad(p.d)} ${hm}` : hm) : hm;
+    lastDay = day;
+    if (out.length && out[out.length - 1].label === label) continue;
+    out.push({ t, label });
+  }
+  return out;
+}
+
+// A range picker for a chart: buttons that set `range` (a duration the API
+// takes as since=, or "all").
+export const RANGES = ["1h", "6h", "24h", "7d", "30d", "all"];
+export function rangePicker(current, onPick) {
+  const el = document.createElement("span");
+  el.className = "seg";
+  el.dataset.test = "range-picker";
+  el.innerHTML = RANGES.map((r) => `<button data-range="${r}" class="${r === current ? "on" : ""}" aria-pressed="${r === current}">${r === "all" ? "All" : r}</button>`).join("");
+  el.addEventListener("click", (e) => { const b = e.target.closest("button[data-range]"); if (b) onPick(b.dataset.range); });
+  return el;
 }

@@ -1,15 +1,21 @@
-// Flame graph on a canvas: root on top (icicle layout), zoom by click, search
+// Flame graph on a canvas: root at the bottom as in the SVG export (or on
+// top, "icicle", by a toggle the browser remembers), zoom by click, search
 // highlight, hover details. Built for 100k-frame trees: only frames wider than
 // half a pixel are visited, and runs of tinier siblings are drawn as one grey
 // block, so a frame costs nothing once it is too small to see.
 //
 // Data is the API's tree: {names: [...], root: {n, v, b?, c?: [...], m?}},
 // n indexing names, v the value, b the base value in a diff (then colours
-// show growth and shrinkage), m the count of merged small frames.
+// show growth and shrinkage), m the count of merged small frames. In a diff a
+// frame is as wide as the larger of its two values (and at least as wide as
+// its callees together), so stacks that vanished in B still show.
 import { fmtValue, fmtPct, esc, showTooltip, hideTooltip } from "./util.js";
 
 const ROW = 18;
 const MIN_W = 0.5;
+const ORIENT_KEY = "heapfleet.flame.icicle";
+export function flameIcicle() { return localStorage.getItem(ORIENT_KEY) === "1"; }
+export function setFlameIcicle(on) { localStorage.setItem(ORIENT_KEY, on ? "1" : "0"); }
 
 export class FlameGraph {
   constructor(container, opts = {}) {
@@ -42,6 +48,17 @@ export class FlameGraph {
     this.root = data.root;
     this.unit = unit || data.unit || "bytes";
     this.diff = this.root.b !== undefined;
+    this.icicle = this.opts.icicle !== undefined ? this.opts.icicle : flameIcicle();
+    // Widths: v, or in a diff the larger side, never narrower than the
+    // callees together (post-order over an explicit stack).
+    const post = [], st = [this.root];
+    while (st.length) { const nd = st.pop(); post.push(nd); if (nd.c) for (const ch of nd.c) st.push(ch); }
+    for (let i = post.length - 1; i >= 0; i--) {
+      const nd = post[i];
+      let w = this.diff ? Math.max(nd.v, nd.b || 0) : nd.v;
+      if (this.diff && nd.c) { let sum = 0; for (const ch of nd.c) sum += ch.w; if (sum > w) w = sum; }
+      nd.w = w;
+    }
     // One pass: parents, absolute offsets, depth.
     let maxDepth = 0, count = 0;
     const stack = [[this.root, null, 0, 0]];
@@ -51,16 +68,38 @@ export class FlameGraph {
       if (depth > maxDepth) maxDepth = depth;
       if (node.c) {
         let off = x;
-        for (const ch of node.c) { stack.push([ch, node, off, depth + 1]); off += ch.v; }
+        for (const ch of node.c) { stack.push([ch, node, off, depth + 1]); off += ch.w; }
       }
     }
     this.maxDepth = maxDepth;
     this.count = count;
     this.zoom = this.root;
     this.searchTotal = 0;
+    this.canvas.dataset.orientation = this.icicle ? "icicle" : "flame";
+    // Where row `depth` is drawn (CSS pixels, centre), for tests and tools.
+    this.canvas.rowY = (depth) => this.rowTop(depth) + ROW / 2;
+    // The first frame named `name` (breadth first): value, base, drawn width.
+    this.canvas.frameInfo = (name) => {
+      const q = [this.root];
+      while (q.length) {
+        const nd = q.shift();
+        if (nd !== this.root && !nd.m && this.names[nd.n] === name) return { v: nd.v, b: nd.b, w: nd.w, depth: nd.d };
+        if (nd.c) q.push(...nd.c);
+      }
+      return null;
+    };
+    this.canvas.frameCount = count;
     this.draw();
     this.updateInfo();
   }
+
+  setIcicle(on) {
+    this.icicle = on;
+    this.canvas.dataset.orientation = on ? "icicle" : "flame";
+    this.draw();
+  }
+
+  rowTop(depth) { return this.icicle ? depth * ROW + 1 : (this.maxDepth - depth) * ROW + 1; }
 
   name(node) {
     if (node.m) return `${node.m} small frames`;
@@ -146,19 +185,19 @@ export class FlameGraph {
     if (!this.charW) this.charW = ctx.measureText("MMMMMMMMMM").width / 10;
     this.rects = [];
     const z = this.zoom;
-    const scale = z.v > 0 ? W / z.v : 0;
+    const scale = z.w > 0 ? W / z.w : 0;
     const x0 = z.x;
     // Ancestors of the zoomed frame span the whole width, dimmed.
     for (let a = z.p; a; a = a.p) this.box(a, 0, W, a.d, true);
     const stack = [z];
     while (stack.length) {
       const node = stack.pop();
-      const px = (node.x - x0) * scale, pw = node.v * scale;
+      const px = (node.x - x0) * scale, pw = node.w * scale;
       this.box(node, px, pw, node.d, false);
       if (!node.c) continue;
       let runX = -1, runW = 0;
       for (const ch of node.c) {
-        const cw = ch.v * scale;
+        const cw = ch.w * scale;
         if (cw >= MIN_W && !ch.m) {
           if (runW > 0) { this.tiny(runX, runW, ch.d); runW = 0; }
           stack.push(ch);
@@ -175,11 +214,11 @@ export class FlameGraph {
     if (w < 0.2) return;
     const ctx = this.ctx;
     ctx.fillStyle = "#d5d9e0";
-    ctx.fillRect(x, depth * ROW + 1, Math.max(w - 0.5, 0.5), ROW - 2);
+    ctx.fillRect(x, this.rowTop(depth), Math.max(w - 0.5, 0.5), ROW - 2);
   }
 
   box(node, x, w, depth, dim) {
-    const ctx = this.ctx, y = depth * ROW + 1;
+    const ctx = this.ctx, y = this.rowTop(depth);
     const searchDim = this.search && !this.matches(node);
     ctx.fillStyle = this.color(node, searchDim);
     ctx.globalAlpha = dim ? 0.55 : 1;
@@ -189,7 +228,7 @@ export class FlameGraph {
       ctx.strokeRect(x + 0.75, y + 0.75, Math.max(w - 2.5, 0.5), ROW - 3.5);
     }
     if (w > 28) {
-      const label = node === this.root ? `all (${fmtValue(node.v, this.unit)})` : this.name(node);
+      const label = node === this.root ? `${this.opts.namedRoot ? this.name(node) : "all"} (${fmtValue(node.v, this.unit)})` : this.name(node);
       const max = Math.floor((w - 8) / this.charW);
       if (max >= 2) {
         ctx.fillStyle = this.search && searchDim ? "#9aa1ad" : (this.search ? "#fff" : "#1d2330");
@@ -254,4 +293,78 @@ export class FlameGraph {
     }
     this.info.innerHTML = parts.join("");
   }
+}
+
+// ---- tree transforms (the API's {names, root} trees, new objects) ----------
+
+// Children lists merged by frame name, values summed, recursively.
+function mergeNodes(list) {
+  const by = new Map();
+  for (const nd of list) {
+    const k = nd.m ? -1 - by.size : nd.n; // merged small frames stay apart
+    const have = by.get(k);
+    if (!have) by.set(k, { n: nd.n, v: nd.v, ...(nd.m ? { m: nd.m } : {}), kids: nd.c ? [...nd.c] : [] });
+    else { have.v += nd.v; if (nd.c) have.kids.push(...nd.c); }
+  }
+  return [...by.values()].map((x) => {
+    const out = { n: x.n, v: x.v };
+    if (x.m) out.m = x.m;
+    if (x.kids.length) out.c = mergeNodes(x.kids);
+    return out;
+  }).sort((a, b) => (a.n - b.n));
+}
+
+// pprof's hide: frames whose name matches `re` are taken out of every stack;
+// their callees move up to the caller (merged by name), their own bytes stay
+// with the caller.
+export function hideFrames(data, re) {
+  const strip = (nd) => {
+    const out = [];
+    for (const ch of nd.c || []) {
+      if (!ch.m && re.test(data.names[ch.n])) out.push(...strip(ch));
+      else out.push(keep(ch));
+    }
+    return out;
+  };
+  const keep = (nd) => {
+    const o = { n: nd.n, v: nd.v };
+    if (nd.m) o.m = nd.m;
+    if (nd.c) { const k = strip(nd); if (k.length) o.c = mergeNodes(k); }
+    return o;
+  };
+  return { ...data, root: keep(data.root) };
+}
+
+// A sandwich around one function: its callers (inverted: the function at the
+// root, its callers above it) and its callees (every call of it merged). A
+// recursive call counts once, at its outermost frame.
+export function sandwich(data, name) {
+  const idx = data.names.indexOf(name);
+  if (idx < 0) return null;
+  const occ = [];
+  const st = [[data.root, []]];
+  while (st.length) {
+    const [nd, path] = st.pop();
+    if (nd !== data.root && nd.n === idx && !nd.m) { occ.push([nd, path]); continue; }
+    const p2 = nd === data.root ? [] : [...path, nd.n];
+    for (const ch of nd.c || []) st.push([ch, p2]);
+  }
+  if (!occ.length) return null;
+  const total = occ.reduce((s, [nd]) => s + nd.v, 0);
+  const calleeKids = [];
+  for (const [nd] of occ) if (nd.c) calleeKids.push(...nd.c);
+  const callees = { n: idx, v: total };
+  if (calleeKids.length) callees.c = mergeNodes(calleeKids);
+  const callers = { n: idx, v: total, c: [] };
+  for (const [nd, path] of occ) {
+    let cur = callers;
+    for (let i = path.length - 1; i >= 0; i--) {
+      let ch = cur.c.find((x) => x.n === path[i]);
+      if (!ch) { ch = { n: path[i], v: 0, c: [] }; cur.c.push(ch); }
+      ch.v += nd.v;
+      cur = ch;
+    }
+  }
+  const tidy = (nd) => { if (nd.c && !nd.c.length) delete nd.c; else if (nd.c) { nd.c.sort((a, b) => a.n - b.n); nd.c.forEach(tidy); } return nd; };
+  return { total, calls: occ.length, callers: { names: data.names, root: tidy(callers) }, callees: { names: data.names, root: callees } };
 }

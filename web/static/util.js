@@ -7,15 +7,46 @@ export class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-export async function api(path) {
+// One prompt per browser tab, however many requests get a 401 at once: they
+// all wait for the same answer (the snapshot page loads four things in
+// parallel). A wrong token clears the stored one and asks once more.
+let tokenAsk = null;
+function askToken(rejected) {
+  if (!tokenAsk) {
+    tokenAsk = new Promise((resolve) => {
+      if (rejected) sessionStorage.removeItem(TOKEN_KEY);
+      const t = window.prompt(rejected ? "That token was refused. This heapfleet server needs a token (the contents of its --token-file):"
+        : "This heapfleet server needs a token (the contents of its --token-file):");
+      if (t) sessionStorage.setItem(TOKEN_KEY, t.trim());
+      resolve(!!t);
+    }).finally(() => { setTimeout(() => { tokenAsk = null; }, 0); });
+  }
+  return tokenAsk;
+}
+
+function authHeaders() {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = "Bearer " + token;
-  const res = await fetch(path, { headers });
+  return headers;
+}
+
+// fetch with the token; on a 401 ask (once for all concurrent callers) and
+// retry once.
+export async function authFetch(path, init = {}) {
+  const sent = sessionStorage.getItem(TOKEN_KEY);
+  let res = await fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
   if (res.status === 401) {
-    const t = window.prompt("This heapfleet server needs a token (the contents of its --token-file):");
-    if (t) { sessionStorage.setItem(TOKEN_KEY, t.trim()); return api(path); }
+    // Another request may have stored a token meanwhile: use it.
+    const now = sessionStorage.getItem(TOKEN_KEY);
+    if (now && now !== sent) return fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
+    if (await askToken(!!sent)) res = await fetch(path, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
   }
+  return res;
+}
+
+export async function api(path, init) {
+  const res = await authFetch(path, init);
   const type = res.headers.get("content-type") || "";
   if (!res.ok) {
     let msg = res.statusText;
@@ -29,10 +60,7 @@ export async function api(path) {
 
 // Download through fetch so the token header goes along and errors show.
 export async function download(path, fallbackName) {
-  const headers = {};
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  const res = await fetch(path, { headers });
+  const res = await authFetch(path);
   if (!res.ok) {
     let msg = res.statusText;
     try { msg = (await res.json()).error || msg; } catch (e) { /* keep */ }
@@ -76,11 +104,33 @@ export function fmtPct(x) {
   const p = x * 100;
   return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + "%";
 }
-export function fmtTime(ms) {
-  if (!ms) return "–";
+// Times are UTC unless the user picks local time (kept per browser); every
+// label names its zone.
+const ZONE_KEY = "heapfleet.localtime";
+export function useLocalTime() { return localStorage.getItem(ZONE_KEY) === "1"; }
+export function setLocalTime(on) { localStorage.setItem(ZONE_KEY, on ? "1" : "0"); }
+export function zoneName() {
+  if (!useLocalTime()) return "UTC";
+  const off = -new Date().getTimezoneOffset();
+  if (off === 0) return "local (UTC+00:00)";
+  const a = Math.abs(off);
+  return `local (UTC${off < 0 ? "−" : "+"}${String(Math.floor(a / 60)).padStart(2, "0")}:${String(a % 60).padStart(2, "0")})`;
+}
+// Calendar fields of ms in the chosen zone.
+export function timeParts(ms) {
   const d = new Date(ms);
-  const pad = (x) => String(x).padStart(2, "0");
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return useLocalTime()
+    ? { y: d.getFullYear(), mo: d.getMonth() + 1, d: d.getDate(), h: d.getHours(), mi: d.getMinutes(), s: d.getSeconds() }
+    : { y: d.getUTCFullYear(), mo: d.getUTCMonth() + 1, d: d.getUTCDate(), h: d.getUTCHours(), mi: d.getUTCMinutes(), s: d.getUTCSeconds() };
+}
+const pad2 = (x) => String(x).padStart(2, "0");
+// "2026-11-22 07:00 UTC" (zone: false leaves the zone off, for tables under
+// a header that names it).
+export function fmtTime(ms, zone = true) {
+  if (!ms) return "–";
+  const p = timeParts(ms);
+  const z = zone ? " " + (useLocalTime() ? "local" : "UTC") : "";
+  return `${p.y}-${pad2(p.mo)}-${pad2(p.d)} ${pad2(p.h)}:${pad2(p.mi)}${z}`;
 }
 export function relTime(ms) {
   if (!ms) return "never";
@@ -144,7 +194,7 @@ export function sortableTable(container, columns, rows, opts = {}) {
     });
     const head = columns.map((c) => `<th data-sort="${c.key}" class="${c.num ? "num" : ""} ${c.key === sortKey ? "sorted" + (asc ? " asc" : "") : ""}">${esc(c.label)}</th>`).join("");
     const body = sorted.slice(0, limit).map((i) => rows[i]).map((r, k) => `<tr class="${opts.onRow ? "clickable" : ""}" data-i="${sorted[k]}">` +
-      columns.map((c) => `<td class="${c.num ? "num" : ""} ${c.cls || ""}" ${c.title ? `title="${esc(c.title(r))}"` : ""}>${c.fmt ? c.fmt(r) : esc(get(r))}</td>`).join("") + "</tr>").join("");
+      columns.map((c) => `<td class="${c.num ? "num" : ""} ${c.cls || ""}" ${c.title ? `title="${esc(c.title(r))}"` : ""}>${c.fmt ? c.fmt(r) : esc((c.get || ((x) => x[c.key]))(r))}</td>`).join("") + "</tr>").join("");
     container.innerHTML = `<table class="grid" ${opts.testid ? `data-test="${opts.testid}"` : ""}><thead><tr>${head}</tr></thead><tbody>${body || `<tr><td colspan="${columns.length}" class="empty">Nothing to show.</td></tr>`}</tbody></table>` +
       (sorted.length > limit ? `<div class="muted small" style="padding:8px 12px">Showing ${limit} of ${sorted.length} rows.</div>` : "");
   };

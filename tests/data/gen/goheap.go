@@ -6,20 +6,27 @@
 //	main.segmentCache       keeps 32 x 16384 bytes (inlined helper main.newSegment)
 //	main.transient          allocates and drops 100 x 1024 bytes
 //
-// Usage: go run goheap.go OUT.pb.gz   (see tests/data/README.md)
+// Usage: go run goheap.go OUT.pb.gz [RATE SCALE]   (see tests/data/README.md)
+//
+// RATE sets runtime.MemProfileRate (default 1, every allocation); SCALE
+// multiplies every count above, so that a sampled profile (Go's default
+// rate, 524288) still has samples on each path.
 package main
 
 import (
 	"os"
+	"strconv"
 	"runtime"
 	"runtime/pprof"
 )
 
 var kept [][]byte
 
+var scale = 1
+
 //go:noinline
 func leakTabletSchema() {
-	for i := 0; i < 64; i++ {
+	for i := 0; i < 64*scale; i++ {
 		kept = append(kept, make([]byte, 4096))
 	}
 }
@@ -28,7 +35,7 @@ func newSegment() []byte { return make([]byte, 16384) }
 
 //go:noinline
 func segmentCache() {
-	for i := 0; i < 32; i++ {
+	for i := 0; i < 32*scale; i++ {
 		kept = append(kept, newSegment())
 	}
 }
@@ -37,7 +44,7 @@ var sink []byte
 
 //go:noinline
 func transient() {
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 100*scale; i++ {
 		sink = make([]byte, 1024)
 	}
 	sink = nil
@@ -45,7 +52,16 @@ func transient() {
 
 func main() {
 	runtime.MemProfileRate = 1
-	kept = make([][]byte, 0, 256)
+	if len(os.Args) > 3 {
+		rate, err1 := strconv.Atoi(os.Args[2])
+		n, err2 := strconv.Atoi(os.Args[3])
+		if err1 != nil || err2 != nil || rate < 1 || n < 1 {
+			panic("usage: goheap OUT.pb.gz [RATE SCALE]")
+		}
+		runtime.MemProfileRate = rate
+		scale = n
+	}
+	kept = make([][]byte, 0, 256*scale)
 	leakTabletSchema()
 	segmentCache()
 	transient()

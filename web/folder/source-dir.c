@@ -4,7 +4,9 @@
  * Optional per node: DIR/NODE/.kind (one word: doris, starrocks, ...) and
  * DIR/NODE/.error (the node's last failure in words; its presence marks the
  * node "failing"), so the UI's fleet states can be exercised without a
- * collector. Dotfiles are never snapshots.
+ * collector. Dotfiles are never snapshots. FILE.figures beside a profile
+ * holds its node figures (Prometheus, bvar or `name value` lines, as
+ * `query --files` reads them), which discrepancy and /metrics use.
  *
  * Invariants: entries (one per NODE/FILE ever seen) are only appended, so a
  * snapshot's id (index + 1) is stable while the source lives; a rescan runs
@@ -18,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "collector/ingest/ingest.h"
 #include "collector/sym/sym.h"
-#include "web/web.h"
+#include "query/query.h"
+#include "web/folder/folder.h"
 
 #define DIR_MAX_NODES 100000
 #define DIR_MAX_FILES 100000
@@ -150,7 +154,7 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
     uint64_t now = hp_now_ns();
     if (d->scanned && now - d->scanned_ns < DIR_RESCAN_NS)
         return 0;
-    DIR *top = opendir(d->dir);
+    DIR *top = hp_opendir(d->dir);
     if (!top) {
         hp_err_printf(err, "%s: %s", d->dir, strerror(errno));
         return HP_ERR(errno);
@@ -190,9 +194,10 @@ static int scan(struct web_source_dir *d, struct hp_buf *err)
          * ids in the order they were taken (readdir order is arbitrary). */
         struct fileinfo *files = NULL;
         size_t nfiles = 0, fcap = 0;
-        DIR *sub = opendir(ndir);
+        DIR *sub = hp_opendir(ndir);
         while (sub && (de = readdir(sub)) != NULL && nfiles < DIR_MAX_FILES) {
-            if (de->d_name[0] == '.')
+            size_t dl = strlen(de->d_name);
+            if (de->d_name[0] == '.' || (dl > 8 && strcmp(de->d_name + dl - 8, ".figures") == 0))
                 continue;
             char *fp = hp_xasprintf("%s/%s", ndir, de->d_name);
             struct stat st;
@@ -308,6 +313,7 @@ static void info_fill(const struct web_source_dir *d, uint32_t idx, struct hp_ar
         s->total[k] = e->have_totals ? e->total[k] : NAN;
     s->fig.rss = s->fig.je_allocated = s->fig.je_active = s->fig.je_resident = NAN;
     s->fig.je_metadata = s->fig.je_retained = s->fig.tracker_total = NAN;
+    s->fig.symbolized_ratio = NAN;
 }
 
 /* ---- ops ------------------------------------------------------------------------- */
@@ -395,6 +401,27 @@ static int dir_list_snapshots(void *ctx, const char *node, int64_t since_ms, siz
     return 0;
 }
 
+/* FILE.figures, when present and readable, as the snapshot's raw figures;
+ * a file that does not parse is ignored (the profile is still served). */
+static void figures_fill(const char *path, struct hp_arena *a, struct web_snapshot_info *info)
+{
+    char *fp = hp_xasprintf("%s.figures", path), *text = NULL;
+    size_t len = 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct query_figure *figs = NULL;
+    size_t n = 0;
+    if (access(fp, R_OK) == 0 && hp_file_read(fp, 1u << 20, &text, &len, &err) == 0 &&
+        query_figures_parse(text, len, fp, a, &figs, &n, &err) == 0 && n) {
+        info->raw = hp_arena_alloc(a, n * sizeof(*info->raw));
+        for (size_t i = 0; i < n; i++)
+            info->raw[i] = (struct web_raw_figure){ figs[i].name, figs[i].value };
+        info->nraw = n;
+    }
+    free(text);
+    free(fp);
+    hp_buf_release(&err);
+}
+
 static int dir_load(void *ctx, const struct web_selector *sel, struct hp_arena *a,
                     struct web_snapshot_info *ret_info, struct profile **ret_profile,
                     struct hp_buf *err)
@@ -453,11 +480,12 @@ static int dir_load(void *ctx, const struct web_selector *sel, struct hp_arena *
         d->sym = sym_new(NULL);
     (void)sym_profile(d->sym, p, NULL, NULL);
     pthread_mutex_unlock(&d->sym_mu);
-    free(path);
     pthread_mutex_lock(&d->mu);
     store_totals(d, (uint32_t)idx, p, mt, sz);
     info_fill(d, (uint32_t)idx, a, ret_info);
     pthread_mutex_unlock(&d->mu);
+    figures_fill(path, a, ret_info);
+    free(path);
     *ret_profile = p;
     return 0;
 }

@@ -1,0 +1,153 @@
+#!/bin/sh
+# Collectors sharing a fleet through PostgreSQL (issue 19): three collectors
+# with the same node list poll each of 12 fake nodes exactly once per round
+# between them; one is killed (SIGKILL) and the other two take its nodes
+# within one interval plus the lease; PostgreSQL restarts mid-round and
+# nothing stored before is lost while polling resumes. The database is the
+# witness: every poll leaves exactly one snapshot row (ok or failed).
+#   fleet.sh COLLECTOR FAKENODE QUERY
+set -eu
+C=$(realpath "$1")
+F=$(realpath "$2")
+Q=$(realpath "$3")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pg-env.sh"
+T=$(mktemp -d /tmp/hffleet.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [ -n "${KEEP:-}" ] || pg_stop
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    for f in "$T"/c*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
+    exit 1
+}
+pg_start "$T/pg"
+cd "$T"
+IV=5000      # --interval, ms
+LEASE=2000   # --lease, ms
+N=12
+
+"$F" --list be.list --dir dumps --cache --stacks 8 starrocksx$N >ports.txt 2>fakenode.err &
+PIDS="$PIDS $!"
+i=0
+while ! grep -q ready ports.txt 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q ready ports.txt || fail "fakenode did not start: $(cat fakenode.err)"
+
+# A port free a moment ago; another test may take it before c1 listens, so
+# c1 is started again on a new one when its listen fails.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+start_collector() {
+    tries=0
+    while :; do
+        listen=off
+        if [ "$1" = c1 ]; then
+            WEBPORT=$(free_port)
+            listen=127.0.0.1:$WEBPORT
+        fi
+        "$C" --nodes be.list --db "$PGURI" --interval 5s --lease 2s --collector-id "$1" \
+            --listen $listen --retain 0 --thin-after 0 --no-progress >"$1.log" 2>&1 &
+        pid=$!
+        echo $pid >"$1.pid"
+        [ "$1" = c1 ] || break
+        i=0
+        while [ $i -lt 20 ] && kill -0 $pid 2>/dev/null && ! grep -q "listening\|address already in use" "$1.log"; do
+            sleep 0.1; i=$((i + 1))
+        done
+        grep -q "address already in use" "$1.log" && [ $tries -lt 5 ] || break
+        wait $pid 2>/dev/null
+        tries=$((tries + 1))
+    done
+    PIDS="$PIDS $pid"
+}
+sql() { pg_psql -c "$1"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# Wait until round key $1 is over (its start + interval + a margin).
+wait_round_end() {
+    end=$((($1 + 1) * IV + 1500))
+    while [ "$(now_ms)" -lt "$end" ]; do sleep 0.2; done
+}
+# Rounds in [$1, $2] (keys): every node polled exactly once in each.
+check_rounds() {
+    bad=$(sql "SELECT n.name || ' round ' || (s.taken_at / $IV) || ': ' || count(*)
+               FROM snapshots s JOIN nodes n ON n.id = s.node_id
+               WHERE s.taken_at / $IV BETWEEN $1 AND $2
+               GROUP BY n.name, s.taken_at / $IV HAVING count(*) <> 1")
+    [ -z "$bad" ] || fail "$3: polled more than once in a round: $bad"
+    for k in $(seq "$1" "$2"); do
+        got=$(sql "SELECT count(DISTINCT node_id) FROM snapshots WHERE taken_at / $IV = $k")
+        [ "$got" = $N ] || fail "$3: round $k polled $got of $N nodes"
+    done
+}
+claimers() {
+    sql "SELECT string_agg(DISTINCT collector, ',' ORDER BY collector) FROM poll_claims
+         WHERE round_key BETWEEN $1 AND $2"
+}
+
+# ---- three collectors ----
+start_collector c1
+start_collector c2
+start_collector c3
+# The first round is slow (a cold symbolizer on a loaded machine): count
+# from the round after every collector finished one.
+i=0
+while [ $i -lt 600 ]; do
+    done3=0
+    for c in c1 c2 c3; do grep -q 'msg="round finished"' $c.log && done3=$((done3 + 1)); done
+    [ $done3 = 3 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+[ $done3 = 3 ] || fail "collectors did not finish a first round"
+k0=$(( $(now_ms) / IV + 1 ))
+wait_round_end $((k0 + 2))
+check_rounds $k0 $((k0 + 2)) "three collectors"
+[ "$(claimers $k0 $((k0 + 2)))" = "c1,c2,c3" ] ||
+    fail "three collectors: the work is not shared: $(claimers $k0 $((k0 + 2)))"
+echo "ok: 3 collectors, rounds $k0..$((k0 + 2)): each of $N nodes once per round"
+
+# ---- one killed: the other two take its nodes ----
+kill -9 "$(cat c3.pid)"
+killed=$(now_ms)
+# Taken over within one interval plus the lease: the first round starting
+# after killed + lease, and every one after.
+k1=$(( (killed + LEASE) / IV + 1 ))
+wait_round_end $((k1 + 1))
+check_rounds $k1 $((k1 + 1)) "after c3 was killed"
+[ "$(claimers $k1 $((k1 + 1)))" = "c1,c2" ] ||
+    fail "after the kill: rounds claimed by $(claimers $k1 $((k1 + 1)))"
+"$Q" collectors --db "$PGURI" >collectors.txt
+grep -q "^c3 .* dead" collectors.txt || fail "query collectors: c3 not dead: $(cat collectors.txt)"
+grep -q "^c1 .* alive" collectors.txt || fail "query collectors: c1 not alive: $(cat collectors.txt)"
+# /metrics of c1 shows itself and the whole fleet's health.
+curl -fsS "http://127.0.0.1:$WEBPORT/metrics" >metrics.txt || fail "GET /metrics"
+grep -q '^heapfleet_collector_info{collector="c1",' metrics.txt || fail "/metrics: no identity"
+grep -q '^heapfleet_fleet_collector_up{collector="c3",.*} 0$' metrics.txt ||
+    fail "/metrics: c3 not down: $(grep fleet_collector_up metrics.txt)"
+grep -q '^heapfleet_fleet_collector_up{collector="c2",.*} 1$' metrics.txt ||
+    fail "/metrics: c2 not up: $(grep fleet_collector_up metrics.txt)"
+echo "ok: c3 killed; its nodes taken over from round $k1 (killed at $killed ms)"
+
+# ---- PostgreSQL restarts mid-round ----
+before=$(sql "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
+              coalesce(sum(length(coalesce(error, ''))), 0) FROM snapshots")
+maxid=${before#* }; maxid=${maxid%% *}
+# Mid-round: a little after a round start.
+k2=$(( $(now_ms) / IV + 1 ))
+while [ "$(now_ms)" -lt $((k2 * IV + 200)) ]; do sleep 0.05; done
+pg_restart
+k3=$(( $(now_ms) / IV + 1 ))
+wait_round_end $((k3 + 1))
+after=$(sql "SELECT count(*) || ' ' || max(id) || ' ' ||
+             coalesce(sum(length(coalesce(error, ''))), 0) FROM snapshots WHERE id <= $maxid")
+[ "$after" = "$before" ] || fail "rows stored before the restart changed: $before -> $after"
+check_rounds $k3 $((k3 + 1)) "after the PostgreSQL restart"
+grep -q "err=" c1.log c2.log || true
+"$Q" check --db "$PGURI" >/dev/null 2>&1 || true
+echo "ok: PostgreSQL restarted in round $k2; nothing lost; rounds $k3.. complete"
