@@ -25,7 +25,12 @@
  *
  * The workload advances one "tick" every --tick seconds, and on
  * GET /demo/tick (the demo's backdated history drives ticks itself, with
- * --tick 0). Output: "ready http=PORT brpc=PORT" on stdout once listening.
+ * --tick 0). A tick stands for 15 minutes of the node's life unless
+ * GET /demo/tick?minutes=M says otherwise: the metadata cache sees new
+ * tablets at a rate per minute, so a leak grows along the clock whether the
+ * ticks come from the backdated past (15 minutes each) or from the live
+ * demo (seconds each), and a time fit sees one straight line.
+ * Output: "ready http=PORT brpc=PORT" on stdout once listening.
  *
  *   dbnode --kind doris|starrocks --role ROLE --dir DIR [--port P] [--brpc-port P]
  *          [--tick SECONDS] [--scale MIB]
@@ -94,12 +99,12 @@ struct Block {
     size_t n = 0;
     std::atomic<int64_t> *tracker = nullptr;
     Block() = default;
-    /* Always inlined: the database function that asked for the memory is
-     * the leaf of the recorded stack, as in the real servers. */
-    __attribute__((always_inline)) Block(size_t size, std::atomic<int64_t> *t)
-        : n(size), tracker(t)
+    /* The memory comes from DEMO_BLOCK's malloc, called in the database
+     * function itself, so that function is the leaf of the recorded stack
+     * as in the real servers (an inlined constructor would still be a frame
+     * of its own once the symbolizer expands inlines). */
+    Block(char *mem, size_t size, std::atomic<int64_t> *t) : p(mem), n(size), tracker(t)
     {
-        p = static_cast<char *>(malloc(n));
         if (!p) {
             fprintf(stderr, "dbnode: out of memory (%zu bytes)\n", n);
             abort();
@@ -118,6 +123,8 @@ struct Block {
     }
 };
 using BlockPtr = std::unique_ptr<Block>;
+/* A new Block of `size` bytes counted on tracker `t` (may be null). */
+#define DEMO_BLOCK(size, t) (new demo::Block(static_cast<char *>(malloc(size)), (size), (t)))
 
 } // namespace demo
 
@@ -132,7 +139,7 @@ public:
     NOINLINE void init_from_pb(size_t columns)
     {
         for (size_t i = 0; i < columns; i++)
-            _columns.emplace_back(new demo::Block(demo::opt.scale / 4, &demo::trackers.metadata));
+            _columns.emplace_back(DEMO_BLOCK(demo::opt.scale / 4, &demo::trackers.metadata));
     }
     std::vector<demo::BlockPtr> _columns;
 };
@@ -166,7 +173,7 @@ public:
     }
     NOINLINE void _load_index()
     {
-        _index.reset(new demo::Block(demo::opt.scale / 2, &demo::trackers.metadata));
+        _index.reset(DEMO_BLOCK(demo::opt.scale / 2, &demo::trackers.metadata));
     }
     uint64_t _id = 0;
     demo::BlockPtr _index;
@@ -177,7 +184,7 @@ class StoragePageCache {
 public:
     NOINLINE void insert(uint64_t key)
     {
-        _pages.emplace_back(key, std::make_unique<demo::Block>(demo::opt.scale, &demo::trackers.cache));
+        _pages.emplace_back(key, demo::BlockPtr(DEMO_BLOCK(demo::opt.scale, &demo::trackers.cache)));
         while (_pages.size() > 12)
             _pages.pop_front();
     }
@@ -194,7 +201,7 @@ public:
          * that forgot to switch to the query's thread context). */
         auto *t = demo::opt.role == demo::Role::undercount ? nullptr : &demo::trackers.query;
         for (size_t i = 0; i < rows_mib; i++)
-            _hash_table.emplace_back(new demo::Block(demo::opt.scale, t));
+            _hash_table.emplace_back(DEMO_BLOCK(demo::opt.scale, t));
     }
     std::vector<demo::BlockPtr> _hash_table;
 };
@@ -203,7 +210,7 @@ public:
     NOINLINE void _execute_with_serialized_key(size_t mib)
     {
         for (size_t i = 0; i < mib; i++)
-            _agg_arena.emplace_back(new demo::Block(demo::opt.scale, &demo::trackers.query));
+            _agg_arena.emplace_back(DEMO_BLOCK(demo::opt.scale, &demo::trackers.query));
     }
     std::vector<demo::BlockPtr> _agg_arena;
 };
@@ -223,7 +230,7 @@ public:
     NOINLINE void _init_columns(size_t columns)
     {
         for (size_t i = 0; i < columns; i++)
-            _cols.emplace_back(new demo::Block(demo::opt.scale / 4, &demo::trackers.metadata));
+            _cols.emplace_back(DEMO_BLOCK(demo::opt.scale / 4, &demo::trackers.metadata));
     }
     std::vector<demo::BlockPtr> _cols;
 };
@@ -250,7 +257,7 @@ public:
     NOINLINE static std::unique_ptr<Segment> open(uint64_t id)
     {
         auto s = std::make_unique<Segment>();
-        s->_short_key_index.reset(new demo::Block(demo::opt.scale / 2, &demo::trackers.metadata));
+        s->_short_key_index.reset(DEMO_BLOCK(demo::opt.scale / 2, &demo::trackers.metadata));
         (void)id;
         return s;
     }
@@ -261,7 +268,7 @@ class StoragePageCache {
 public:
     NOINLINE void insert(uint64_t key)
     {
-        _pages.emplace_back(key, std::make_unique<demo::Block>(demo::opt.scale, &demo::trackers.cache));
+        _pages.emplace_back(key, demo::BlockPtr(DEMO_BLOCK(demo::opt.scale, &demo::trackers.cache)));
         while (_pages.size() > 12)
             _pages.pop_front();
     }
@@ -274,7 +281,7 @@ public:
     {
         auto *t = demo::opt.role == demo::Role::undercount ? nullptr : &demo::trackers.query;
         for (size_t i = 0; i < mib; i++)
-            _buckets.emplace_back(new demo::Block(demo::opt.scale, t));
+            _buckets.emplace_back(DEMO_BLOCK(demo::opt.scale, t));
     }
     std::vector<demo::BlockPtr> _buckets;
 };
@@ -294,7 +301,7 @@ public:
     NOINLINE void push_chunk(size_t mib)
     {
         for (size_t i = 0; i < mib; i++)
-            _states.emplace_back(new demo::Block(demo::opt.scale, &demo::trackers.query));
+            _states.emplace_back(DEMO_BLOCK(demo::opt.scale, &demo::trackers.query));
     }
     std::vector<demo::BlockPtr> _states;
 };
@@ -327,10 +334,17 @@ size_t join_units() { return opt.role == Role::bigjoin ? 200 : opt.role == Role:
 
 /* One tick: a query finishes and a new one starts, segments are opened and
  * closed, pages come and go; the metadata cache sees new tablets. */
-NOINLINE void tick()
+NOINLINE void tick(double minutes)
 {
     std::lock_guard<std::mutex> g(work_mu);
     unsigned t = ticks++;
+    /* New tablets reach the metadata cache at 2 per 15 minutes of the
+     * node's life (see the header): whole inserts only, the rest carried. */
+    static double tablets_due;
+    static uint64_t next_tablet;
+    tablets_due += minutes * 2 / 15;
+    unsigned tablets = (unsigned)tablets_due;
+    tablets_due -= tablets;
     size_t agg = 2 + t % 3;
     if (opt.kind == Kind::doris) {
         auto q = std::make_unique<doris::QueryContext>();
@@ -352,8 +366,8 @@ NOINLINE void tick()
             while (doris_queries.size() > 2)
                 doris_queries.pop_front();
         }
-        for (int i = 0; i < 2; i++)
-            doris_schema_cache.insert((uint64_t)t * 2 + (uint64_t)i);
+        for (unsigned i = 0; i < tablets; i++)
+            doris_schema_cache.insert(next_tablet++);
         doris_segments.push_back(doris::segment_v2::Segment::open(t));
         while (doris_segments.size() > 8)
             doris_segments.pop_front();
@@ -377,8 +391,8 @@ NOINLINE void tick()
             while (sr_queries.size() > 2)
                 sr_queries.pop_front();
         }
-        for (int i = 0; i < 2; i++)
-            sr_meta_cache.cache_tablet_metadata((uint64_t)t * 2 + (uint64_t)i);
+        for (unsigned i = 0; i < tablets; i++)
+            sr_meta_cache.cache_tablet_metadata(next_tablet++);
         sr_segments.push_back(starrocks::Segment::open(t));
         while (sr_segments.size() > 8)
             sr_segments.pop_front();
@@ -391,6 +405,7 @@ NOINLINE void tick()
 std::mutex tick_mu;
 std::condition_variable tick_cv;
 unsigned ticks_wanted, ticks_done;
+std::deque<double> tick_minutes; /* what each wanted tick stands for */
 volatile sig_atomic_t stop;
 
 NOINLINE void executor_thread()
@@ -398,8 +413,13 @@ NOINLINE void executor_thread()
     std::unique_lock<std::mutex> l(tick_mu);
     while (!stop) {
         if (ticks_done < ticks_wanted) {
+            double minutes = 15;
+            if (!tick_minutes.empty()) {
+                minutes = tick_minutes.front();
+                tick_minutes.pop_front();
+            }
             l.unlock();
-            tick();
+            tick(minutes);
             l.lock();
             ticks_done++;
             tick_cv.notify_all();
@@ -409,10 +429,12 @@ NOINLINE void executor_thread()
     }
 }
 
-/* Asks for n ticks and waits until they are done. */
-void tick_wait(unsigned n)
+/* Asks for n ticks of `minutes` each and waits until they are done. */
+void tick_wait(unsigned n, double minutes = 15)
 {
     std::unique_lock<std::mutex> l(tick_mu);
+    for (unsigned i = 0; i < n; i++)
+        tick_minutes.push_back(minutes);
     unsigned want = ticks_wanted += n;
     tick_cv.notify_all();
     tick_cv.wait(l, [want] { return ticks_done >= want || stop; });
@@ -630,9 +652,19 @@ void serve(int fd, bool brpc)
         return;
     }
     std::string path = req.substr(sp1 + 1, sp2 - sp1 - 1);
+    std::string query = path.find('?') == std::string::npos ? "" : path.substr(path.find('?') + 1);
     path = path.substr(0, path.find('?'));
     if (path == "/demo/tick") { /* the demo's own control, not a database endpoint */
-        tick_wait(1);
+        double minutes = 15;
+        if (query.rfind("minutes=", 0) == 0) {
+            char *end;
+            minutes = strtod(query.c_str() + 8, &end);
+            if (*end || !(minutes >= 0 && minutes <= 1440)) {
+                reply(fd, 400, "Bad Request", "text/plain", "minutes=M: 0 to 1440\n");
+                return;
+            }
+        }
+        tick_wait(1, minutes);
         reply(fd, 200, "OK", "text/plain", "tick " + std::to_string(ticks) + "\n");
         return;
     }
@@ -779,7 +811,7 @@ int run(int argc, char **argv)
             for (int i = 0; i < (int)(opt.tick_s * 10) && !stop; i++)
                 usleep(100000);
             if (!stop)
-                tick_wait(1);
+                tick_wait(1, opt.tick_s / 60);
         }
     });
     struct pollfd pf[2] = {{http, POLLIN, 0}, {brpc, POLLIN, 0}};

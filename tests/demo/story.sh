@@ -123,9 +123,12 @@ databend 127.0.0.1:$(port databend-q-1) name=databend-q-1 metrics=127.0.0.1:$(fi
 agent $agent name=rw-cn-1 prefix=compute-node metrics=127.0.0.1:$(field "$work/rw-cn-1.out" metrics) cluster=risingwave
 EOF
 
+# tick_all [MINUTES]: one tick of every node's workload, standing for
+# MINUTES of its life (default 15: one backdated step), so the leak grows
+# along the clock in the past and live alike.
 tick_all() {
     for n in doris-be-1 doris-be-2 sr-be-1 sr-be-2 sr-be-3 databend-q-1 rw-cn-1; do
-        curl -fsS -o /dev/null "http://127.0.0.1:$(port $n)/demo/tick" || true
+        curl -fsS -o /dev/null "http://127.0.0.1:$(port $n)/demo/tick?minutes=${1:-15}" || true
     done
 }
 # RisingWave dumps into its folder when asked (the dashboard's "dump heap
@@ -172,7 +175,7 @@ rw_dump
     restarted=no
     while :; do
         sleep 10
-        tick_all
+        tick_all 0.1667
         rw_dump || true
         # keep the folders small: the newest few dumps of each kind
         for f in $(ls -t "$work"/rw/*.heap 2>/dev/null | tail -n +6) \
