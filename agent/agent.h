@@ -17,48 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/ingest/ingest.h"
 #include "store/hp.h"
 
 /* ---- dump file names ----------------------------------------------------- */
 
 #define AGENT_NAME_MAX 255 /* longest file name considered (NAME_MAX) */
-
-enum agent_dump_kind {
-    AGENT_DUMP_JEMALLOC,   /* <prefix>.<pid>.<seq>.<i|m|u><n>.heap, <prefix>.<pid>.<seq>.f.heap */
-    AGENT_DUMP_DORIS,      /* jeheap_dump.<time>.<pid>.<rand>.heap (Doris /jeheap/dump) */
-    AGENT_DUMP_RISINGWAVE, /* <YYYY-mm-dd-HH-MM-SS>.auto.heap / .manual.heap */
-    AGENT_DUMP_STARROCKS,  /* heap_profile.<pid>.<rand> (StarRocks /pprof/heap leftovers) */
-    AGENT_DUMP_HEAP,       /* any other <name>.heap (prof.dump with an explicit name) */
-};
-
-/* What jemalloc or the database says caused the dump. */
-enum agent_dump_trigger {
-    AGENT_TRIGGER_NONE,
-    AGENT_TRIGGER_INTERVAL, /* jemalloc 'i': lg_prof_interval */
-    AGENT_TRIGGER_MANUAL,   /* jemalloc 'm' (prof.dump without a name), RisingWave manual */
-    AGENT_TRIGGER_GDUMP,    /* jemalloc 'u': prof_gdump, a new high-water mark */
-    AGENT_TRIGGER_FINAL,    /* jemalloc 'f': prof_final at exit */
-    AGENT_TRIGGER_AUTO,     /* RisingWave auto dump at the memory threshold */
-};
-
-struct agent_dumpname {
-    enum agent_dump_kind kind;
-    enum agent_dump_trigger trigger;
-    size_t prefix_len; /* the name's first prefix_len bytes are its prefix ("" for RisingWave) */
-    int64_t pid;       /* -1 when the name has none */
-    int64_t seq;       /* jemalloc's dump sequence number, -1 when none */
-    int64_t trigger_seq; /* the number after i/m/u, -1 when none */
-    int64_t time;      /* Doris: unix seconds from the name; -1 when none */
-    int tm[6];         /* RisingWave: year, month, day, hour, minute, second (node local time) */
-};
-
-/* Parse a dump file name (not a path). 1 and *ret filled when it is a heap
- * dump name this agent serves, 0 when it is not (log files, temp files, ".",
- * names with control characters or bytes outside printable ASCII), never an
- * error: every other name is simply not a dump. */
-int agent_dumpname_parse(const char *name, size_t len, struct agent_dumpname *ret);
-const char *agent_dump_kind_name(enum agent_dump_kind k);
-const char *agent_dump_trigger_name(enum agent_dump_trigger t);
 
 /* ---- HTTP request pieces -------------------------------------------------- */
 
@@ -146,7 +110,7 @@ struct agent_dump {
     size_t folder; /* index into agent_folders.dir */
     uint64_t size;
     int64_t mtime_ns;
-    struct agent_dumpname parsed;
+    struct ingest_dumpname parsed;
 };
 
 /* Open each comma-separated folder (realpath, then O_DIRECTORY). */
@@ -175,7 +139,7 @@ int agent_dump_open_path(const struct agent_folders *f, const char *path, int *r
 /* 1 when the dump looks finished (a jemalloc text dump whose tail holds the
  * "MAPPED_LIBRARIES:" trailer, or any other kind), 0 when it is still being
  * written. Reads at most the last 1 MiB. */
-int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn);
+int agent_dump_complete(int fd, uint64_t size, const struct ingest_dumpname *dn);
 
 /* Housekeeping: in each folder, delete all but the newest `keep` dumps of each
  * prefix (kind + prefix). Logs every deletion. Returns the number deleted or a

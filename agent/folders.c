@@ -118,9 +118,9 @@ int agent_dumps_list(const struct agent_folders *f, struct agent_dump **ret, siz
         }
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
-            struct agent_dumpname dn;
+            struct ingest_dumpname dn;
             size_t nl = strlen(de->d_name);
-            if (!agent_dumpname_parse(de->d_name, nl, &dn))
+            if (!ingest_dumpname_parse(de->d_name, nl, &dn))
                 continue;
             struct stat st;
             if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -152,9 +152,9 @@ out:
 static int open_in_folder(const struct agent_folders *f, size_t i, const char *name,
                           int *ret_fd, struct agent_dump *ret, struct hp_buf *err)
 {
-    struct agent_dumpname dn;
+    struct ingest_dumpname dn;
     size_t nl = strlen(name);
-    if (!agent_dumpname_parse(name, nl, &dn)) {
+    if (!ingest_dumpname_parse(name, nl, &dn)) {
         hp_err_printf(err, "%s: not a heap dump file name", name);
         return HP_ERR(EACCES);
     }
@@ -324,13 +324,13 @@ static int tail_find(int fd, uint64_t size, size_t want, const char *needle, cha
     return 1;
 }
 
-int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn)
+int agent_dump_complete(int fd, uint64_t size, const struct ingest_dumpname *dn)
 {
     char *buf = NULL;
     size_t len;
     uint64_t off;
-    if (dn->kind != AGENT_DUMP_JEMALLOC && dn->kind != AGENT_DUMP_DORIS &&
-        dn->kind != AGENT_DUMP_RISINGWAVE && dn->kind != AGENT_DUMP_STARROCKS)
+    if (dn->kind != INGEST_DUMP_JEMALLOC && dn->kind != INGEST_DUMP_DORIS &&
+        dn->kind != INGEST_DUMP_RISINGWAVE && dn->kind != INGEST_DUMP_STARROCKS)
         return 1;
     int r = tail_find(fd, size, 1u << 20, "\nMAPPED_LIBRARIES:\n", &buf, &len, &off);
     free(buf);
@@ -343,7 +343,7 @@ int agent_dump_complete(int fd, uint64_t size, const struct agent_dumpname *dn)
  * memory limit cannot push them out. */
 static bool same_group(const struct agent_dump *a, const struct agent_dump *b)
 {
-    if (a->parsed.kind == AGENT_DUMP_RISINGWAVE && a->parsed.trigger != b->parsed.trigger)
+    if (a->parsed.kind == INGEST_DUMP_RISINGWAVE && a->parsed.trigger != b->parsed.trigger)
         return false;
     return a->folder == b->folder && a->parsed.kind == b->parsed.kind &&
            a->parsed.prefix_len == b->parsed.prefix_len &&

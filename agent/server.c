@@ -168,7 +168,7 @@ static void set_error_code(struct reqctx *c, int r, struct hp_buf *err)
 
 static json_t *dump_json(const struct agent *a, const struct agent_dump *d)
 {
-    const struct agent_dumpname *p = &d->parsed;
+    const struct ingest_dumpname *p = &d->parsed;
     json_t *o = json_object();
     json_object_set_new(o, "name", json_text(d->name));
     json_object_set_new(o, "folder", json_text(a->folders.dir[d->folder].path));
@@ -178,15 +178,15 @@ static json_t *dump_json(const struct agent *a, const struct agent_dump *d)
     json_object_set_new(o, "size", json_integer((json_int_t)d->size));
     json_object_set_new(o, "mtime", json_integer(d->mtime_ns / 1000000000));
     json_object_set_new(o, "mtime_ns", json_integer(d->mtime_ns));
-    json_object_set_new(o, "kind", json_string(agent_dump_kind_name(p->kind)));
+    json_object_set_new(o, "kind", json_string(ingest_dump_kind_name(p->kind)));
     json_object_set_new(o, "prefix", json_stringn(d->name, p->prefix_len));
-    json_object_set_new(o, "trigger", json_string(agent_dump_trigger_name(p->trigger)));
+    json_object_set_new(o, "trigger", json_string(ingest_dump_trigger_name(p->trigger)));
     json_object_set_new(o, "pid", p->pid >= 0 ? json_integer(p->pid) : json_null());
     json_object_set_new(o, "sequence", p->seq >= 0 ? json_integer(p->seq) : json_null());
     json_object_set_new(o, "trigger_sequence",
                         p->trigger_seq >= 0 ? json_integer(p->trigger_seq) : json_null());
     int64_t t = p->time;
-    if (p->kind == AGENT_DUMP_RISINGWAVE) {
+    if (p->kind == INGEST_DUMP_RISINGWAVE) {
         /* RisingWave names carry the node's local time (chrono Local). */
         struct tm tm = { .tm_year = p->tm[0] - 1900, .tm_mon = p->tm[1] - 1, .tm_mday = p->tm[2],
                          .tm_hour = p->tm[3], .tm_min = p->tm[4], .tm_sec = p->tm[5],

@@ -353,35 +353,20 @@ static int load_store(struct ainput *in, struct hp_buf *err)
     return r;
 }
 
-/* The pid in a jemalloc dump's name, <prefix>.<pid>.<seq>.<m|u|i|f>.heap
- * (jemalloc's prof_dump_filename), or 0: dumps of one process share it, so
- * leaks can tell process lifetimes apart. */
-static int64_t dump_name_pid(const char *path)
+/* What a dump's file name says (ingest_dumpname_parse): its pid, so
+ * leaks can tell process lifetimes apart, and the time Doris writes into
+ * it. *ret_pid 0 and *ret_time -1 when the name says nothing. */
+static void dump_name_info(const char *path, int64_t *ret_pid, int64_t *ret_time)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    size_t n = strlen(base);
-    if (n < 12 || strcmp(base + n - 5, ".heap") != 0)
-        return 0;
-    /* Walk back over ".heap", the kind letter, ".<seq>" and ".<pid>". */
-    const char *p = base + n - 5;
-    if (p - base < 2 || !strchr("muif", p[-1]) || p[-2] != '.')
-        return 0;
-    p -= 2;
-    const char *seq_end = p;
-    while (p > base && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    if (p == seq_end || p - base < 2 || p[-1] != '.')
-        return 0;
-    const char *pid_end = --p;
-    while (p > base && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    if (p == pid_end || p == base || p[-1] != '.')
-        return 0;
-    int64_t pid;
-    if (hp_parse_i64(p, (size_t)(pid_end - p), &pid) < 0 || pid <= 0)
-        return 0;
-    return pid;
+    struct ingest_dumpname d;
+    *ret_pid = 0;
+    *ret_time = -1;
+    if (ingest_dumpname_parse(base, strlen(base), &d) != 1)
+        return;
+    *ret_pid = d.pid > 0 ? d.pid : 0;
+    *ret_time = ingest_dumpname_time(&d);
 }
 
 /* Parse, fold and attach figures and times to every file (or read the
@@ -437,11 +422,15 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
             return r;
         struct query_snapshot *s = &in->snaps[in->n - 1];
         s->node = node_of(in, path, many_dirs);
+        int64_t name_time;
+        dump_name_info(path, &s->pid, &name_time);
+        /* A time the dump's name states beats the file's mtime, which a
+         * copy resets. */
+        int64_t t_file = name_time > 0 ? name_time : (int64_t)st.st_mtime;
         if (i == 0)
-            in->t0 = (int64_t)st.st_mtime;
-        s->time_s = in->step_s ? in->t0 + (int64_t)i * in->step_s : (int64_t)st.st_mtime;
+            in->t0 = t_file;
+        s->time_s = in->step_s ? in->t0 + (int64_t)i * in->step_s : t_file;
         s->folded = in->folded[in->n - 1];
-        s->pid = dump_name_pid(path);
         s->path = path;
         char *side = hp_xasprintf("%s.figures", path);
         struct query_figure *own = NULL;

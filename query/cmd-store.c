@@ -319,8 +319,20 @@ int query_cmd_import(int argc, char **argv)
             (void)query_cli_symbolize(c.prog, binary, symbols, false, p, NULL);
             fi.symbolize_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
         }
+        /* The time: --time, else what the dump says (a pprof's time_nanos,
+         * then a time its name states, as Doris' jeheap_dump.<time>), else
+         * the file's mtime. The pid its name states goes with it as the
+         * figure proc_pid, so leaks can tell this process from the next. */
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        struct ingest_dumpname dn;
+        bool named = ingest_dumpname_parse(base, strlen(base), &dn) == 1;
+        int64_t name_time = named ? ingest_dumpname_time(&dn) : -1;
+        struct store_stat pid_stat = { "proc_pid", "count", named && dn.pid > 0 ? (double)dn.pid : 0 };
+        size_t nstats = pid_stat.value > 0;
         int64_t at = fixed_time ? fixed_time
                      : (r == 0 && p->time_ns > 0) ? p->time_ns / 1000000
+                     : name_time > 0              ? name_time * 1000
                                                   : mtime_ms;
         int64_t id = 0;
         if (r < 0) {
@@ -341,7 +353,8 @@ int query_cmd_import(int argc, char **argv)
                 break;
             }
         } else {
-            r = store_snapshot_insert(s, node_id, at, p, data, len, &fi, NULL, 0, &id, &err);
+            r = store_snapshot_insert(s, node_id, at, p, data, len, &fi, nstats ? &pid_stat : NULL,
+                                      nstats, &id, &err);
             if (r < 0) {
                 fprintf(stderr, "%s%s: %s: %s\n", tty ? "\n" : "", c.prog, path, err.data);
                 failed++;

@@ -69,4 +69,50 @@ int ingest_parse_file(const char *path, const struct ingest_limits *lim, struct 
  * mapping, 0 for a line that is not one (blank, build-id hints), <0 on error. */
 int ingest_maps_line(char *line, size_t len, struct profile_mapping *m);
 
+/* ---- dump file names (dumpname.c) ---------------------------------------- */
+
+#define INGEST_DUMPNAME_MAX 255 /* longest file name considered (NAME_MAX) */
+
+enum ingest_dump_kind {
+    INGEST_DUMP_JEMALLOC,   /* <prefix>.<pid>.<seq>.<i|m|u><n>.heap, <prefix>.<pid>.<seq>.f.heap */
+    INGEST_DUMP_DORIS,      /* jeheap_dump.<time>.<pid>.<rand>.heap (Doris /jeheap/dump) */
+    INGEST_DUMP_RISINGWAVE, /* <YYYY-mm-dd-HH-MM-SS>.auto.heap / .manual.heap */
+    INGEST_DUMP_STARROCKS,  /* heap_profile.<pid>.<rand> (StarRocks /pprof/heap leftovers) */
+    INGEST_DUMP_HEAP,       /* any other <name>.heap (prof.dump with an explicit name) */
+};
+
+/* What jemalloc or the database says caused the dump. */
+enum ingest_dump_trigger {
+    INGEST_TRIGGER_NONE,
+    INGEST_TRIGGER_INTERVAL, /* jemalloc 'i': lg_prof_interval */
+    INGEST_TRIGGER_MANUAL,   /* jemalloc 'm' (prof.dump without a name), RisingWave manual */
+    INGEST_TRIGGER_GDUMP,    /* jemalloc 'u': prof_gdump, a new high-water mark */
+    INGEST_TRIGGER_FINAL,    /* jemalloc 'f': prof_final at exit */
+    INGEST_TRIGGER_AUTO,     /* RisingWave auto dump at the memory threshold */
+};
+
+struct ingest_dumpname {
+    enum ingest_dump_kind kind;
+    enum ingest_dump_trigger trigger;
+    size_t prefix_len; /* the name's first prefix_len bytes are its prefix ("" for RisingWave) */
+    int64_t pid;       /* -1 when the name has none */
+    int64_t seq;       /* jemalloc's dump sequence number, -1 when none */
+    int64_t trigger_seq; /* the number after i/m/u, -1 when none */
+    int64_t time;      /* Doris: unix seconds from the name; -1 when none */
+    int tm[6];         /* RisingWave: year, month, day, hour, minute, second (node local time) */
+};
+
+/* Parse a dump file name (not a path). 1 and *ret filled when it is a heap
+ * dump name the agent serves, 0 when it is not (log files, temp files, ".",
+ * names with control characters or bytes outside printable ASCII), never an
+ * error: every other name is simply not a dump. */
+int ingest_dumpname_parse(const char *name, size_t len, struct ingest_dumpname *ret);
+const char *ingest_dump_kind_name(enum ingest_dump_kind k);
+const char *ingest_dump_trigger_name(enum ingest_dump_trigger t);
+
+/* The unix time a dump's name says it was taken (Doris' jeheap_dump.<time>),
+ * or -1: RisingWave's names carry the node's local time, whose zone the
+ * name does not say, and other names carry no time. */
+int64_t ingest_dumpname_time(const struct ingest_dumpname *d);
+
 #endif

@@ -11,18 +11,18 @@
 
 #include "agent/agent.h"
 
-static int parse(const char *name, struct agent_dumpname *d)
+static int parse(const char *name, struct ingest_dumpname *d)
 {
-    return agent_dumpname_parse(name, strlen(name), d);
+    return ingest_dumpname_parse(name, strlen(name), d);
 }
 
 static void test_dumpname_jemalloc_interval(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     /* The RisingWave docs' example names. */
     assert_int_equal(parse("compute-node.266187.116.i116.heap", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_JEMALLOC);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_INTERVAL);
+    assert_int_equal(d.kind, INGEST_DUMP_JEMALLOC);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_INTERVAL);
     assert_int_equal(d.prefix_len, strlen("compute-node"));
     assert_int_equal(d.pid, 266187);
     assert_int_equal(d.seq, 116);
@@ -31,13 +31,13 @@ static void test_dumpname_jemalloc_interval(void **state)
 
 static void test_dumpname_jemalloc_triggers(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     assert_int_equal(parse("jeprof.12.3.m4.heap", &d), 1);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_MANUAL);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_MANUAL);
     assert_int_equal(parse("jeprof.12.3.u0.heap", &d), 1);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_GDUMP);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_GDUMP);
     assert_int_equal(parse("jeprof.12.7.f.heap", &d), 1);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_FINAL);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_FINAL);
     assert_int_equal(d.seq, 7);
     assert_int_equal(d.trigger_seq, -1);
     /* Doris's JEMALLOC_PROF_PRFIX ends in '_' and may contain dots. */
@@ -51,9 +51,9 @@ static void test_dumpname_jemalloc_triggers(void **state)
 
 static void test_dumpname_doris(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     assert_int_equal(parse("jeheap_dump.1700000000.4242.1804289383.heap", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_DORIS);
+    assert_int_equal(d.kind, INGEST_DUMP_DORIS);
     assert_int_equal(d.time, 1700000000);
     assert_int_equal(d.pid, 4242);
     assert_int_equal(d.prefix_len, strlen("jeheap_dump"));
@@ -61,42 +61,42 @@ static void test_dumpname_doris(void **state)
 
 static void test_dumpname_risingwave(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     assert_int_equal(parse("2026-11-22-07-30-05.auto.heap", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_RISINGWAVE);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_AUTO);
+    assert_int_equal(d.kind, INGEST_DUMP_RISINGWAVE);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_AUTO);
     assert_int_equal(d.tm[0], 2026);
     assert_int_equal(d.tm[5], 5);
     assert_int_equal(d.pid, -1);
     assert_int_equal(parse("2026-11-22-07-30-05.manual.heap", &d), 1);
-    assert_int_equal(d.trigger, AGENT_TRIGGER_MANUAL);
+    assert_int_equal(d.trigger, INGEST_TRIGGER_MANUAL);
     /* Month 13 is not a RisingWave time: still a .heap file, generic kind. */
     assert_int_equal(parse("2026-13-22-07-30-05.auto.heap", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_HEAP);
+    assert_int_equal(d.kind, INGEST_DUMP_HEAP);
 }
 
 static void test_dumpname_starrocks_and_generic(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     assert_int_equal(parse("heap_profile.777.1681692777", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_STARROCKS);
+    assert_int_equal(d.kind, INGEST_DUMP_STARROCKS);
     assert_int_equal(d.pid, 777);
     assert_int_equal(parse("before-upgrade.heap", &d), 1);
-    assert_int_equal(d.kind, AGENT_DUMP_HEAP);
+    assert_int_equal(d.kind, INGEST_DUMP_HEAP);
     assert_int_equal(d.prefix_len, strlen("before-upgrade"));
 }
 
 static void test_dumpname_rejects_non_dumps(void **state)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     static const char *const no[] = {
         "be.INFO", "be.out", "..", ".", ".heap", ".hidden.heap", "heap_profile.x.1",
         "heap_profile.1", "x.heap.collapsed", "2026-11-22-07-30-05.auto.heap.collapsed", "",
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(no); i++)
         assert_int_equal(parse(no[i], &d), 0);
-    assert_int_equal(agent_dumpname_parse("a/b.heap", 8, &d), 0);
-    assert_int_equal(agent_dumpname_parse("a\0b.heap", 8, &d), 0);
+    assert_int_equal(ingest_dumpname_parse("a/b.heap", 8, &d), 0);
+    assert_int_equal(ingest_dumpname_parse("a\0b.heap", 8, &d), 0);
     /* Would inject a header line or break JSON. */
     assert_int_equal(parse("x\r\nSet-Cookie: a.heap", &d), 0);
     assert_int_equal(parse("caf\xc3\xa9.heap", &d), 0);

@@ -1,4 +1,4 @@
-/* libFuzzer target: agent_dumpname_parse() on arbitrary file names. Checks
+/* libFuzzer target: ingest_dumpname_parse() on arbitrary file names. Checks
  * the parser's promises: a prefix inside the name, pid/seq either -1 or
  * non-negative, and nothing but single path components accepted. */
 #include <assert.h>
@@ -12,9 +12,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct agent_dumpname d;
+    struct ingest_dumpname d;
     const char *name = (const char *)data;
-    if (agent_dumpname_parse(name, size, &d) == 1) {
+    if (ingest_dumpname_parse(name, size, &d) == 1) {
         assert(size > 0 && size <= AGENT_NAME_MAX);
         assert(d.prefix_len <= size);
         assert(!memchr(name, '/', size) && !memchr(name, '\0', size));
@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < size; i++)
             assert(data[i] >= 0x20 && data[i] <= 0x7e);
         assert(d.pid >= -1 && d.seq >= -1 && d.trigger_seq >= -1);
-        (void)agent_dump_kind_name(d.kind);
-        (void)agent_dump_trigger_name(d.trigger);
+        (void)ingest_dump_kind_name(d.kind);
+        (void)ingest_dump_trigger_name(d.trigger);
     }
     return 0;
 }

@@ -125,10 +125,11 @@ static void test_cli_leaks_lifetimes_from_dump_names(void **state)
 {
     struct cli *c = *state;
     char *dir = qt_tmpdir();
-    const char *a[] = { "jeprof.100.0.i.heap", "jeprof.100.1.i.heap", "jeprof.100.2.i.heap",
-                        "jeprof.100.3.i.heap" };
-    const char *b[] = { "jeprof.200.0.i.heap", "jeprof.200.1.i.heap", "jeprof.200.2.i.heap",
-                        "jeprof.200.3.i.heap" };
+    /* jemalloc's own names: <prefix>.<pid>.<seq>.i<interval seq>.heap */
+    const char *a[] = { "jeprof.100.0.i0.heap", "jeprof.100.1.i1.heap", "jeprof.100.2.i2.heap",
+                        "jeprof.100.3.i3.heap" };
+    const char *b[] = { "jeprof.200.0.i0.heap", "jeprof.200.1.i1.heap", "jeprof.200.2.i2.heap",
+                        "jeprof.200.3.i3.heap" };
     const char *args[] = { "--threads", "3", NULL };
     assert_int_equal(qt_jefixture_run(dir, 0, args, a, 4), 0);
     assert_int_equal(qt_jefixture_run(dir, 0, args, b, 4), 0);

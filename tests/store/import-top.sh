@@ -105,6 +105,32 @@ grep -q "2 imported, 0 failed" imp.txt || fail "folder import: $(cat imp.txt)"
 grep -q "2 files got the same time 2025-11-22T08:00:00Z" imp.txt ||
     fail "same-time import not noted: $(cat imp.txt)"
 
+# Doris names its dumps jeheap_dump.<unix time>.<pid>.<rand>.heap: with no
+# --time and no time in the content, the name dates each dump (a copy has
+# reset every mtime to one value) and its pid marks the process lifetime.
+mkdir doris
+for i in 0 1 2 3 4 5; do
+    pid=4100
+    [ $i -ge 3 ] && pid=4200
+    MALLOC_CONF=prof:true,lg_prof_sample:0 "$J" --threads 1 --scale $((i % 3 + 1)) \
+        "doris/jeheap_dump.$((1764000000 + i * 3600)).$pid.$((i * 7)).heap" >/dev/null
+done
+echo "not a dump" >doris/be.INFO
+touch -d 2025-11-22T08:00:00Z doris/*
+"$Q" import --node fd doris 2>imp-doris.txt
+grep -q "6 imported" imp-doris.txt || fail "doris folder import: $(cat imp-doris.txt)"
+grep -q "same time" imp-doris.txt && fail "names' times not used: $(cat imp-doris.txt)"
+"$Q" snapshots fd >snaps-doris.txt
+grep -q "2025-11-24T16:00:00Z" snaps-doris.txt ||
+    fail "first dump not dated from its name: $(cat snaps-doris.txt)"
+grep -q "2025-11-24T21:00:00Z" snaps-doris.txt ||
+    fail "last dump not dated from its name: $(cat snaps-doris.txt)"
+"$Q" leaks fd --format json >leaks-doris.json
+[ "$(jq '.nodes[0].lifetimes | length' leaks-doris.json)" = 2 ] ||
+    fail "the pid in the names splits no lifetimes: $(jq -c '.nodes[0].lifetimes' leaks-doris.json)"
+jq -e '.nodes[0].lifetimes[1].restart == "pid 4100 -> 4200"' leaks-doris.json >/dev/null ||
+    fail "restart reason: $(jq -c '.nodes[0].lifetimes[1]' leaks-doris.json)"
+
 # Retention keeps recent data and reclaims nothing it should not.
 "$Q" retain --retain 100000d --thin-after 0 >ret.txt
 grep -q "^0 snapshots deleted" ret.txt || fail "retain: $(cat ret.txt)"
