@@ -218,17 +218,6 @@ static void size_show(const struct hp_opt *o, struct hp_buf *out)
         (void)hp_buf_printf(out, "%llu", (unsigned long long)v);
 }
 
-/* --allowed-host NAME, repeatable: appended to a comma-joined hp_buf. */
-static int allowed_host_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err)
-{
-    struct hp_buf *b = o->value;
-    if (!*arg || strchr(arg, ',')) {
-        hp_err_printf(err, "expected one host name (repeat the flag for more)");
-        return HP_EUSAGE;
-    }
-    return hp_buf_printf(b, "%s%s", b->len ? "," : "", arg);
-}
-
 /* --debuginfod servers, each with its own token, header file and CA file
  * (the options after a --debuginfod apply to it). Tokens are read at
  * startup into fixed buffers: no heap to free on any exit path. */
@@ -432,7 +421,7 @@ int main(int argc, char **argv)
         HP_OPT_CALLBACK(0, "allowed-host", &allowed, "NAME",
                         "without a token, also answer Host: NAME (besides IP\n"
                         "addresses and localhost); repeatable",
-                        allowed_host_cb, NULL),
+                        hp_opt_name_list_cb, NULL),
         HP_OPT_STRING(0, "static", &static_dir, "DIR",
                       "the UI's files (none: API only)"),
         HP_OPT_UINT(0, "max-view-stacks", &max_view_stacks, 0, (uint64_t)1 << 32, "N",

@@ -369,6 +369,16 @@ void hp_opt_duration_show(const struct hp_opt *o, struct hp_buf *out)
         }
 }
 
+int hp_opt_name_list_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err)
+{
+    struct hp_buf *b = o->value;
+    if (!*arg || strchr(arg, ',')) {
+        hp_err_printf(err, "expected one name (repeat the option for more)");
+        return HP_EUSAGE;
+    }
+    return hp_buf_printf(b, "%s%s", b->len ? "," : "", arg);
+}
+
 int hp_opt_log_level_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err)
 {
     enum hp_log_level lvl;

@@ -97,6 +97,10 @@ struct hp_opt {
 /* int64_t *value: seconds from hp_parse_duration ("90d", "12h", "0"). */
 int hp_opt_duration_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err);
 void hp_opt_duration_show(const struct hp_opt *o, struct hp_buf *out);
+/* struct hp_buf *value: the argument appended to a comma-joined list, one
+ * name per use of the option (--allowed-host A --allowed-host B: "A,B");
+ * an empty name or one with a comma is refused. */
+int hp_opt_name_list_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err);
 /* No value: --log-level LEVEL sets hp_log_set_level() at once. */
 int hp_opt_log_level_cb(const struct hp_opt *o, const char *arg, struct hp_buf *err);
 #define HP_OPT_LOG_LEVEL()                                                                     \

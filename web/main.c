@@ -12,6 +12,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "store/hp-opt.h"
 #include "web/folder/folder.h"
 
 struct app {
@@ -36,51 +37,48 @@ static void signal_cb(uv_signal_t *h, int signum)
     }
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: hf-web --dir DIR [--listen HOST:PORT] [--static DIR] "
-                    "[--token-file FILE] [--allowed-host NAME]...\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
     struct web_config cfg;
     web_config_init(&cfg);
-    const char *dir = NULL, *token_file = NULL;
+    const char *dir = NULL, *token_file = NULL, *static_dir = cfg.static_dir;
     struct hp_buf allowed = HP_BUF_INIT(0); /* --allowed-host, comma-joined */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("hf-web --dir DIR [--listen HOST:PORT] [--static DIR|none] "
-                   "[--token-file FILE] [--allowed-host NAME]...\n\n"
-                   "Serves heapfleet's API and UI over a folder: DIR/NODE/FILE is a snapshot of\n"
-                   "NODE taken at FILE's mtime. Default listen 127.0.0.1:7070.\n");
-            return 0;
-        }
-        if (i + 1 >= argc)
-            return usage();
-        if (strcmp(a, "--dir") == 0)
-            dir = argv[++i];
-        else if (strcmp(a, "--listen") == 0)
-            cfg.listen = argv[++i];
-        else if (strcmp(a, "--static") == 0)
-            cfg.static_dir = strcmp(argv[i + 1], "none") == 0 ? NULL : argv[i + 1], i++;
-        else if (strcmp(a, "--token-file") == 0)
-            token_file = argv[++i];
-        else if (strcmp(a, "--allowed-host") == 0 && argv[i + 1][0] && !strchr(argv[i + 1], ','))
-            (void)hp_buf_printf(&allowed, "%s%s", allowed.len ? "," : "", argv[++i]);
-        else
-            return usage();
+    static const struct hp_opt_usage usage = {
+        "hf-web", "hf-web --dir DIR [options]",
+        "Serves heapfleet's API and UI over a folder: DIR/NODE/FILE is a snapshot of\n"
+        "NODE taken at FILE's mtime.",
+        NULL,
+    };
+    const struct hp_opt opts[] = {
+        HP_OPT_STRING(0, "dir", &dir, "DIR", "the folder of nodes' profile files (required)"),
+        HP_OPT_STRING(0, "listen", &cfg.listen, "HOST:PORT", "where to answer (port 0 picks one)"),
+        HP_OPT_STRING(0, "static", &static_dir, "DIR", "the UI's files (none: API only)"),
+        HP_OPT_STRING(0, "token-file", &token_file, "FILE",
+                      "require \"Authorization: Bearer <token>\" (not for /metrics)"),
+        HP_OPT_CALLBACK(0, "allowed-host", &allowed, "NAME",
+                        "without a token, also answer Host: NAME (besides IP\n"
+                        "addresses and localhost); repeatable",
+                        hp_opt_name_list_cb, NULL),
+        HP_OPT_LOG_LEVEL(),
+        HP_OPT_END(),
+    };
+    int rc = 1, npos = hp_opt_parse(&usage, opts, argc, argv, NULL, &rc);
+    if (npos < 0) {
+        hp_buf_release(&allowed);
+        return rc;
     }
-    if (!dir)
-        return usage();
+    if (npos > 0 || !dir) {
+        hp_buf_release(&allowed);
+        return npos > 0 ? hp_opt_usage_error(&usage, "unexpected argument \"%s\"", argv[0])
+                        : hp_opt_usage_error(&usage, "--dir is required");
+    }
+    cfg.static_dir = static_dir && strcmp(static_dir, "none") == 0 ? NULL : static_dir;
     cfg.allowed_hosts = allowed.len ? allowed.data : NULL;
     signal(SIGPIPE, SIG_IGN);
     struct hp_buf err = HP_BUF_INIT(0);
     char *token = NULL;
     struct web_source_dir *src = NULL;
-    int rc = 1;
+    rc = 1;
     if (token_file && web_token_read(token_file, &token, &err) < 0)
         goto out;
     cfg.token = token;

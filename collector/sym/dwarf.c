@@ -385,13 +385,12 @@ static void scan_cus(struct sym_dw *d)
         (void)hp_map64_put(&have, d->aranges[i].cu, 1, &dummy);
     }
     for (unsigned guard = 0; guard < 1u << 24; guard++) {
-        Dwarf_Unsigned hlen, abbrev_off, typeoff, next;
+        Dwarf_Unsigned hlen, typeoff, next;
         Dwarf_Half ver, asz, lsz, esz, cutype;
         Dwarf_Sig8 sig;
         Dwarf_Off aoff;
         int r = dwarf_next_cu_header_d(d->dbg, 1, &hlen, &ver, &aoff, &asz, &lsz, &esz, &sig,
                                        &typeoff, &next, &cutype, &e);
-        (void)abbrev_off;
         if (r != DW_DLV_OK) {
             dw_err_free(d->dbg, &e);
             break;

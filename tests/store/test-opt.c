@@ -200,6 +200,32 @@ static void test_opt_help_reads_defaults_from_the_variables(void **state)
     hp_buf_release(&msg);
 }
 
+/* --allowed-host A --allowed-host B: "A,B"; an empty name or a comma is
+ * refused (a comma would smuggle a second name into one value). */
+static void test_opt_name_list(void **state)
+{
+    (void)state;
+    struct hp_buf list = HP_BUF_INIT(0), err = HP_BUF_INIT(0);
+    const struct hp_opt opts[] = {
+        HP_OPT_CALLBACK(0, "allowed-host", &list, "NAME", "names", hp_opt_name_list_cb, NULL),
+        HP_OPT_END(),
+    };
+    static const struct hp_opt_usage u = { "t", "t [options]", NULL, NULL };
+    char *argv[] = { "t", "--allowed-host", "a.example", "--allowed-host=b", NULL };
+    int rc, n = hp_opt_parse(&u, opts, 4, argv, &err, &rc);
+    assert_int_equal(n, 0);
+    assert_string_equal(list.data, "a.example,b");
+    for (size_t i = 0; i < 2; i++) {
+        const char *bad = i ? "c,d" : "";
+        hp_buf_reset(&err);
+        assert_true(hp_opt_name_list_cb(&opts[0], bad, &err) < 0);
+        assert_non_null(strstr(err.data, "expected one name"));
+    }
+    assert_string_equal(list.data, "a.example,b");
+    hp_buf_release(&list);
+    hp_buf_release(&err);
+}
+
 static void test_opt_duration_show(void **state)
 {
     int64_t secs;
@@ -226,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_opt_errors_say_what_and_where),
         cmocka_unit_test(test_opt_help_reads_defaults_from_the_variables),
         cmocka_unit_test(test_opt_duration_show),
+        cmocka_unit_test(test_opt_name_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
