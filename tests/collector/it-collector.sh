@@ -12,12 +12,14 @@
 # recognised and not stored twice), tls (https via openssl s_server), tlsca
 # (a private CA and a client certificate), batch (an idle daemon has
 # committed its write batch), fe (FE
-# discovery against fake-fe.py). Needs jq. Waits use deadlines, never bare sleeps.
+# discovery against fake-fe.py), fe_rows (an FE answering in positional rows,
+# SIGHUP re-discovery, a backend leaving; needs QUERY=path of `query` in the
+# environment). Needs jq. Waits use deadlines, never bare sleeps.
 set -u
 COLLECTOR=$1
 FAKENODE=$2
 shift 2
-CASES=${*:-mixed nodelist limits daemon unchanged batch tls tlsca fe}
+CASES=${*:-mixed nodelist limits daemon unchanged batch tls tlsca fe fe_rows}
 
 WORK=$(mktemp -d /tmp/hp-it-collector.XXXXXX)
 PIDS=()
@@ -409,6 +411,45 @@ case_fe() {
     before=$(jq -r 'select(.node == "sr-be10001") | .status' "$J" | wc -l)
     check "fe: an FE failure is recorded on the FE line" wait_for 20 bash -c "jq -r 'select(.node == \"sr\") | .error' '$J' | grep -q 'FE discovery failed'"
     check "fe: known backends are still polled while the FE is down" wait_for 20 bash -c "[ \$(jq -r 'select(.node == \"sr-be10001\") | .status' '$J' | wc -l) -ge $((before + 2)) ]"
+    kill -TERM "$C"
+    wait "$C" 2>/dev/null
+}
+
+# An FE answering in Doris' positional rows (with the {"code":0} envelope):
+# its backends are polled; a SIGHUP asks the FE again (the interval is an
+# hour: no round would), and a backend that left keeps its stored history.
+case_fe_rows() {
+    local d=$WORK/fe-rows
+    local FAKEFE
+    FAKEFE=$(dirname "${BASH_SOURCE[0]}")/fake-fe.py
+    [ -n "${QUERY:-}" ] || { ok "fe-rows: skipped (QUERY not set)"; return; }
+    start_fakenode "$d" starrocks starrocks || return
+    local p1 p2
+    p1=$(awk 'NR == 1 { print $4 }' "$d/ports.txt")
+    p2=$(awk 'NR == 2 { print $4 }' "$d/ports.txt")
+    printf '10001 127.0.0.1 %s true false\n' "$p1" >"$d/backends.txt"
+    echo s3cret >"$d/pw"
+    python3 "$FAKEFE" "$d/fe.port" doris-rows root s3cret "$d/backends.txt" 2>"$d/fe.err" &
+    PIDS+=($!)
+    wait_for 60 test -s "$d/fe.port" || { not_ok "fe-rows: fake FE started"; return; }
+    printf 'starrocks-fe 127.0.0.1:%s user=root password_file=%s name=dr\n' \
+        "$(cat "$d/fe.port")" "$d/pw" >"$d/be.list"
+    "$COLLECTOR" --nodes "$d/be.list" --interval 1h --spread 0 --timeout 5s --retries 0 \
+        --db "$d/h.db" --listen off >"$d/stdout" 2>"$d/stderr" &
+    local C=$!
+    PIDS+=($C)
+    stored() { "$QUERY" snapshots "$1" --db "$d/h.db" 2>/dev/null | grep -c ' ok '; }
+    check "fe-rows: a backend from positional rows is polled and stored" \
+        wait_for 30 bash -c "[ \"\$('$QUERY' snapshots dr-be10001 --db '$d/h.db' 2>/dev/null | grep -c ' ok ')\" -ge 1 ]"
+    # The cluster changes: 10001 leaves, 10004 joins.
+    printf '10004 127.0.0.1 %s true false\n' "$p2" >"$d/backends.txt.new"
+    mv "$d/backends.txt.new" "$d/backends.txt"
+    kill -HUP "$C"
+    check "fe-rows: SIGHUP asks the FE again: one backend joined, one left" \
+        wait_for 30 grep -q 'added=1 changed=0 removed=1 msg="node list reloaded"' "$d/stderr"
+    check "fe-rows: the backend that left keeps its history" test "$(stored dr-be10001)" -ge 1
+    "$QUERY" nodes --db "$d/h.db" >"$d/nodes.txt" 2>&1
+    check "fe-rows: query nodes still lists the backend that left" grep -q "^dr-be10001 " "$d/nodes.txt"
     kill -TERM "$C"
     wait "$C" 2>/dev/null
 }
