@@ -57,6 +57,7 @@ struct ainput {
     void *stat_buf;         /* scratch for one snapshot's statistics */
     size_t nstat, stat_cap;
     bool latest_only;       /* each node's latest snapshot only */
+    int64_t only_id;        /* > 0: that stored snapshot only (a NODE@TIME or #ID) */
     /* loaded */
     struct hp_arena arena;
     struct profile **profiles;
@@ -219,6 +220,8 @@ static int snap_cb(const struct store_snapshot_info *row, void *ctx)
 {
     struct pick_list *pl = ctx;
     if (row->status != STORE_STATUS_OK)
+        return 0;
+    if (pl->in->only_id > 0 && row->id != pl->in->only_id)
         return 0;
     if (pl->in->latest_only && pl->n && strcmp(pl->v[pl->n - 1].node, row->node) == 0)
         pl->n--; /* oldest first: keep replacing with the newer one */
@@ -771,11 +774,33 @@ int query_cmd_fleet(int argc, char **argv)
 
 /* ---- discrepancy ---- */
 
+/* A stored snapshot's selector (NODE@TIME, #ID) to its id (in->only_id)
+ * and node name (out). */
+static int resolve_selector(struct ainput *in, const char *sel, char *out, size_t outsz,
+                            struct hp_buf *err)
+{
+    struct store *st = NULL;
+    int r = store_open(in->c.db, STORE_OPEN_READ, &st, err);
+    if (r < 0)
+        return r;
+    int64_t id;
+    struct store_snapshot_info info;
+    r = store_selector_resolve(st, sel, hp_wall_ms(), &id, err);
+    if (r == 0)
+        r = store_snapshot_info(st, id, &info, err);
+    if (r == 0) {
+        in->only_id = id;
+        snprintf(out, outsz, "%s", info.node);
+    }
+    store_close(st);
+    return r;
+}
+
 int query_cmd_discrepancy(int argc, char **argv)
 {
     struct ainput in;
     ainput_init(&in, "query discrepancy");
-    const char *usage = "query discrepancy NODE [--kind KIND] [--rules FILE] "
+    const char *usage = "query discrepancy NODE[@TIME]|#ID [--kind KIND] [--rules FILE] "
                         "[--db PATH | --files PROFILE | --dir DIR] "
                         "[--figures FILE] [--format text|json]";
     const char *pos[1];
@@ -797,15 +822,24 @@ int query_cmd_discrepancy(int argc, char **argv)
         ainput_release(&in);
         return 2;
     }
+    /* NODE@TIME and #ID pick one stored snapshot, as top and diff take
+     * them; a plain NODE is its latest. */
+    char picked[128];
+    const char *node = pos[0];
+    if (!in.nfiles && !in.dir && (strchr(pos[0], '@') || pos[0][0] == '#')) {
+        if ((r = resolve_selector(&in, pos[0], picked, sizeof(picked), &err)) < 0)
+            return finish(&in, r, &out, &err);
+        node = picked;
+    }
     if (!in.node)
-        in.node = pos[0];
-    in.scope_node = pos[0];
+        in.node = node;
+    in.scope_node = node;
     in.latest_only = true;
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     const struct query_snapshot *latest = NULL;
     for (size_t i = 0; i < in.nfiles; i++)
-        if (strcmp(in.snaps[i].node, pos[0]) == 0 &&
+        if (strcmp(in.snaps[i].node, node) == 0 &&
             (!latest || in.snaps[i].time_s >= latest->time_s))
             latest = &in.snaps[i];
     if (!latest) {
@@ -848,9 +882,9 @@ int query_cmd_discrepancy(int argc, char **argv)
                             "\"<profile>.figures\" file); only heap bytes are shown\n",
                     in.c.prog, pos[0]);
         if (in.c.format == QUERY_FORMAT_JSON)
-            r = query_render_discrepancy_json(d, pos[0], &out);
+            r = query_render_discrepancy_json(d, node, &out);
         else if (in.c.format == QUERY_FORMAT_TEXT)
-            r = query_render_discrepancy_text(d, pos[0], &out);
+            r = query_render_discrepancy_text(d, node, &out);
         else {
             hp_err_printf(&err, "--format %s is not available for discrepancy (text, json)",
                           query_format_name(in.c.format));

@@ -49,6 +49,21 @@ grep -q "fx@2025-11-22T08:30:00Z = #1 fx at 2025-11-22T08:00:00Z" diff.txt ||
 grep -q "fx = #2 fx at 2025-11-22T09:00:00Z" diff.txt || fail "diff does not name side B"
 "$Q" top --format svg fx | grep -q "#2 fx at 2025-11-22T09:00:00Z" || fail "SVG title"
 
+"$Q" diff --format json fx@2025-11-22T08:30:00Z fx >diff.json
+jq -e '.a.snapshot == {"id":1,"node":"fx","time":"2025-11-22T08:00:00Z"} and
+       .b.snapshot == {"id":2,"node":"fx","time":"2025-11-22T09:00:00Z"}' diff.json >/dev/null ||
+    fail "diff JSON does not name both snapshots: $(jq -c '[.a.snapshot, .b.snapshot]' diff.json)"
+"$Q" discrepancy --format json fx@2025-11-22T08:30:00Z 2>/dev/null >disc.json
+jq -e '.snapshot == {"id":1,"node":"fx","time":"2025-11-22T08:00:00Z"}' disc.json >/dev/null ||
+    fail "discrepancy JSON snapshot: $(jq -c .snapshot disc.json)"
+"$Q" discrepancy --format json '#2' 2>/dev/null | jq -e '.snapshot.id == 2' >/dev/null ||
+    fail "discrepancy of #2"
+"$Q" export --format pprof fx >fx.pb.gz
+if command -v go >/dev/null; then
+    go tool pprof -raw fx.pb.gz 2>/dev/null | grep -q "^Comment: #2 fx at 2025-11-22T09:00:00Z$" ||
+        fail "pprof export does not name its snapshot in a comment (go tool pprof -raw)"
+fi
+
 # The same dump again is the same snapshot: skipped, and said so.
 "$Q" import --node fx --time 2025-11-22T10:00:00Z a.heap 2>dup.txt
 grep -q "already stored as #1 fx@2025-11-22T08:00:00Z (same content)" dup.txt ||
