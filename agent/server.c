@@ -678,11 +678,7 @@ static bool token_ok(struct agent *a, h2o_req_t *req)
     if (i < 0)
         return false;
     h2o_iovec_t v = req->headers.entries[i].value;
-    static const char bearer[] = "Bearer ";
-    size_t bl = sizeof(bearer) - 1;
-    if (v.len < bl || strncasecmp(v.base, bearer, bl) != 0)
-        return false;
-    return hp_secret_equal(a->token, a->token_len, v.base + bl, v.len - bl);
+    return hp_bearer_ok(a->token, a->token_len, v.base, v.len);
 }
 
 static int on_req_cb(h2o_handler_t *self, h2o_req_t *req)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -846,6 +847,15 @@ bool hp_secret_equal(const char *expected, size_t elen, const char *got, size_t 
     for (size_t k = 0; k < elen; k++)
         diff |= (unsigned char)(expected[k] ^ (k < glen ? got[k] : 0));
     return diff == 0;
+}
+
+bool hp_bearer_ok(const char *token, size_t token_len, const char *value, size_t len)
+{
+    static const char scheme[] = "Bearer ";
+    size_t n = sizeof(scheme) - 1;
+    if (len < n || strncasecmp(value, scheme, n) != 0)
+        return false;
+    return hp_secret_equal(token, token_len, value + n, len - n);
 }
 
 int hp_hostport_parse(const char *s, const char *what, struct sockaddr_storage *ret,

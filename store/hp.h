@@ -294,6 +294,11 @@ int hp_logfmt_value(struct hp_buf *b, const char *s);
 /* Compare a presented secret with the expected one in time that depends only
  * on the expected length (no early exit on the first wrong byte). */
 bool hp_secret_equal(const char *expected, size_t elen, const char *got, size_t glen);
+/* Does an Authorization header value [value, value+len) present `token` as
+ * "Bearer <token>" (the scheme in any case, RFC 7235)? The token is compared
+ * with hp_secret_equal. Both servers (the collector's web, the agent) check
+ * their token with this one function. */
+bool hp_bearer_ok(const char *token, size_t token_len, const char *value, size_t len);
 
 /* Parse a listen address "HOST:PORT" or "[V6]:PORT" into `ret` (a struct
  * sockaddr_storage). HOST is numeric, or "localhost" (127.0.0.1) for every

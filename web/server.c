@@ -231,11 +231,7 @@ static bool token_ok(const struct web_server *s, h2o_req_t *req)
     if (i < 0)
         return false;
     h2o_iovec_t v = req->headers.entries[i].value;
-    static const char prefix[] = "Bearer ";
-    size_t plen = sizeof(prefix) - 1;
-    if (v.len < plen || strncasecmp(v.base, prefix, plen) != 0)
-        return false;
-    return hp_secret_equal(s->token, strlen(s->token), v.base + plen, v.len - plen);
+    return hp_bearer_ok(s->token, strlen(s->token), v.base, v.len);
 }
 
 static bool accepts_gzip(h2o_req_t *req)

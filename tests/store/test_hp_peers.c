@@ -25,6 +25,23 @@ static void test_hp_secret_equal_compares_whole(void **state)
     assert_false(hp_secret_equal("s3cret", 6, "", 0));
 }
 
+static void test_hp_bearer_ok_scheme_and_token(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *header;
+        bool ok;
+    } cases[] = {
+        { "Bearer s3cret", true },  { "bearer s3cret", true },  { "BEARER s3cret", true },
+        { "Bearer s3cre", false },  { "Bearer s3cret ", false }, { "Basic s3cret", false },
+        { "Bearers3cret", false },  { "s3cret", false },         { "", false },
+        { "Bearer ", false },
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++)
+        assert_int_equal(hp_bearer_ok("s3cret", 6, cases[i].header, strlen(cases[i].header)),
+                         cases[i].ok);
+}
+
 static void test_hp_hostport_parse_forms(void **state)
 {
     (void)state;
@@ -139,6 +156,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hp_secret_equal_compares_whole),
+        cmocka_unit_test(test_hp_bearer_ok_scheme_and_token),
         cmocka_unit_test(test_hp_hostport_parse_forms),
         cmocka_unit_test(test_hp_name_check_allowed_set),
         cmocka_unit_test(test_hp_url_redact_userinfo),
