@@ -55,11 +55,13 @@ static pid_t spawn(char *const argv[], const char *out, const char *err)
     return pid;
 }
 
-static void stop(pid_t pid)
+/* SIGTERM, and the exit status (a sanitizer's report at exit shows here). */
+static int stop(pid_t pid)
 {
     int st;
     kill(pid, SIGTERM);
     assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The text of `path` once it contains `needle` (malloc'd), or fail after
@@ -240,7 +242,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    stop(fake_pid);
+    (void)stop(fake_pid);
     char *cmd = hp_xasprintf("rm -rf '%s'", workdir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", workdir);
@@ -388,7 +390,7 @@ static void test_snapnow_post_polls_once_and_answers(void **state)
     } else {
         fprintf(stderr, "# no non-loopback IPv4 address here: the 403 case is not run\n");
     }
-    stop(c.pid);
+    assert_int_equal(stop(c.pid), 0); /* a clean shutdown */
 }
 
 static void test_snapnow_token_required(void **state)
@@ -427,7 +429,7 @@ static void test_snapnow_token_required(void **state)
     http("POST", url, "s3cret-token", &r);
     assert_int_equal(r.status, 200);
     assert_int_equal(snapshot_total(c.port, "starrocks-ok", "s3cret-token"), before + 1);
-    stop(c.pid);
+    assert_int_equal(stop(c.pid), 0); /* a clean shutdown */
 }
 
 int main(int argc, char **argv)
