@@ -96,10 +96,10 @@ struct body {
 };
 
 struct job;
-struct daemon;
+struct collector_daemon;
 
 struct dnode {
-    struct daemon *d;
+    struct collector_daemon *d;
     struct poll_node *cfg;      /* current settings (owned) */
     struct poll_node *next_cfg; /* from a reload, applied when idle (owned) */
     bool removed;               /* gone from the list: free when idle */
@@ -114,13 +114,20 @@ struct dnode {
     uint32_t consecutive_failures;
     uint64_t last_dump_hash; /* of the last dump fetched; 0 if none */
     size_t last_dump_len;
+    /* collector_daemon_poll_now: told when the next job of this node ends
+     * (set only while the node is queued or busy with that job). */
+    collector_poll_done_cb *waiter_cb;
+    void *waiter_arg;
+    bool off_round; /* that job was asked for outside the schedule */
 };
 
 struct job {
     struct dnode *dn;
-    struct daemon *d;
+    struct collector_daemon *d;
     struct poll_node *node; /* copy of the settings at job start */
     uint64_t round;
+    bool off_round; /* asked for outside the schedule: not the round's */
+    bool awaited;   /* someone waits for it: flush the sink after recording */
     enum step plan[8];
     size_t nplan, cur;
     uint32_t attempt;
@@ -166,7 +173,7 @@ struct fe_entry {
     bool answered; /* at least once since it was listed */
 };
 
-struct daemon {
+struct collector_daemon {
     uv_loop_t loop;
     const struct collector_config *cfg;
     struct collector_sink *sink;
@@ -206,7 +213,7 @@ struct daemon {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static uint64_t rng_next(struct daemon *d)
+static uint64_t rng_next(struct collector_daemon *d)
 {
     /* xorshift64*: jitter only, not security. */
     d->rng ^= d->rng >> 12;
@@ -216,7 +223,7 @@ static uint64_t rng_next(struct daemon *d)
 }
 
 /* Uniform in [0, n). */
-static uint64_t rng_below(struct daemon *d, uint64_t n)
+static uint64_t rng_below(struct collector_daemon *d, uint64_t n)
 {
     return n ? rng_next(d) % n : 0;
 }
@@ -277,7 +284,7 @@ static void dnode_close_cb(uv_handle_t *h)
     free(dn);
 }
 
-static void dnode_unlink(struct daemon *d, struct dnode *dn)
+static void dnode_unlink(struct collector_daemon *d, struct dnode *dn)
 {
     if (dn->prev)
         dn->prev->next = dn->next;
@@ -288,7 +295,7 @@ static void dnode_unlink(struct daemon *d, struct dnode *dn)
     d->nnodes--;
 }
 
-static struct dnode *dnode_add(struct daemon *d, const struct poll_node *cfg)
+static struct dnode *dnode_add(struct collector_daemon *d, const struct poll_node *cfg)
 {
     struct dnode *dn = hp_xcalloc(1, sizeof(*dn));
     dn->d = d;
@@ -310,7 +317,7 @@ static struct dnode *dnode_add(struct daemon *d, const struct poll_node *cfg)
     return dn;
 }
 
-static struct dnode *dnode_find(struct daemon *d, const char *name)
+static struct dnode *dnode_find(struct collector_daemon *d, const char *name)
 {
     for (struct dnode *dn = d->nodes; dn; dn = dn->next)
         if (!dn->removed && !strcmp(dn->cfg->name, name))
@@ -318,9 +325,35 @@ static struct dnode *dnode_find(struct daemon *d, const char *name)
     return NULL;
 }
 
+/* Tell whoever asked for this node's poll how it ended, once. */
+static void dnode_tell_waiter(struct dnode *dn, const struct collector_poll_outcome *o)
+{
+    collector_poll_done_cb *cb = dn->waiter_cb;
+    void *arg = dn->waiter_arg;
+    dn->waiter_cb = NULL;
+    dn->waiter_arg = NULL;
+    if (cb)
+        cb(arg, o);
+}
+
+/* A poll asked for that will not run (it waited for a slot). */
+static void dnode_tell_cancelled(struct dnode *dn, const char *why)
+{
+    int64_t now = hp_wall_ms();
+    struct collector_poll_outcome o = {
+        .node = dn->cfg->name,
+        .status = HP_ERR(ECANCELED),
+        .error = why,
+        .started_ms = now,
+        .finished_ms = now,
+    };
+    dn->off_round = false;
+    dnode_tell_waiter(dn, &o);
+}
+
 /* Take a freshly loaded list: keep nodes by name, stage changed settings,
  * add new nodes, mark missing ones removed. Loop thread. */
-static void nodes_apply(struct daemon *d, const struct poll_nodelist *l)
+static void nodes_apply(struct collector_daemon *d, const struct poll_nodelist *l)
 {
     size_t added = 0, changed = 0, removed = 0;
     for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
@@ -384,7 +417,7 @@ static void fe_entries_free(struct fe_entry *v, size_t n)
 
 /* The nodes to poll: the listed ones, then each FE line's backends as its
  * last answer gave them (a name already listed wins). Loop thread. */
-static void nodes_merge_apply(struct daemon *d)
+static void nodes_merge_apply(struct collector_daemon *d)
 {
     const struct poll_nodelist *l = d->listed;
     struct poll_nodelist m = {0};
@@ -426,7 +459,7 @@ static void nodes_merge_apply(struct daemon *d)
 
 /* Take a freshly loaded list (owned): FE lines keep what they discovered
  * while their name stays, then the merged node set is applied. */
-static void nodes_take_list(struct daemon *d, struct poll_nodelist *l)
+static void nodes_take_list(struct collector_daemon *d, struct poll_nodelist *l)
 {
     size_t nf = 0;
     for (size_t i = 0; i < l->n; i++)
@@ -456,15 +489,15 @@ static void nodes_take_list(struct daemon *d, struct poll_nodelist *l)
     nodes_merge_apply(d);
 }
 
-static void round_begin(struct daemon *d);
-static void round_claim_or_begin(struct daemon *d);
-static void shutdown_maybe_finish(struct daemon *d);
+static void round_begin(struct collector_daemon *d);
+static void round_claim_or_begin(struct collector_daemon *d);
+static void shutdown_maybe_finish(struct collector_daemon *d);
 
 /* An FE failure is recorded on the FE line's own name, so `query nodes`
  * shows it next to the backends; the store is written off the loop. */
 struct fe_failure {
     uv_work_t work;
-    struct daemon *d;
+    struct collector_daemon *d;
     struct poll_node *fe;
     char *error;
     uint64_t round;
@@ -473,8 +506,8 @@ struct fe_failure {
 
 /* Worker thread: one result to the health figures and the sink (one
  * record at a time: sinks need no locks of their own). */
-static int daemon_record(struct daemon *d, const struct collector_result *res,
-                         struct hp_buf *err)
+static int daemon_record(struct collector_daemon *d, const struct collector_result *res,
+                         bool flush, struct hp_buf *err)
 {
     if (d->cfg->health)
         collector_health_note(d->cfg->health, res);
@@ -482,6 +515,10 @@ static int daemon_record(struct daemon *d, const struct collector_result *res,
         return 0;
     uv_mutex_lock(&d->sink_mu);
     int r = d->sink->record(d->sink, res, err);
+    /* Someone waits to read what was just recorded: make it visible now
+     * rather than when the batch fills or the daemon goes idle. */
+    if (flush && d->sink->flush)
+        d->sink->flush(d->sink);
     uv_mutex_unlock(&d->sink_mu);
     return r;
 }
@@ -498,7 +535,7 @@ static void fe_failure_work_cb(uv_work_t *w)
         .error = ff->error,
     };
     struct hp_buf err = HP_BUF_INIT(0);
-    int r = daemon_record(ff->d, &res, &err);
+    int r = daemon_record(ff->d, &res, false, &err);
     if (r < 0)
         hp_log_error("collector", "fe=%s err=\"%s\" msg=\"could not record the FE failure\"",
                      ff->fe->name, err.data ? err.data : hp_strerror(r));
@@ -515,7 +552,7 @@ static void fe_failure_after_cb(uv_work_t *w, int status)
 }
 
 struct fe_ctx {
-    struct daemon *d;
+    struct collector_daemon *d;
     char *name;
     int64_t started_ms;
 };
@@ -523,7 +560,7 @@ struct fe_ctx {
 static void fe_done_cb(struct poll_fe_result *res, void *arg)
 {
     struct fe_ctx *c = arg;
-    struct daemon *d = c->d;
+    struct collector_daemon *d = c->d;
     struct fe_entry *e = NULL;
     for (size_t i = 0; i < d->nfes; i++)
         if (!strcmp(d->fes[i].cfg->name, c->name))
@@ -583,7 +620,7 @@ static void fe_done_cb(struct poll_fe_result *res, void *arg)
 }
 
 /* Ask every FE line that is not already being asked. Loop thread. */
-static void fe_discover_all(struct daemon *d)
+static void fe_discover_all(struct collector_daemon *d)
 {
     for (size_t i = 0; i < d->nfes; i++) {
         struct fe_entry *e = &d->fes[i];
@@ -611,9 +648,9 @@ static void fe_discover_all(struct daemon *d)
 
 static void job_start_step(struct job *j);
 static void job_done(struct job *j);
-static void slot_release(struct daemon *d);
-static void round_check_done(struct daemon *d);
-static void shutdown_maybe_finish(struct daemon *d);
+static void slot_release(struct collector_daemon *d);
+static void round_check_done(struct collector_daemon *d);
+static void shutdown_maybe_finish(struct collector_daemon *d);
 
 static void job_free(struct job *j)
 {
@@ -867,7 +904,7 @@ static void step_classify(enum step s, const struct poll_fetch_result *res,
 static bool step_retry(struct job *j, enum step s, const struct step_outcome *o,
                        uint64_t *ret_delay)
 {
-    struct daemon *d = j->d;
+    struct collector_daemon *d = j->d;
     if (!o->fail || o->status == HP_ERR(ECANCELED) || !o->retryable || !step_is_dump(s) ||
         j->attempt > d->cfg->retries || d->stopping)
         return false;
@@ -1036,12 +1073,14 @@ static void job_start_step(struct job *j)
 
 static void job_begin(struct dnode *dn)
 {
-    struct daemon *d = dn->d;
+    struct collector_daemon *d = dn->d;
     struct job *j = hp_xcalloc(1, sizeof(*j));
     j->dn = dn;
     j->d = d;
     j->node = poll_node_dup(dn->cfg);
     j->round = d->round;
+    j->off_round = dn->off_round;
+    j->awaited = dn->waiter_cb != NULL;
     j->attempt = 1;
     j->started_ms = hp_wall_ms();
     j->t0_ns = hp_now_ns();
@@ -1064,7 +1103,7 @@ static void job_begin(struct dnode *dn)
 static void work_cb(uv_work_t *w)
 {
     struct job *j = hp_container_of(w, struct job, work);
-    struct daemon *d = j->d;
+    struct collector_daemon *d = j->d;
     struct hp_buf err = HP_BUF_INIT(0);
 
     if (j->dump.data && d->parse) {
@@ -1138,7 +1177,7 @@ static void work_cb(uv_work_t *w)
         .attempts = j->attempts,
         .nattempts = j->nattempts,
     };
-    int r = daemon_record(d, &res, &err);
+    int r = daemon_record(d, &res, j->awaited, &err);
     if (r < 0)
         j->sink_error = hp_xstrdup(err.data ? err.data : hp_strerror(r));
     hp_buf_release(&err);
@@ -1160,7 +1199,7 @@ static void work_cb(uv_work_t *w)
  * it from the BE host (Doris never deletes its /jeheap/dump files). Fire
  * and log: a failure only leaves the file for the agent's --keep. */
 struct delete_ctx {
-    struct daemon *d;
+    struct collector_daemon *d;
     char *node;
     char *path;
 };
@@ -1177,7 +1216,7 @@ static void delete_done_cb(struct poll_fetch_result *res, void *arg)
                     c->node, logq(&qf, c->path),
                     logq(&qe, res->error[0] ? res->error : hp_strerror(res->status)));
     poll_fetch_result_free(res);
-    struct daemon *d = c->d;
+    struct collector_daemon *d = c->d;
     free(c->node);
     free(c->path);
     free(c);
@@ -1185,7 +1224,7 @@ static void delete_done_cb(struct poll_fetch_result *res, void *arg)
     round_check_done(d);
 }
 
-static void delete_after_fetch(struct daemon *d, const struct job *j)
+static void delete_after_fetch(struct collector_daemon *d, const struct job *j)
 {
     const struct poll_node *n = j->node;
     if (!n->delete_after_fetch || !n->agent || !j->remote_path || d->stopping || !d->fetcher)
@@ -1225,7 +1264,7 @@ static void after_work_cb(uv_work_t *w, int status)
 {
     struct logq q;
     struct job *j = hp_container_of(w, struct job, work);
-    struct daemon *d = j->d;
+    struct collector_daemon *d = j->d;
     struct dnode *dn = j->dn;
     uint64_t ms = (hp_now_ns() - j->t0_ns) / 1000000u;
     uint64_t bytes = 0;
@@ -1235,7 +1274,7 @@ static void after_work_cb(uv_work_t *w, int status)
         job_fail(j, HP_ERR(ECANCELED), "abandoned at shutdown before it was processed");
 
     bool ok = j->status == 0;
-    if (j->round == d->round) {
+    if (j->round == d->round && !j->off_round) {
         d->round_bytes += bytes;
         if (ok)
             d->round_ok++;
@@ -1275,8 +1314,25 @@ static void after_work_cb(uv_work_t *w, int status)
     if (ok && !j->sink_error && d->sink)
         delete_after_fetch(d, j);
     uint64_t job_round = j->round;
+    bool job_counts = !j->off_round;
     dn->job = NULL;
     dn->state = DN_IDLE;
+    if (dn->waiter_cb) {
+        int st = ok && j->sink_error ? HP_ESTORE : j->status;
+        const char *why = j->error;
+        if (ok && j->sink_error)
+            why = "the dump was fetched but could not be stored (the collector's log says why)";
+        struct collector_poll_outcome o = {
+            .node = j->node->name,
+            .status = st,
+            .error = st ? (why ? why : hp_strerror(st)) : NULL,
+            .started_ms = j->started_ms,
+            .finished_ms = hp_wall_ms(),
+            .nattempts = j->nattempts,
+        };
+        dnode_tell_waiter(dn, &o);
+    }
+    dn->off_round = false;
     job_free(j);
     if (dn->next_cfg) {
         poll_node_free(dn->cfg);
@@ -1287,7 +1343,7 @@ static void after_work_cb(uv_work_t *w, int status)
         dnode_unlink(d, dn);
         uv_close((uv_handle_t *)&dn->timer, dnode_close_cb);
     }
-    if (job_round == d->round && d->round_pending)
+    if (job_round == d->round && job_counts && d->round_pending)
         d->round_pending--;
     slot_release(d);
     if (d->active == 0 && d->sink && d->sink->flush) {
@@ -1317,7 +1373,7 @@ static void job_done(struct job *j)
 
 static void slot_acquire_or_queue(struct dnode *dn)
 {
-    struct daemon *d = dn->d;
+    struct collector_daemon *d = dn->d;
     if (d->active < d->cfg->max_inflight) {
         d->active++;
         job_begin(dn);
@@ -1334,7 +1390,7 @@ static void slot_acquire_or_queue(struct dnode *dn)
     d->qtail = dn;
 }
 
-static void slot_release(struct daemon *d)
+static void slot_release(struct collector_daemon *d)
 {
     d->active--;
     while (d->qhead && !d->stopping && d->active < d->cfg->max_inflight) {
@@ -1344,8 +1400,9 @@ static void slot_release(struct daemon *d)
             d->qtail = NULL;
         if (dn->removed) {
             /* Dropped from the list by a reload while it waited. */
-            if (d->round_pending)
+            if (d->round_pending && !dn->off_round)
                 d->round_pending--;
+            dnode_tell_cancelled(dn, "the node was removed from the node list");
             dnode_unlink(d, dn);
             uv_close((uv_handle_t *)&dn->timer, dnode_close_cb);
             continue;
@@ -1368,7 +1425,7 @@ static void start_cb(uv_timer_t *t)
     slot_acquire_or_queue(dn);
 }
 
-static void round_log(struct daemon *d, bool final)
+static void round_log(struct collector_daemon *d, bool final)
 {
     double secs = (double)(hp_now_ns() - d->round_t0_ns) / 1e9;
     size_t done = d->round_ok + d->round_failed;
@@ -1390,14 +1447,14 @@ static void round_log(struct daemon *d, bool final)
 
 static void progress_cb(uv_timer_t *t)
 {
-    struct daemon *d = hp_container_of(t, struct daemon, progress_timer);
+    struct collector_daemon *d = hp_container_of(t, struct collector_daemon, progress_timer);
     if (d->round_pending)
         round_log(d, false);
 }
 
-static void daemon_stop(struct daemon *d, const char *why);
+static void daemon_stop(struct collector_daemon *d, const char *why);
 
-static void round_check_done(struct daemon *d)
+static void round_check_done(struct collector_daemon *d)
 {
     if (d->round_pending || d->deletes_pending || d->round == 0 || d->round_t0_ns == 0)
         return;
@@ -1417,7 +1474,7 @@ static void round_check_done(struct daemon *d)
 
 struct fleet_work {
     uv_work_t work;
-    struct daemon *d;
+    struct collector_daemon *d;
     int64_t round_key;
     char **names;
     bool *mine;
@@ -1437,7 +1494,7 @@ static void fleet_work_cb(uv_work_t *w)
 static void fleet_after_cb(uv_work_t *w, int status)
 {
     struct fleet_work *fw = hp_container_of(w, struct fleet_work, work);
-    struct daemon *d = fw->d;
+    struct collector_daemon *d = fw->d;
     d->fleet_pending--;
     if (status == 0 && fw->r < 0)
         hp_log_warn("collector",
@@ -1472,7 +1529,7 @@ static void fleet_after_cb(uv_work_t *w, int status)
     shutdown_maybe_finish(d);
 }
 
-static void fleet_queue(struct daemon *d, struct fleet_work *fw)
+static void fleet_queue(struct collector_daemon *d, struct fleet_work *fw)
 {
     fw->d = d;
     hp_buf_init(&fw->err, 0);
@@ -1489,13 +1546,13 @@ static void fleet_queue(struct daemon *d, struct fleet_work *fw)
  * fire a little early (the wall clock and the loop's clock differ) or late
  * (a loaded machine): a quarter interval early to three quarters late still
  * names the same round. */
-static int64_t round_key_now(const struct daemon *d)
+static int64_t round_key_now(const struct collector_daemon *d)
 {
     int64_t iv = (int64_t)(d->cfg->interval_ms ? d->cfg->interval_ms : 1);
     return (hp_wall_ms() + iv / 4) / iv;
 }
 
-static void round_claim_or_begin(struct daemon *d)
+static void round_claim_or_begin(struct collector_daemon *d)
 {
     if (!d->sink || !d->sink->claim) {
         round_begin(d);
@@ -1519,7 +1576,7 @@ static void round_claim_or_begin(struct daemon *d)
  * failed (a failed FE keeps its backends). */
 static void round_cb(uv_timer_t *t)
 {
-    struct daemon *d = hp_container_of(t, struct daemon, round_timer);
+    struct collector_daemon *d = hp_container_of(t, struct collector_daemon, round_timer);
     if (d->stopping)
         return;
     if (d->nfes) {
@@ -1532,7 +1589,7 @@ static void round_cb(uv_timer_t *t)
     round_claim_or_begin(d);
 }
 
-static void round_begin(struct daemon *d)
+static void round_begin(struct collector_daemon *d)
 {
     if (d->round_t0_ns) {
         hp_log_warn("collector",
@@ -1562,7 +1619,9 @@ static void round_begin(struct daemon *d)
         d->round_total++;
         if (dn->state != DN_IDLE) {
             d->round_skipped++;
-            hp_log_warn("collector", "node=%s msg=\"still busy from the previous round; skipped\"",
+            hp_log_warn("collector",
+                        "node=%s msg=\"still busy (the previous round, or a poll on request); "
+                        "skipped\"",
                         dn->cfg->name);
             i++;
             continue;
@@ -1583,11 +1642,82 @@ static void round_begin(struct daemon *d)
     round_check_done(d);
 }
 
+/* ---- polls on request (collector_daemon_poll_now) ------------------------ */
+
+/* " (did you mean \"be-17\"?)" when a node's name is close to `name`:
+ * a third of the name or less and at most 3 edits, as the query CLI's. */
+static void node_hint(struct collector_daemon *d, const char *name, struct hp_buf *err)
+{
+    size_t len = strlen(name);
+    size_t best = len / 3 < 3 ? len / 3 + 1 : 4;
+    const char *best_name = NULL;
+    for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
+        if (dn->removed)
+            continue;
+        size_t dist = hp_edit_distance(name, dn->cfg->name);
+        if (dist < best) {
+            best = dist;
+            best_name = dn->cfg->name;
+        }
+    }
+    if (best_name)
+        (void)hp_buf_printf(err, " (did you mean \"%s\"?)", best_name);
+}
+
+int collector_daemon_poll_now(struct collector_daemon *d, const char *node,
+                              collector_poll_done_cb *cb, void *arg, struct hp_buf *err)
+{
+    if (d->stopping) {
+        hp_err_printf(err, "the collector is stopping");
+        return HP_ERR(ECANCELED);
+    }
+    struct dnode *dn = dnode_find(d, node);
+    if (!dn) {
+        bool fe = false;
+        for (size_t i = 0; i < d->nfes && !fe; i++)
+            fe = !strcmp(d->fes[i].cfg->name, node);
+        if (fe) {
+            hp_err_printf(err, "\"%s\" is an FE line: it names backends, it has no heap of "
+                               "its own to poll",
+                          node);
+        } else {
+            hp_err_printf(err, "no node \"%s\" in the node list", node);
+            node_hint(d, node, err);
+        }
+        return HP_ENOTFOUND;
+    }
+    if (dn->state == DN_BUSY) {
+        int64_t ago = dn->job ? (hp_wall_ms() - dn->job->started_ms) / 1000 : 0;
+        hp_err_printf(err, "a poll of %s is already running (started %lld s ago); its snapshot "
+                           "will be in the node's list when it ends",
+                      dn->cfg->name, (long long)(ago > 0 ? ago : 0));
+        return HP_ERR(EBUSY);
+    }
+    if (dn->state == DN_QUEUED) {
+        hp_err_printf(err, "a poll of %s is already waiting for a free slot (%zu polls "
+                           "running, --max-inflight %u)",
+                      dn->cfg->name, d->active, d->cfg->max_inflight);
+        return HP_ERR(EBUSY);
+    }
+    /* A node waiting for its start in this round starts now: that is the
+     * round's poll, only earlier. An idle one gets a poll of its own. */
+    if (dn->state == DN_WAITING)
+        uv_timer_stop(&dn->timer);
+    else
+        dn->off_round = true;
+    dn->waiter_cb = cb;
+    dn->waiter_arg = arg;
+    hp_log_info("collector", "node=%s off_round=%s msg=\"poll requested\"", dn->cfg->name,
+                dn->off_round ? "yes" : "no");
+    slot_acquire_or_queue(dn);
+    return 0;
+}
+
 /* ---- reload ----------------------------------------------------------------- */
 
 struct reload {
     uv_work_t work;
-    struct daemon *d;
+    struct collector_daemon *d;
     struct poll_nodelist *list;
     struct hp_buf err;
     size_t bad;
@@ -1622,7 +1752,7 @@ static void log_list_errors(const char *text, enum hp_log_level lvl)
 static void reload_after_cb(uv_work_t *w, int status)
 {
     struct reload *rl = hp_container_of(w, struct reload, work);
-    struct daemon *d = rl->d;
+    struct collector_daemon *d = rl->d;
     d->reloading = false;
     if (status == 0 && rl->r == 0) {
         log_list_errors(rl->err.data, HP_LOG_WARN);
@@ -1645,7 +1775,7 @@ static void reload_after_cb(uv_work_t *w, int status)
 
 static void signal_cb(uv_signal_t *s, int signum)
 {
-    struct daemon *d = s->data;
+    struct collector_daemon *d = s->data;
     if (signum == SIGHUP) {
         if (d->reloading || d->stopping)
             return;
@@ -1672,14 +1802,14 @@ static void signal_cb(uv_signal_t *s, int signum)
 
 static void grace_cb(uv_timer_t *t)
 {
-    struct daemon *d = hp_container_of(t, struct daemon, grace_timer);
+    struct collector_daemon *d = hp_container_of(t, struct collector_daemon, grace_timer);
     hp_log_error("collector",
                  "active=%zu msg=\"workers did not finish within the grace period; exiting\"",
                  d->active);
     _exit(3);
 }
 
-static void daemon_stop(struct daemon *d, const char *why)
+static void daemon_stop(struct collector_daemon *d, const char *why)
 {
     if (d->stopping)
         return;
@@ -1692,8 +1822,9 @@ static void daemon_stop(struct daemon *d, const char *why)
         if (dn->state == DN_WAITING || dn->state == DN_QUEUED) {
             uv_timer_stop(&dn->timer);
             dn->state = DN_IDLE;
-            if (d->round_pending)
+            if (d->round_pending && !dn->off_round)
                 d->round_pending--;
+            dnode_tell_cancelled(dn, "the collector is stopping");
         }
     }
     d->qhead = d->qtail = NULL;
@@ -1708,7 +1839,7 @@ static void daemon_stop(struct daemon *d, const char *why)
     shutdown_maybe_finish(d);
 }
 
-static void shutdown_maybe_finish(struct daemon *d)
+static void shutdown_maybe_finish(struct collector_daemon *d)
 {
     if (!d->stopping || d->closed || d->active || d->reloading || d->fleet_pending)
         return;
@@ -1739,7 +1870,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
                          collector_parse_fn *parse)
 {
     int rc = 2;
-    struct daemon *d = hp_xcalloc(1, sizeof(*d));
+    struct collector_daemon *d = hp_xcalloc(1, sizeof(*d));
     struct poll_nodelist *list = NULL;
     struct hp_buf err = HP_BUF_INIT(0);
     bool loop_ready = false;
@@ -1800,7 +1931,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     signal(SIGPIPE, SIG_IGN);
     if (cfg->service) {
         hp_buf_reset(&err);
-        r = cfg->service->start(cfg->service, &d->loop, &err);
+        r = cfg->service->start(cfg->service, &d->loop, d, &err);
         if (r < 0) {
             fprintf(stderr, "collector: %s\n", err.len ? err.data : hp_strerror(r));
             d->stopping = true;

@@ -87,8 +87,10 @@ struct collector_sink {
     /* Flush and free. Loop thread, after the last record call. May be NULL. */
     void (*close)(struct collector_sink *s);
     /* Make every recorded result durable and visible (a sink may batch
-     * several records into one write). Loop thread, when no poll is in
-     * flight; the daemon holds the sink lock. May be NULL. */
+     * several records into one write). Loop thread when no poll is in
+     * flight, or the worker right after recording a poll someone waits for
+     * (collector_daemon_poll_now); the daemon holds the sink lock. May be
+     * NULL. */
     void (*flush)(struct collector_sink *s);
     /* Collectors sharing a fleet (a PostgreSQL store; NULL otherwise): at
      * each round, which of the n nodes this collector polls (mine[i]), for
@@ -114,12 +116,45 @@ typedef int collector_parse_fn(const void *data, size_t len,
 
 struct uv_loop_s;
 
+/* The running daemon, as a service on its loop sees it. */
+struct collector_daemon;
+
+/* How a poll asked for with collector_daemon_poll_now ended. Borrowed for
+ * the duration of the callback. */
+struct collector_poll_outcome {
+    const char *node;
+    int status;        /* 0: a dump was fetched and recorded; else HP_E* / -errno */
+    const char *error; /* the failure in words; NULL on success */
+    int64_t started_ms, finished_ms; /* wall clock; the snapshot's time is started_ms */
+    size_t nattempts;  /* HTTP requests made, retries included */
+};
+typedef void collector_poll_done_cb(void *arg, const struct collector_poll_outcome *o);
+
+/* Poll one node now, outside the schedule ("take a snapshot now"): the same
+ * job a round runs (the node's steps, retries and timeouts, a max_inflight
+ * slot, the memory budget), recorded in the sink like any poll and flushed
+ * before cb runs, so a reader of the store sees the snapshot by then. A
+ * node waiting for its start in the current round starts now instead (and
+ * still counts for the round); any other poll is off the round's books.
+ *
+ * Loop thread. Returns 0 when the poll started or waits for a slot; then
+ * cb(arg, outcome) runs later on the loop thread, exactly once, also when
+ * the daemon stops first (status HP_ERR(ECANCELED)). Otherwise cb is never
+ * called and err says why: HP_ENOTFOUND (no such node, with a "did you
+ * mean" when a name is close), HP_ERR(EBUSY) (a poll of that node is
+ * already running or waiting for a slot; it is not started twice),
+ * HP_ERR(ECANCELED) (the daemon is stopping). */
+int collector_daemon_poll_now(struct collector_daemon *d, const char *node,
+                              collector_poll_done_cb *cb, void *arg, struct hp_buf *err);
+
 /* Something else that lives on the collector's loop (the web API): started
- * once the loop exists, stopped at shutdown after polling ended. stop must
- * uv_close its handles; the daemon then runs the loop until they are gone.
- * Both run on the loop thread. */
+ * once the loop exists, stopped at shutdown after polling ended (every
+ * poll_now callback has run by then). stop must uv_close its handles; the
+ * daemon then runs the loop until they are gone. Both run on the loop
+ * thread; d stays valid until stop returns. */
 struct collector_service {
-    int (*start)(struct collector_service *s, struct uv_loop_s *loop, struct hp_buf *err);
+    int (*start)(struct collector_service *s, struct uv_loop_s *loop,
+                 struct collector_daemon *d, struct hp_buf *err);
     void (*stop)(struct collector_service *s);
 };
 

@@ -1,7 +1,12 @@
 /* The web API and UI on the collector's own loop (--listen): a
  * collector_service that serves the store the collector writes, through the
  * store-backed web source. Handlers that read the database run on worker
- * threads (web/), so polling on the loop never waits for a query. */
+ * threads (web/), so polling on the loop never waits for a query.
+ *
+ * "Take a snapshot now" crosses the layers here: web/ knows nothing of the
+ * daemon (it is below it in docs/DESIGN.md's table), so the server gets a
+ * web_poll_now_fn hook, and this file translates it into
+ * collector_daemon_poll_now and the outcome back. Both run on the loop. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -20,8 +25,44 @@ struct web_service {
     char *rules; /* --rules FILE's text */
     struct web_source_store *src;
     struct web_server *srv;
+    struct collector_daemon *daemon; /* from start; valid until stop */
     uint64_t max_view_stacks;
 };
+
+/* One poll the web server waits for. */
+struct svc_poll {
+    web_poll_done_cb *done;
+    void *arg;
+};
+
+static void svc_poll_done_cb(void *arg, const struct collector_poll_outcome *o)
+{
+    struct svc_poll *p = arg;
+    struct web_poll_outcome wo = {
+        .status = o->status,
+        .error = o->error,
+        .started_ms = o->started_ms,
+        .finished_ms = o->finished_ms,
+        .nattempts = o->nattempts,
+    };
+    web_poll_done_cb *done = p->done;
+    void *darg = p->arg;
+    free(p);
+    done(darg, &wo);
+}
+
+static int svc_poll_now(void *ctx, const char *node, web_poll_done_cb *done, void *arg,
+                        struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    struct svc_poll *p = hp_xcalloc(1, sizeof(*p));
+    p->done = done;
+    p->arg = arg;
+    int r = collector_daemon_poll_now(w->daemon, node, svc_poll_done_cb, p, err);
+    if (r < 0)
+        free(p);
+    return r;
+}
 
 /* The source calls are the store source's; metrics adds the collector's own
  * health (rounds, polls by outcome, poll times) to the store's figures. */
@@ -66,9 +107,12 @@ static int svc_metrics(void *ctx, struct hp_buf *out)
 }
 
 static int web_service_start(struct collector_service *base, uv_loop_t *loop,
-                             struct hp_buf *err)
+                             struct collector_daemon *d, struct hp_buf *err)
 {
     struct web_service *w = hp_container_of(base, struct web_service, base);
+    w->daemon = d;
+    w->cfg.poll_now = svc_poll_now;
+    w->cfg.poll_ctx = w;
     int r = web_source_store_new(w->db, &w->src, err);
     if (r < 0)
         return r;

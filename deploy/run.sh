@@ -23,7 +23,9 @@ cd "$(dirname "$0")/.."
 # OpenSSL headers without depending on libssl-dev, and jeprof runs file(1)
 # to recognise 64-bit binaries (without it, it drops inlined frames).
 # rustc builds the Rust fixtures (legacy and v0 mangling); clang and its
-# runtime libraries build the libFuzzer targets.
+# runtime libraries build the libFuzzer targets. prometheus brings promtool,
+# which checks deploy/heapfleet-alerts.yml (test alerts-promtool); the
+# daemon it also ships is not used.
 PACKAGES="gcc g++ meson ninja-build pkg-config
   libuv1-dev libcurl4-openssl-dev libsqlite3-dev libelf-dev libdwarf-dev
   libcmocka-dev libzstd-dev zlib1g-dev libiberty-dev libjansson-dev
@@ -31,7 +33,7 @@ PACKAGES="gcc g++ meson ninja-build pkg-config
   libjemalloc-dev libgoogle-perftools-dev
   binutils elfutils llvm graphviz golang-go sqlite3 curl ca-certificates perl
   jq openssl iproute2 systemd file rustc clang libclang-rt-14-dev python3
-  time dwz valgrind libpq-dev postgresql-15 zstd"
+  time dwz valgrind libpq-dev postgresql-15 zstd prometheus"
 
 say() { printf '%s\n' "heapfleet: $*" >&2; }
 

@@ -321,6 +321,44 @@ static void downsample(const struct web_snapshot_info *s, size_t n, size_t point
     }
 }
 
+/* POST /api/v1/nodes/{node}/snapshot: the poller says the poll succeeded
+ * and its record is committed; the snapshot is the node's newest taken at
+ * or after the poll's start (one node is polled by one job at a time). */
+void web_h_poll_result(struct web_request *r)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_snapshot_info *snaps = NULL;
+    size_t n = 0;
+    if (!r->src->list_snapshots) {
+        web_api_error(r, 501, "this data source cannot list snapshots");
+        return;
+    }
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->poll.started_ms, 1, &r->arena,
+                                    &snaps, &n, &err);
+    if (rc < 0 && rc != HP_ENOTFOUND) {
+        reply_failure(r, rc, &err);
+        hp_buf_release(&err);
+        return;
+    }
+    hp_buf_release(&err);
+    json_t *root = json_object();
+    json_object_set_new(root, "node", jstr(r->p.node));
+    json_object_set_new(root, "status", json_string("ok"));
+    json_object_set_new(root, "elapsed_ms",
+                        json_integer((json_int_t)(r->poll.finished_ms - r->poll.started_ms)));
+    json_object_set_new(root, "attempts", json_integer((json_int_t)r->poll.nattempts));
+    if (rc == 0 && n == 1) {
+        json_object_set_new(root, "snapshot", snapshot_json(&snaps[0]));
+    } else {
+        /* Polled and recorded, yet not readable here (retention took it
+         * already, or the store answers from elsewhere): say so. */
+        json_object_set_new(root, "snapshot", json_null());
+        json_object_set_new(root, "note", json_string("the poll succeeded, but its snapshot "
+                                                      "is not in the store this server reads"));
+    }
+    reply_json(r, root);
+}
+
 void web_h_snapshots(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);

@@ -131,27 +131,31 @@ struct web_route {
     const char *pattern;
     unsigned params;
     void (*fn)(struct web_request *r); /* handlers live in api.c */
+    bool post; /* POST only (no body is read); the others are GET only */
 };
 
 static void h_index(struct web_request *r);
 
 static const struct web_route routes[] = {
-    { "/api/v1", 0, h_index },
-    { "/api/v1/nodes", P_SPARK, web_h_nodes },
-    { "/api/v1/nodes/{node}/snapshots", P_SINCE | P_LIMIT | P_POINTS, web_h_snapshots },
-    { "/api/v1/snapshots/{sel}", 0, web_h_snapshot },
-    { "/api/v1/snapshots/{sel}/top", P_SAMPLE | P_FILTER | P_TOP | P_OPTS, web_h_top },
-    { "/api/v1/snapshots/{sel}/tree", P_SAMPLE | P_FILTER | P_OPTS | P_PRUNE, web_h_tree },
+    { "/api/v1", 0, h_index, false },
+    { "/api/v1/nodes", P_SPARK, web_h_nodes, false },
+    { "/api/v1/nodes/{node}/snapshots", P_SINCE | P_LIMIT | P_POINTS, web_h_snapshots, false },
+    /* "Take a snapshot now": the server's poller runs first (server.c),
+     * then the handler reads back what it stored. */
+    { "/api/v1/nodes/{node}/snapshot", 0, web_h_poll_result, true },
+    { "/api/v1/snapshots/{sel}", 0, web_h_snapshot, false },
+    { "/api/v1/snapshots/{sel}/top", P_SAMPLE | P_FILTER | P_TOP | P_OPTS, web_h_top, false },
+    { "/api/v1/snapshots/{sel}/tree", P_SAMPLE | P_FILTER | P_OPTS | P_PRUNE, web_h_tree, false },
     { "/api/v1/snapshots/{sel}/profile",
-      P_FORMAT | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_DOWNLOAD, web_h_profile },
+      P_FORMAT | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_DOWNLOAD, web_h_profile, false },
     { "/api/v1/diff",
       P_AB | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_PRUNE | P_NORMALIZE | P_FORMAT | P_DOWNLOAD,
-      web_h_diff },
-    { "/api/v1/fleet", P_SINCE | P_SAMPLE | P_TOP, web_h_fleet },
-    { "/api/v1/trend", P_NODE_REQ | P_SINCE | P_LIMIT | P_SAMPLE | P_FUNCTION, web_h_trend },
-    { "/api/v1/leaks", P_NODE_REQ | P_SINCE | P_TOP | P_LIMIT | P_SAMPLE, web_h_leaks },
-    { "/api/v1/discrepancy", P_NODE_REQ, web_h_discrepancy },
-    { "/api/v1/symbolization", 0, web_h_symbolization },
+      web_h_diff, false },
+    { "/api/v1/fleet", P_SINCE | P_SAMPLE | P_TOP, web_h_fleet, false },
+    { "/api/v1/trend", P_NODE_REQ | P_SINCE | P_LIMIT | P_SAMPLE | P_FUNCTION, web_h_trend, false },
+    { "/api/v1/leaks", P_NODE_REQ | P_SINCE | P_TOP | P_LIMIT | P_SAMPLE, web_h_leaks, false },
+    { "/api/v1/discrepancy", P_NODE_REQ, web_h_discrepancy, false },
+    { "/api/v1/symbolization", 0, web_h_symbolization, false },
 };
 
 struct known_param {
@@ -505,6 +509,13 @@ int web_api_prepare(struct web_request *r, const char *path, size_t path_len, co
         return 0;
     }
     r->route = route;
+    if (route->post != r->post) {
+        r->allow = route->post ? "POST" : "GET";
+        web_api_error(r, 405, route->post ? "%s takes POST (it polls the node now)"
+                                          : "%s takes GET only",
+                      route->pattern);
+        return 0;
+    }
     if (parse_query(r, route->params, query, query ? query_len : 0, now) < 0)
         return 0;
     struct hp_buf err = HP_BUF_INIT(0);
@@ -544,8 +555,13 @@ static void h_index(struct web_request *r)
             ok = false;
             note = "this data source keeps no symbolization status";
         }
+        if (routes[i].post && !r->can_poll) {
+            ok = false;
+            note = "this server polls no nodes (the collector's own web server does)";
+        }
         hp_buf_printf(b, "%s{\"path\":", i ? "," : "");
         query_json_str(b, routes[i].pattern);
+        hp_buf_printf(b, ",\"method\":\"%s\"", routes[i].post ? "POST" : "GET");
         hp_buf_printf(b, ",\"available\":%s", ok ? "true" : "false");
         if (note) {
             hp_buf_puts(b, ",\"note\":");

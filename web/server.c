@@ -8,8 +8,14 @@
  * request's pool with a dispose callback tells the job so, and the result is
  * dropped instead of written to freed memory.
  *
+ * A POST to /api/v1/nodes/NAME/snapshot is a job too, with a first phase on
+ * the loop: the server's poller (web_config.poll_now) polls the node while
+ * the job waits on the `polls` list, and its callback either answers (the
+ * poll failed) or queues the job to read back the snapshot it stored. No
+ * request body is ever read, for POST either.
+ *
  * Shutdown, in order: close the listener, cancel queued jobs and wait for the
- * running ones, shut down every connection's socket so h2o closes it through
+ * running ones and for the poller's callbacks, shut down every connection's socket so h2o closes it through
  * its own error path (h2o 2.2 cannot drop idle keep-alive connections
  * itself), then dispose the h2o context. We dispose it by hand rather than
  * with h2o_context_dispose() because that function calls uv_run() on the
@@ -47,7 +53,7 @@ struct job {
     struct web_server *s;
     h2o_req_t *req;       /* NULL once h2o disposed the request */
     struct job **slot;    /* in req->pool; cleared when the job is done */
-    struct job *prev, *next;
+    struct job *prev, *next;  /* s->jobs, or s->polls while polling */
     bool metrics;
     bool gzip_ok;
     bool gzipped;
@@ -83,6 +89,9 @@ struct web_server {
     struct conn *conns, *oldest;
     size_t nconns;
     struct job *jobs;
+    struct job *polls; /* POSTs waiting for the poller's callback */
+    web_poll_now_fn *poll_now;
+    void *poll_ctx;
     struct web_stats stats;
     struct web_verdicts *verdicts; /* /metrics' verdict series, cached per round */
     char *rules;                   /* web_config.rules, checked at start */
@@ -154,9 +163,11 @@ static const char *reason_of(int status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     default: return "Response";
     }
@@ -179,9 +190,11 @@ static void add_header(h2o_req_t *req, const h2o_token_t *tok, const char *v)
     h2o_add_header(&req->pool, &req->res.headers, tok, NULL, v, strlen(v));
 }
 
-/* Send `body` (malloc'd, ownership taken; may be NULL when len is 0). */
+/* Send `body` (malloc'd, ownership taken; may be NULL when len is 0).
+ * allow: the Allow header of a 405 (NULL: GET). */
 static void respond(struct web_server *s, h2o_req_t *req, int status, const char *ctype,
-                    char *body, size_t len, bool gzipped, const char *disposition)
+                    char *body, size_t len, bool gzipped, const char *disposition,
+                    const char *allow)
 {
     static h2o_generator_t generator = { NULL, NULL };
     count_status(s, status);
@@ -199,7 +212,7 @@ static void respond(struct web_server *s, h2o_req_t *req, int status, const char
     if (status == 401)
         add_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"heapfleet\"");
     if (status == 405)
-        add_header(req, H2O_TOKEN_ALLOW, "GET");
+        add_header(req, H2O_TOKEN_ALLOW, allow ? allow : "GET");
     if (status == 503)
         add_header(req, H2O_TOKEN_RETRY_AFTER, "1");
     char **holder = h2o_mem_alloc_shared(&req->pool, sizeof(*holder), body_dispose);
@@ -218,7 +231,7 @@ static void respond_error(struct web_server *s, h2o_req_t *req, int status, cons
     hp_buf_printf(&b, ",\"status\":%d}\n", status);
     size_t len;
     char *p = hp_buf_detach(&b, &len);
-    respond(s, req, status, "application/json", p, len, false, NULL);
+    respond(s, req, status, "application/json", p, len, false, NULL, NULL);
 }
 
 /* ---- auth ------------------------------------------------------------------ */
@@ -349,7 +362,7 @@ static void job_after_cb(uv_work_t *w, int status)
             size_t len;
             char *body = hp_buf_detach(&j->r.body, &len);
             respond(s, j->req, j->r.status, j->r.content_type, body, len, j->gzipped,
-                    j->r.disposition);
+                    j->r.disposition, j->r.allow);
             observe_latency(s, j->t0);
         }
     }
@@ -358,7 +371,7 @@ static void job_after_cb(uv_work_t *w, int status)
         check_stop_progress(s);
 }
 
-static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
+static struct job *job_new(struct web_server *s, h2o_req_t *req, bool metrics)
 {
     struct job *j = hp_xcalloc(1, sizeof(*j));
     j->s = s;
@@ -368,18 +381,65 @@ static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
     web_request_init(&j->r, s->src, s->src_ctx, s->max_body);
     j->r.verdicts = metrics ? s->verdicts : NULL;
     j->r.rules = s->rules;
+    j->r.can_poll = s->poll_now != NULL;
+    return j;
+}
+
+/* Route and validate; 0 when the answer is already sent (j freed). */
+static int job_prepare(struct web_server *s, struct job *j, h2o_req_t *req)
+{
+    const char *path = req->path.base;
+    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    const char *q = req->query_at != SIZE_MAX ? req->path.base + req->query_at + 1 : NULL;
+    size_t qlen = q ? req->path.len - req->query_at - 1 : 0;
+    if (web_api_prepare(&j->r, path, plen, q, qlen) == 0) {
+        size_t len;
+        char *body = hp_buf_detach(&j->r.body, &len);
+        respond(s, req, j->r.status, j->r.content_type, body, len, false, NULL, j->r.allow);
+        job_free(j);
+        return 0;
+    }
+    return 1;
+}
+
+/* The job answers req from now on: a slot in the request's pool tells it
+ * when the client is gone. */
+static void job_attach(struct job *j, h2o_req_t *req)
+{
+    j->req = req;
+    j->slot = h2o_mem_alloc_shared(&req->pool, sizeof(*j->slot), job_slot_dispose);
+    *j->slot = j;
+}
+
+/* Hand an attached job to a worker. */
+static void job_queue(struct web_server *s, struct job *j)
+{
+    j->prev = NULL;
+    j->next = s->jobs;
+    if (s->jobs)
+        s->jobs->prev = j;
+    s->jobs = j;
+    s->stats.jobs_running++;
+    s->metrics_running += j->metrics;
+    int r = uv_queue_work(s->loop, &j->work, job_work_cb, job_after_cb);
+    if (r < 0) {
+        h2o_req_t *req = j->req;
+        job_unlink(j);
+        s->stats.jobs_running--;
+        s->metrics_running -= j->metrics;
+        j->req = NULL;
+        job_free(j);
+        if (req)
+            respond_error(s, req, 500, uv_strerror(r));
+    }
+}
+
+static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
+{
+    struct job *j = job_new(s, req, metrics);
     if (!metrics) {
-        const char *path = req->path.base;
-        size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
-        const char *q = req->query_at != SIZE_MAX ? req->path.base + req->query_at + 1 : NULL;
-        size_t qlen = q ? req->path.len - req->query_at - 1 : 0;
-        if (web_api_prepare(&j->r, path, plen, q, qlen) == 0) {
-            size_t len;
-            char *body = hp_buf_detach(&j->r.body, &len);
-            respond(s, req, j->r.status, j->r.content_type, body, len, false, NULL);
-            job_free(j);
+        if (job_prepare(s, j, req) == 0)
             return 0;
-        }
     } else {
         j->stats = s->stats;
         j->stats.connections_open = s->nconns;
@@ -394,24 +454,151 @@ static int start_job(struct web_server *s, h2o_req_t *req, bool metrics)
         respond_error(s, req, 503, "too many requests in flight; retry shortly");
         return 0;
     }
-    j->req = req;
-    j->slot = h2o_mem_alloc_shared(&req->pool, sizeof(*j->slot), job_slot_dispose);
-    *j->slot = j;
-    j->next = s->jobs;
-    if (s->jobs)
-        s->jobs->prev = j;
-    s->jobs = j;
-    s->stats.jobs_running++;
-    s->metrics_running += metrics;
-    int r = uv_queue_work(s->loop, &j->work, job_work_cb, job_after_cb);
-    if (r < 0) {
-        job_unlink(j);
-        s->stats.jobs_running--;
-        s->metrics_running -= metrics;
-        j->req = NULL;
-        job_free(j);
-        respond_error(s, req, 500, uv_strerror(r));
+    job_attach(j, req);
+    job_queue(s, j);
+    return 0;
+}
+
+/* ---- taking a snapshot now (POST /api/v1/nodes/NAME/snapshot) ---------------- */
+
+static void poll_unlink(struct job *j)
+{
+    struct web_server *s = j->s;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        s->polls = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    j->prev = j->next = NULL;
+}
+
+/* Without a token, only a client on this machine may make the collector
+ * poll: reading is harmless enough to open up with --allowed-host, making
+ * the fleet dump its heaps is not. */
+static bool peer_is_loopback(h2o_req_t *req)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t n = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    if (n == 0)
+        return false;
+    if (ss.ss_family == AF_INET)
+        return ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24 == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
+    return false;
+}
+
+/* A browser sends Origin with every POST. One that names another site is a
+ * page elsewhere trying to make this server poll through the user's
+ * browser (cross-site request forgery: a browser on this machine is a
+ * loopback client). No Origin: not a browser's cross-site request. */
+static bool origin_ok(h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
+    if (i < 0)
+        return true;
+    h2o_iovec_t v = req->headers.entries[i].value;
+    static const char *const schemes[] = { "http://", "https://" };
+    for (size_t k = 0; k < HP_ARRAY_SIZE(schemes); k++) {
+        size_t sl = strlen(schemes[k]);
+        if (v.len > sl && strncasecmp(v.base, schemes[k], sl) == 0)
+            return v.len - sl == req->authority.len &&
+                   strncasecmp(v.base + sl, req->authority.base, req->authority.len) == 0;
+    }
+    return false;
+}
+
+/* The poller's answer (loop thread): a failure is said in words (502: the
+ * node failed, not this server), a success is read back on a worker. */
+static void poll_done_cb(void *arg, const struct web_poll_outcome *o)
+{
+    struct job *j = arg;
+    struct web_server *s = j->s;
+    poll_unlink(j);
+    if (!j->req) { /* the client left; the snapshot is stored all the same */
+        job_free(j);
+        if (s->stopping)
+            check_stop_progress(s);
+        return;
+    }
+    if (o->status == 0 && !s->stopping) {
+        j->r.poll = *o;
+        j->r.poll.error = NULL;
+        job_queue(s, j);
+        return;
+    }
+    char secs[32];
+    snprintf(secs, sizeof(secs), "%.1f", (double)(o->finished_ms - o->started_ms) / 1000.0);
+    if (o->status == HP_ERR(ECANCELED) || o->status == 0) {
+        respond_error(s, j->req, 503,
+                      o->status ? o->error
+                                : "the snapshot was taken, but the server is shutting down");
+    } else {
+        struct hp_buf b = HP_BUF_INIT(0);
+        hp_buf_puts(&b, "{\"error\":");
+        char *msg = hp_xasprintf("%s: the poll failed: %s", j->r.p.node,
+                                 o->error ? o->error : hp_strerror(o->status));
+        query_json_str(&b, msg);
+        free(msg);
+        hp_buf_puts(&b, ",\"status\":502,\"node\":");
+        query_json_str(&b, j->r.p.node);
+        hp_buf_printf(&b, ",\"elapsed_ms\":%lld,\"attempts\":%zu,\"seconds\":%s}\n",
+                      (long long)(o->finished_ms - o->started_ms), o->nattempts, secs);
+        size_t len;
+        char *body = hp_buf_detach(&b, &len);
+        respond(s, j->req, 502, "application/json", body, len, false, NULL, NULL);
+    }
+    observe_latency(s, j->t0);
+    job_free(j);
+    if (s->stopping)
+        check_stop_progress(s);
+}
+
+static int start_poll(struct web_server *s, h2o_req_t *req)
+{
+    struct job *j = job_new(s, req, false);
+    j->r.post = true;
+    if (job_prepare(s, j, req) == 0)
+        return 0;
+    const char *refuse = NULL;
+    if (!s->token && !peer_is_loopback(req))
+        refuse = "without a token, only clients on the collector's own machine (loopback) may "
+                 "take a snapshot; set --token-file to allow others with the token";
+    else if (!origin_ok(req))
+        refuse = "a page from another site may not take snapshots here (Origin does not match "
+                 "Host)";
+    if (refuse) {
+        job_free(j);
+        respond_error(s, req, 403, refuse);
+        return 0;
+    }
+    if (!s->poll_now) {
+        job_free(j);
+        respond_error(s, req, 501, "this server polls no nodes (hf-web serves files); the "
+                                   "collector's own web server takes snapshots");
+        return 0;
+    }
+    job_attach(j, req);
+    j->next = s->polls;
+    if (s->polls)
+        s->polls->prev = j;
+    s->polls = j;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int rc = s->poll_now(s->poll_ctx, j->r.p.node, poll_done_cb, j, &err);
+    if (rc < 0) {
+        poll_unlink(j);
+        int status = rc == HP_ENOTFOUND           ? 404
+                     : rc == HP_ERR(EBUSY)        ? 409
+                     : rc == HP_ERR(ECANCELED)    ? 503
+                                                  : 500;
+        respond_error(s, req, status, err.len ? err.data : hp_strerror(rc));
+        job_free(j);
+    }
+    hp_buf_release(&err);
     return 0;
 }
 
@@ -516,8 +703,14 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         respond_error(s, req, 404, "no such resource (the UI is not configured)");
         return 0;
     }
-    if (!method_is(req, "GET")) {
-        respond_error(s, req, 405, "only GET is supported");
+    /* POST only takes a snapshot (the route table says where); every other
+     * API path and /metrics answer GET. */
+    bool post = h->kind == H_API && method_is(req, "POST");
+    if (!post && !method_is(req, "GET")) {
+        static const char msg[] = "{\"error\":\"only GET is supported (and POST to "
+                                  "/api/v1/nodes/NAME/snapshot)\",\"status\":405}\n";
+        respond(s, req, 405, "application/json", hp_xstrdup(msg), sizeof(msg) - 1, false, NULL,
+                h->kind == H_API ? "GET, POST" : "GET");
         return 0;
     }
     if (h->kind == H_API && !token_ok(s, req)) {
@@ -528,6 +721,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         respond_error(s, req, 503, "the server is shutting down");
         return 0;
     }
+    if (post)
+        return start_poll(s, req);
     return start_job(s, req, h->kind == H_METRICS);
 }
 
@@ -646,6 +841,8 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
     s->loop = loop;
     s->src = src;
     s->src_ctx = src_ctx;
+    s->poll_now = cfg->poll_now;
+    s->poll_ctx = cfg->poll_ctx;
     s->max_jobs = cfg->max_jobs ? cfg->max_jobs : 16;
     s->max_body = cfg->max_body ? cfg->max_body : (size_t)256 << 20;
     s->token = cfg->token ? hp_xstrdup(cfg->token) : NULL;
@@ -690,8 +887,9 @@ int web_server_start(uv_loop_t *loop, const struct web_config *cfg,
 
     h2o_config_init(&s->config);
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("heapfleet"));
-    /* Every route is GET: a request body is refused (413) from its
-     * Content-Length, before any of it is read or buffered. */
+    /* No route takes a body (the one POST takes none): a request body is
+     * refused (413) from its Content-Length, before any of it is read or
+     * buffered. */
     s->config.max_request_entity_size = 0;
     /* Headers must arrive, and idle keep-alive ends, within this. */
     s->config.http1.req_timeout = cfg->header_timeout_ms ? cfg->header_timeout_ms : 10000;
@@ -815,7 +1013,7 @@ static void listener_closed_cb(uv_handle_t *h)
 
 static void check_stop_progress(struct web_server *s)
 {
-    if (!s->ctx_live || s->jobs || s->listener_open)
+    if (!s->ctx_live || s->jobs || s->polls || s->listener_open)
         return;
     /* Running jobs are done: make every connection's next read fail so h2o
      * closes it itself (its conn state stays consistent). */

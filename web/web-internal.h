@@ -44,10 +44,14 @@ struct web_request {
     struct web_verdicts *verdicts; /* /metrics only: the server's verdict cache */
     const char *rules;             /* the server's rules text (web_config.rules) or NULL */
     size_t max_body;
+    bool post;                     /* the method is POST (else GET) */
+    bool can_poll;                 /* the server has a poller (web_config.poll_now) */
+    struct web_poll_outcome poll;  /* POST .../snapshot: how the poll ended (error NULL) */
     /* result */
     int status;
     const char *content_type;
     const char *disposition;   /* Content-Disposition value or NULL */
+    const char *allow;         /* with 405: the method the path takes */
     struct hp_buf body;
 };
 
@@ -56,8 +60,9 @@ void web_request_init(struct web_request *r, const struct web_source_ops *src, v
 void web_request_release(struct web_request *r);
 
 /* Loop thread: route `path` (raw, before '?') and validate `query` (raw text
- * after '?', may be NULL). Returns 1 when the request needs web_api_run on a
- * worker, 0 when the response is already in r (404, 400, 501 ...). */
+ * after '?', may be NULL), for r->post's method. Returns 1 when the request
+ * needs web_api_run on a worker (or, for a POST, the server's poller), 0
+ * when the response is already in r (404, 400, 405, 501 ...). */
 int web_api_prepare(struct web_request *r, const char *path, size_t path_len, const char *query,
                     size_t query_len);
 /* Worker thread: run the handler, filling status/content_type/body. */
@@ -77,6 +82,9 @@ void web_h_discrepancy(struct web_request *r);
 void web_h_leaks(struct web_request *r);
 void web_h_trend(struct web_request *r);
 void web_h_fleet(struct web_request *r);
+/* POST /api/v1/nodes/{node}/snapshot, once the poll succeeded (r->poll):
+ * the snapshot it stored. */
+void web_h_poll_result(struct web_request *r);
 
 /* Set a JSON error response {"error": msg, "status": code}. */
 void web_api_error(struct web_request *r, int status, const char *fmt, ...) HP_PRINTF(3, 4);

@@ -123,6 +123,28 @@ void web_source_store_free(struct web_source_store *w);
 void web_source_store_set_max_stacks(struct web_source_store *w, uint64_t max_stacks);
 extern const struct web_source_ops web_source_store_ops;
 
+/* ---- polling on request ----------------------------------------------------- */
+
+/* How a poll asked for through POST /api/v1/nodes/NAME/snapshot ended.
+ * Borrowed for the duration of the callback. */
+struct web_poll_outcome {
+    int status;        /* 0: a snapshot was recorded and is readable through the source */
+    const char *error; /* the failure in words; NULL on success */
+    int64_t started_ms, finished_ms; /* wall clock; the snapshot's time is started_ms */
+    size_t nattempts;  /* HTTP requests made for it, retries included */
+};
+typedef void web_poll_done_cb(void *arg, const struct web_poll_outcome *o);
+
+/* Start polling `node` now (the web library reaches the poller only through
+ * this hook; the collector sets it). Loop thread. Returns 0 and later calls
+ * done(arg, outcome) on the loop thread exactly once (never from inside
+ * this call), before the poller lets the server stop; or returns without
+ * calling done: HP_ENOTFOUND (unknown node, "did you mean" in err),
+ * HP_ERR(EBUSY) (a poll of that node is under way), HP_ERR(ECANCELED)
+ * (shutting down), another HP_E*, each with its message in err. */
+typedef int web_poll_now_fn(void *ctx, const char *node, web_poll_done_cb *done, void *arg,
+                            struct hp_buf *err);
+
 /* ---- the server ------------------------------------------------------------ */
 
 struct web_config {
@@ -143,6 +165,11 @@ struct web_config {
      * that does not parse (err says file:line). Copied. */
     const char *rules;
     const char *rules_origin; /* its file name, for messages */
+    /* "Take a snapshot now" (POST /api/v1/nodes/NAME/snapshot): with a
+     * token, for bearers of it; without, for loopback clients only. NULL:
+     * the endpoint answers 501 (hf-web polls nothing). */
+    web_poll_now_fn *poll_now;
+    void *poll_ctx;
 };
 
 /* Defaults: 127.0.0.1:7070, the UI from web_static_dir_default(), no token,

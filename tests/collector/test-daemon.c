@@ -57,8 +57,10 @@ struct test_service {
     int fail;
 };
 
-static int svc_start(struct collector_service *s, struct uv_loop_s *loop, struct hp_buf *err)
+static int svc_start(struct collector_service *s, struct uv_loop_s *loop,
+                     struct collector_daemon *d, struct hp_buf *err)
 {
+    assert_non_null(d);
     struct test_service *t = hp_container_of(s, struct test_service, svc);
     t->starts++;
     if (t->fail) {

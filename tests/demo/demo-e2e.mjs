@@ -122,6 +122,27 @@ try {
     assert.match(await page.locator("[data-test=fn-fleet] tbody tr").first().innerText(), /doris-be-2/);
   });
 
+  await check("take a snapshot now: the button polls the node and the count goes up", async () => {
+    await page.goto(base + "#/node/sr-be-1");
+    await page.waitForSelector("[data-test=snapshot-now]");
+    const before = Number(await text("[data-test=snapshot-count]"));
+    // A scheduled poll (every 30 s) may be running at the press: the page
+    // then says so (409), and the press is repeated.
+    for (let i = 0; ; i++) {
+      await page.click("[data-test=snapshot-now]");
+      await page.waitForSelector("[data-test=snapnow-done], [data-test=snapnow-failed]", { timeout: 120000 });
+      if (await page.locator("[data-test=snapnow-done]").count()) break;
+      const why = await text("[data-test=snapnow-failed]");
+      assert.ok(i < 3 && /^Already polling/.test(why), why);
+      for (let k = problems.length - 1; k >= 0; k--) if (/^HTTP 409: .*\/snapshot$/.test(problems[k])) problems.splice(k, 1);
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    assert.match(await text("[data-test=snapnow-done]"), /^New snapshot #\d+ taken/);
+    assert.ok(Number(await text("[data-test=snapshot-count]")) >= before + 1, "the count went up");
+    await page.click("[data-test=snapnow-link]");
+    await page.waitForFunction(() => location.hash.startsWith("#/snapshot/"));
+  });
+
   assert.deepEqual(problems, [], "no console errors, failed requests or HTTP errors");
 } finally {
   await finish();

@@ -160,6 +160,9 @@ async function nodePage(name, q) {
   const growth = last && first ? (last.totals.inuse_space || 0) - (first.totals.inuse_space || 0) : 0;
   const spanH = last && first ? (last.time_ms - first.time_ms) / 3600e3 : 0;
   const total = snapsRes.total ?? snaps.length;
+  const pollEp = await endpoint("/api/v1/nodes/{node}/snapshot").catch(() => ({ available: false }));
+  const flash = snapNowFlash && snapNowFlash.node === name ? snapNowFlash.html : "";
+  snapNowFlash = null;
   main.innerHTML = `
     <div class="crumbs"><a href="#/">Fleet</a> / ${esc(name)}</div>
     <div class="pagehead"><div><h1 data-test="node-title">${esc(name)}</h1>
@@ -169,8 +172,10 @@ async function nodePage(name, q) {
         ${snaps.length > 1 ? `<a class="button" href="#/compare?a=${enc("#" + first.id)}&b=${enc("#" + last.id)}" data-test="compare-range">Compare first → latest</a>` : ""}
         ${last ? `<a class="button" href="#/median?node=${enc(name)}" data-test="vs-median">Against the fleet median</a>` : ""}
         <a class="button" href="#/discrepancy?node=${enc(name)}">Discrepancy report</a>
+        ${pollEp.available ? `<button class="primary" id="snapnow" data-test="snapshot-now" title="poll ${esc(name)} now, outside the schedule">Take a snapshot now</button>` : ""}
       </div>
     </div>
+    <div id="snapnow-result">${flash}</div>
     ${info.error ? `<div class="notice error" data-test="node-error">Last poll failed: ${esc(info.error)}</div>` : ""}
     <div class="cards">
       <div class="card"><div class="label">Heap in use (latest)</div><div class="value">${last ? fmtBytes(last.totals.inuse_space) : "–"}</div></div>
@@ -186,6 +191,8 @@ async function nodePage(name, q) {
       <div class="panel flush"><div class="panelhead"><h2>Leak suspects</h2></div><div id="leaks" style="padding:14px 16px"><span class="muted">Loading…</span></div></div>
     </div>`;
   document.getElementById("range").appendChild(rangePicker(range, (r) => { location.hash = `#/node/${enc(name)}?range=${enc(r)}`; }));
+  const snapBtn = document.getElementById("snapnow");
+  if (snapBtn) snapBtn.addEventListener("click", () => takeSnapshot(name, snapBtn));
   let chart = null;
   if (snaps.length) {
     chart = new TimeChart(document.getElementById("chart"), {
@@ -228,6 +235,45 @@ async function nodePage(name, q) {
   } catch (e) {
     leaks.innerHTML = notice(e) + (growth > 0 && snaps.length > 2 ? `<p class="small">Meanwhile: the heap grew by <b>${fmtBytes(growth)}</b> over these snapshots; <a href="#/compare?a=${enc("#" + first.id)}&b=${enc("#" + last.id)}">compare the first and the latest</a> to see which call paths grew.</p>` : "");
   }
+}
+
+// "Take a snapshot now": POST, which returns when the poll is over (as long
+// as the node's timeouts and retries allow). Progress while it runs; then
+// the page reloads with the new snapshot, or says in words why there is
+// none (a node that failed is not an error of this page).
+let snapNowFlash = null;
+async function takeSnapshot(name, btn) {
+  const out = document.getElementById("snapnow-result");
+  const seq = navSeq;
+  const t0 = Date.now();
+  btn.disabled = true;
+  const tick = () => {
+    const s = Math.round((Date.now() - t0) / 1000);
+    out.innerHTML = `<div class="notice info" data-test="snapnow-progress">Polling ${esc(name)}… ${s} s</div>`;
+  };
+  tick();
+  const timer = setInterval(tick, 1000);
+  let html;
+  try {
+    const r = await api(`/api/v1/nodes/${enc(name)}/snapshot`, { method: "POST" });
+    const s = r.snapshot;
+    html = s
+      ? `<div class="notice info" data-test="snapnow-done">New snapshot <a href="#/snapshot/${selPath("#" + s.id)}" data-test="snapnow-link">#${s.id}</a> taken ${esc(fmtTime(s.time_ms))} (${fmtBytes(s.totals.inuse_space)} in use; ${(r.elapsed_ms / 1000).toFixed(1)} s, ${r.attempts} request${r.attempts === 1 ? "" : "s"}).</div>`
+      : `<div class="notice info" data-test="snapnow-done">${esc(name)} was polled${r.note ? `: ${esc(r.note)}` : "."}</div>`;
+  } catch (e) {
+    const msg = String(e.message || e);
+    const cls = e instanceof ApiError && (e.status === 409 || e.status === 503) ? "notice" : "notice error";
+    const lead = e instanceof ApiError && e.status === 409 ? "Already polling: "
+      : e instanceof ApiError && e.status === 403 ? "Not allowed here: "
+      : e instanceof ApiError && e.status === 502 ? "No snapshot: " : "Could not take a snapshot: ";
+    html = `<div class="${cls}" data-test="snapnow-failed">${esc(lead + msg)}</div>`;
+  } finally {
+    clearInterval(timer);
+    btn.disabled = false;
+  }
+  if (seq !== navSeq) return; // the user went elsewhere meanwhile
+  snapNowFlash = { node: name, html };
+  route(); // the node page again, with the new snapshot in its chart and counts
 }
 
 // A growing stack as "suspect ← caller ← …" (frames come root first).
