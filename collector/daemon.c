@@ -119,6 +119,7 @@ struct dnode {
     collector_poll_done_cb *waiter_cb;
     void *waiter_arg;
     bool off_round; /* that job was asked for outside the schedule */
+    bool fresh;     /* added by the last reload or discovery, not yet polled */
 };
 
 struct job {
@@ -353,6 +354,33 @@ static void dnode_tell_cancelled(struct dnode *dn, const char *why)
 
 /* Take a freshly loaded list: keep nodes by name, stage changed settings,
  * add new nodes, mark missing ones removed. Loop thread. */
+static void slot_acquire_or_queue(struct dnode *dn);
+
+/* A node that joins between rounds (a SIGHUP reload, an FE naming a new
+ * backend) is polled now rather than at the next round, which may be an
+ * hour away: a poll of its own outside the schedule, as
+ * collector_daemon_poll_now makes. Not before the first round (it polls
+ * every node), not while a round is about to start (it will), and not when
+ * collectors share the fleet through the database (the claims decide who
+ * polls a node). */
+static void nodes_first_poll(struct collector_daemon *d)
+{
+    if (!d->round || d->round_waiting_fe || d->stopping || (d->sink && d->sink->claim))
+        return;
+    for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
+        if (!dn->fresh)
+            continue;
+        dn->fresh = false;
+        if (dn->removed || dn->state != DN_IDLE)
+            continue;
+        hp_log_info("collector", "node=%s msg=\"new node: polling it now, not at the next "
+                                 "round\"",
+                    dn->cfg->name);
+        dn->off_round = true;
+        slot_acquire_or_queue(dn);
+    }
+}
+
 static void nodes_apply(struct collector_daemon *d, const struct poll_nodelist *l)
 {
     size_t added = 0, changed = 0, removed = 0;
@@ -370,7 +398,7 @@ static void nodes_apply(struct collector_daemon *d, const struct poll_nodelist *
     for (size_t i = 0; i < l->n; i++) {
         struct dnode *dn = dnode_find(d, l->nodes[i].name);
         if (!dn) {
-            dnode_add(d, &l->nodes[i]);
+            dnode_add(d, &l->nodes[i])->fresh = true;
             added++;
             continue;
         }
@@ -402,6 +430,8 @@ static void nodes_apply(struct collector_daemon *d, const struct poll_nodelist *
         hp_log_info("collector",
                     "nodes=%zu added=%zu changed=%zu removed=%zu msg=\"node list reloaded\"",
                     d->nnodes, added, changed, removed);
+    if (added)
+        nodes_first_poll(d);
 }
 
 /* ---- FE discovery -------------------------------------------------------- */
@@ -1631,6 +1661,7 @@ static void round_begin(struct collector_daemon *d)
          * order is stable from round to round. */
         uint64_t delay = d->spread_ms * i / (n ? n : 1) + rng_below(d, slot);
         dn->state = DN_WAITING;
+        dn->fresh = false; /* the round polls it */
         d->round_pending++;
         (void)uv_timer_start(&dn->timer, start_cb, delay, 0);
         i++;

@@ -417,7 +417,8 @@ case_fe() {
 
 # An FE answering in Doris' positional rows (with the {"code":0} envelope):
 # its backends are polled; a SIGHUP asks the FE again (the interval is an
-# hour: no round would), and a backend that left keeps its stored history.
+# hour: no round would), a backend that joined is polled at once, and one
+# that left keeps its stored history.
 case_fe_rows() {
     local d=$WORK/fe-rows
     local FAKEFE
@@ -447,6 +448,8 @@ case_fe_rows() {
     kill -HUP "$C"
     check "fe-rows: SIGHUP asks the FE again: one backend joined, one left" \
         wait_for 30 grep -q 'added=1 changed=0 removed=1 msg="node list reloaded"' "$d/stderr"
+    check "fe-rows: the backend that joined is polled now, not at the next round" \
+        wait_for 30 bash -c "[ \"\$('$QUERY' snapshots dr-be10004 --db '$d/h.db' 2>/dev/null | grep -c ' ok ')\" -ge 1 ]"
     check "fe-rows: the backend that left keeps its history" test "$(stored dr-be10001)" -ge 1
     "$QUERY" nodes --db "$d/h.db" >"$d/nodes.txt" 2>&1
     check "fe-rows: query nodes still lists the backend that left" grep -q "^dr-be10001 " "$d/nodes.txt"
