@@ -492,6 +492,7 @@ static int store_sink_record(struct collector_sink *base, const struct collector
 
 #define RESYM_PER_PASS 8
 #define RESYM_WAKE_S 30
+#define RESYM_WAKE_WAITING_S 2
 #define RESYM_BACKOFF_MIN_NS (UINT64_C(60) * 1000000000)
 #define RESYM_BACKOFF_MAX_NS (UINT64_C(3600) * 1000000000)
 #define RESYM_SEED_DAYS 7
@@ -705,6 +706,8 @@ static void resym_pass(struct store_sink *s)
     int64_t sig = folder_sig(rs->symbols_dir);
     bool folder_changed = sig != rs->folder_sig;
     rs->folder_sig = sig;
+    hp_log_debug("sink", "waiting=%zu folder_changed=%d msg=\"re-symbolization pass\"",
+                 rs->nitems, folder_changed);
     /* Keys of the waiting items. */
     pthread_mutex_lock(&rs->mu);
     for (size_t i = 0; i < rs->nitems; i++)
@@ -739,9 +742,14 @@ static void resym_pass(struct store_sink *s)
                 better = true;
             }
             probed = true;
-            item_free(it);
-            if (!better) /* the probe named nothing more: wait */
+            hp_log_debug("sink", "snapshot=%lld build=%s result=%s msg=\"re-symbolization probe\"",
+                         (long long)it->id, *gr->key ? gr->key : "unknown",
+                         r == 1 ? "named more" : r == 0 ? "nothing more" : "failed");
+            if (r == 0 && !better) { /* the probe named nothing more: it waits */
+                i++;
                 break;
+            }
+            item_free(it); /* re-derived, or as good as it gets, or failing */
         }
         if (done) {
             hp_log_info("sink", "build=%s snapshots=%zu named=%.3f msg=\"re-symbolized %zu "
@@ -768,9 +776,11 @@ static void *resym_main(void *arg)
     pthread_mutex_lock(&rs->mu);
     while (!rs->stop) {
         if (!rs->kick) {
+            /* Often while snapshots wait: a pass with nothing due costs two
+             * stat() calls of the symbol folder. */
             struct timespec until;
             clock_gettime(CLOCK_MONOTONIC, &until);
-            until.tv_sec += RESYM_WAKE_S;
+            until.tv_sec += rs->nitems ? RESYM_WAKE_WAITING_S : RESYM_WAKE_S;
             while (!rs->stop && !rs->kick &&
                    pthread_cond_timedwait(&rs->cond, &rs->mu, &until) == 0)
                 ;
