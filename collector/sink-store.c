@@ -706,8 +706,6 @@ static void resym_pass(struct store_sink *s)
     int64_t sig = folder_sig(rs->symbols_dir);
     bool folder_changed = sig != rs->folder_sig;
     rs->folder_sig = sig;
-    hp_log_debug("sink", "waiting=%zu folder_changed=%d msg=\"re-symbolization pass\"",
-                 rs->nitems, folder_changed);
     /* Keys of the waiting items. */
     pthread_mutex_lock(&rs->mu);
     for (size_t i = 0; i < rs->nitems; i++)
