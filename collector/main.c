@@ -460,13 +460,13 @@ int main(int argc, char **argv)
     symcfg.interval_ms = cfg.interval_ms;
     symcfg.servers = dbgd.v;
     symcfg.nservers = dbgd.n;
-    /* The store's symbol folder (query symbols add) when no --symbols. */
+    /* The store's symbol folder (query symbols add) when no --symbols, even
+     * before it exists: an upload made while the collector runs is seen
+     * (and re-symbolizes what waited for it). */
     static char store_syms[4096];
-    struct stat sst;
     if (!symcfg.symbols_dir && !out &&
         (size_t)snprintf(store_syms, sizeof(store_syms), "%s.symbols",
-                         store_path_default(db)) < sizeof(store_syms) &&
-        stat(store_syms, &sst) == 0 && S_ISDIR(sst.st_mode))
+                         store_path_default(db)) < sizeof(store_syms))
         symcfg.symbols_dir = store_syms;
     /* --out DIR keeps plain files (no database); otherwise everything goes
      * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */

@@ -7,21 +7,79 @@
  * build-id), so the next hourly profile of the same binary resolves from the
  * cache. The raw dump is stored in the same transaction as everything derived
  * from it; a dump that did not parse is stored raw with its error, so a later
- * `query reindex` can re-derive it. */
+ * `query reindex` can re-derive it.
+ *
+ * Re-symbolization (issue 15): a snapshot stored with objects no source could
+ * name is remembered, keyed by the object's build-id (or its file name when
+ * the dump records none). A thread of the sink (resym_main) re-derives such
+ * snapshots from their raw dumps when symbols may have arrived: at once when
+ * the store's symbol folder changed (`query symbols add`), otherwise by
+ * asking every source again with backoff per key (1 min doubling to 1 h: a
+ * node's agent back, a debuginfod server answering, another collector's
+ * symbol cache). It parses and symbolizes with its own symbolizer and a
+ * read-only connection, off the poll path; only the write (store_snapshot_
+ * reindex and the coverage figure, the store's own re-derivation) takes the
+ * sink's lock, a few milliseconds per snapshot, and at most RESYM_PER_PASS
+ * snapshots are re-derived per pass. Raw dumps are never touched. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "collector/collector-internal.h"
 #include "collector/poll/poll.h"
+#include "collector/ingest/ingest.h"
 #include "collector/sym/sym.h"
+#include "query/query.h"
 #include "store/profile.h"
+
+/* A node's remote sources, copied (the daemon may replace its node list). */
+struct node_src {
+    char *name, *agent_url, *bearer, *ca_file, *svc_url, *user, *password;
+};
+
+/* A stored snapshot with an object no source could name. */
+struct resym_item {
+    int64_t id;
+    char *key;    /* build-id, file name, or "" (found at start: unknown) */
+    double ratio; /* its named share when stored */
+    struct node_src src;
+};
+
+/* Per key: when to ask again. */
+struct resym_group {
+    char *key;
+    uint64_t next_ns, backoff_ns;
+};
+
+struct resym {
+    pthread_t thread;
+    bool started, stop, kick; /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct resym_item *items; /* under mu (record adds) */
+    size_t nitems, items_cap;
+    /* The thread's own: */
+    struct resym_group *groups;
+    size_t ngroups, groups_cap;
+    struct store *rd;       /* read-only connection */
+    struct symbolizer *sym; /* its own, same sources as the sink's */
+    struct sym_cache_ops cache_ops;
+    struct hp_arena cache_arena;
+    char *symbols_dir;
+    int64_t folder_sig;
+    bool seeded;
+};
 
 struct store_sink {
     struct collector_sink base;
+    pthread_mutex_t work_mu; /* st and the batch: record, flush, resym writes */
+    struct resym resym;
+    bool sym_forget; /* under work_mu: symbols arrived, polls ask again */
     struct store *st;
     struct symbolizer *sym;
     struct sym_cache_ops cache_ops;
@@ -64,12 +122,24 @@ static int batch_commit(struct store_sink *s, struct hp_buf *err)
     return r;
 }
 
+/* Loop thread: never waits. When the re-symbolization thread holds the
+ * lock it has committed the batch already (and no record ran since). The end
+ * of a round is also when that thread looks for work. */
 static void store_sink_flush(struct collector_sink *base)
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
-    struct hp_buf err = HP_BUF_INIT(0);
-    (void)batch_commit(s, &err);
-    hp_buf_release(&err);
+    if (pthread_mutex_trylock(&s->work_mu) == 0) {
+        struct hp_buf err = HP_BUF_INIT(0);
+        (void)batch_commit(s, &err);
+        hp_buf_release(&err);
+        pthread_mutex_unlock(&s->work_mu);
+    }
+    if (s->resym.started) {
+        pthread_mutex_lock(&s->resym.mu);
+        s->resym.kick = true;
+        pthread_cond_signal(&s->resym.cond);
+        pthread_mutex_unlock(&s->resym.mu);
+    }
 }
 
 /* Retention runs on the store's own schedule: at most hourly, between two
@@ -156,58 +226,143 @@ void collector_storesink_metrics(struct collector_sink *base, struct hp_buf *out
         fleet_metrics(s, out);
 }
 
-/* Coverage: the share of in-use bytes whose every frame outside the
- * allocator has a name (anonymous addresses, JIT code, count as unnamed).
- * NaN for an empty profile. */
-static double named_ratio(const struct profile *p)
+static void node_src_free(struct node_src *n)
 {
-    double all = 0, named = 0;
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const struct profile_sample *sm = &p->samples[i];
-        const struct profile_stack *stk = &p->stacks[sm->stack];
-        double v = sm->value[PV_INUSE_SPACE];
-        bool ok = true;
-        for (uint32_t k = 0; k < stk->n && ok; k++) {
-            const struct profile_location *l = &p->locs[p->stack_locs[stk->off + k]];
-            if (!(l->flags & PROFILE_LOC_ALLOCATOR) && l->nframes == 0)
-                ok = false;
+    free(n->name);
+    free(n->agent_url);
+    free(n->bearer);
+    free(n->ca_file);
+    free(n->svc_url);
+    free(n->user);
+    free(n->password);
+}
+
+static char *dup0(const char *s)
+{
+    return s ? hp_xstrdup(s) : NULL;
+}
+
+/* The node's agent (agent= on any node line) is asked for the binaries this
+ * host does not have, with the node's token; Doris and StarRocks BEs serve
+ * gperftools' symbol service: names for what nothing else could name. */
+static void node_src_init(struct node_src *n, const struct poll_node *node)
+{
+    memset(n, 0, sizeof(*n));
+    n->name = hp_xstrdup(node->name);
+    const char *scheme = node->tls != POLL_TLS_NO ? "https" : "http";
+    if (node->agent) {
+        n->agent_url = hp_xasprintf("%s://%s", scheme, node->agent);
+        n->bearer = dup0(node->token);
+        n->ca_file = dup0(node->ca_file); /* the node line's CA signs its agent too */
+    }
+    if (node->kind == POLL_KIND_DORIS || node->kind == POLL_KIND_STARROCKS) {
+        n->svc_url = hp_xasprintf("%s://%s/pprof/symbol", scheme, node->addr);
+        n->user = dup0(node->user);
+        n->password = dup0(node->password);
+        if (!n->ca_file)
+            n->ca_file = dup0(node->ca_file);
+    }
+}
+
+/* The one symbolization of a stored profile, for polls and re-derivations
+ * alike: names from every source, each unnamed object with what every
+ * source said into the note (query.h's grammar; shown by query, the API and
+ * the UI), and the named share of the bytes. 0, or <0 when nothing could be
+ * attempted (logged). */
+static int symbolize(struct symbolizer *sym, struct profile *p, const struct node_src *n,
+                     struct sym_stats *ret_st, double *ret_ratio)
+{
+    struct sym_node sn = { .name = n->name };
+    sn.agent.url = n->agent_url;
+    sn.agent.bearer = n->bearer;
+    sn.agent.ca_file = n->ca_file;
+    sn.symbol_service.url = n->svc_url;
+    sn.symbol_service.user = n->user;
+    sn.symbol_service.password = n->password;
+    sn.symbol_service.ca_file = n->ca_file;
+    struct hp_buf serr = HP_BUF_INIT(0);
+    int sr = sym_profile_node(sym, p, &sn, ret_st, &serr);
+    if (sr == 0) {
+        struct hp_buf b = HP_BUF_INIT(0);
+        if (p->hint)
+            hp_buf_puts(&b, p->hint);
+        size_t count = 0;
+        for (size_t i = 0; i < ret_st->nobjects; i++) {
+            const struct sym_object_status *o = &ret_st->objects[i];
+            if (o->used || o->addresses == 0 || o->resolved > 0 ||
+                strstr(o->message, "names only"))
+                continue;
+            if (count++ < 8) /* the first few; the log has them all */
+                query_note_unnamed_add(&b, o->path, o->build_id, o->message, o->tried);
+            hp_log_debug("sink", "node=%s object=%s msg=\"%s\"", n->name, o->path, o->message);
         }
-        all += v;
-        if (ok)
-            named += v;
+        if (count > 8)
+            hp_buf_printf(&b, "\nand %zu more unnamed objects", count - 8);
+        if (count)
+            p->hint = profile_intern(p, b.data, b.len);
+        hp_buf_release(&b);
+    } else {
+        memset(ret_st, 0, sizeof(*ret_st));
+        hp_log_warn("sink", "node=%s msg=\"symbolization failed: %s\"", n->name,
+                    serr.data ? serr.data : "");
     }
-    return all > 0 ? named / all : NAN;
+    hp_buf_release(&serr);
+    *ret_ratio = query_named_ratio(p);
+    return sr;
 }
 
-/* Each object left without names, with what every source said, into the
- * snapshot's hint (stored with it; shown by query, the API and the UI). */
-static void unnamed_note(struct profile *p, const struct sym_stats *st)
+/* The key a snapshot waits under: the object's build-id, else its name. */
+static const char *object_key(const struct sym_object_status *o)
 {
-    struct hp_buf b = HP_BUF_INIT(0);
-    if (p->hint)
-        hp_buf_puts(&b, p->hint);
-    size_t n = 0;
-    for (size_t i = 0; i < st->nobjects; i++) {
-        const struct sym_object_status *o = &st->objects[i];
-        if (o->used || o->addresses == 0 || o->resolved > 0 || strstr(o->message, "names only"))
-            continue;
-        if (n++ >= 8) /* the first few; the log has them all */
-            continue;
-        hp_buf_printf(&b, "%sunnamed %s%s%s%s: %s", b.len ? "; " : "", o->path,
-                      o->build_id[0] ? " (build-id " : "", o->build_id,
-                      o->build_id[0] ? ")" : "", o->message);
-    }
-    if (n > 8)
-        hp_buf_printf(&b, "; and %zu more unnamed objects", n - 8);
-    if (n)
-        p->hint = profile_intern(p, b.data, b.len);
-    hp_buf_release(&b);
+    if (o->build_id && *o->build_id)
+        return o->build_id;
+    const char *b = strrchr(o->path, '/');
+    return b ? b + 1 : o->path;
 }
 
-static int store_sink_record(struct collector_sink *base, const struct collector_result *r,
-                             struct hp_buf *err)
+#define RESYM_MAX_ITEMS 4096
+
+static void resym_note(struct store_sink *s, int64_t id, const char *key, double ratio,
+                       const struct node_src *src)
 {
-    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    struct resym *rs = &s->resym;
+    pthread_mutex_lock(&rs->mu);
+    for (size_t i = 0; i < rs->nitems; i++)
+        if (rs->items[i].id == id && strcmp(rs->items[i].key, key) == 0) {
+            pthread_mutex_unlock(&rs->mu);
+            return;
+        }
+    if (rs->nitems >= RESYM_MAX_ITEMS) { /* the oldest goes */
+        free(rs->items[0].key);
+        node_src_free(&rs->items[0].src);
+        memmove(rs->items, rs->items + 1, (rs->nitems - 1) * sizeof(*rs->items));
+        rs->nitems--;
+    }
+    rs->items = hp_xgrow(rs->items, &rs->items_cap, rs->nitems + 1, sizeof(*rs->items));
+    struct resym_item *it = &rs->items[rs->nitems++];
+    it->id = id;
+    it->key = hp_xstrdup(key);
+    it->ratio = ratio;
+    memset(&it->src, 0, sizeof(it->src));
+    it->src.name = hp_xstrdup(src && src->name ? src->name : "?");
+    if (src) {
+        it->src.agent_url = dup0(src->agent_url);
+        it->src.bearer = dup0(src->bearer);
+        it->src.ca_file = dup0(src->ca_file);
+        it->src.svc_url = dup0(src->svc_url);
+        it->src.user = dup0(src->user);
+        it->src.password = dup0(src->password);
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
+static int record_locked(struct store_sink *s, const struct collector_result *r,
+                         struct hp_buf *err)
+{
+    if (s->sym_forget) {
+        s->sym_forget = false;
+        sym_forget_failures(s->sym);
+    }
     maybe_retain(s);
     const struct poll_node *node = r->node;
     struct hp_buf labels = HP_BUF_INIT(0);
@@ -254,55 +409,27 @@ static int store_sink_record(struct collector_sink *base, const struct collector
          * symbolizes it in place before storing (see daemon.h). */
         struct profile *p = (struct profile *)r->profile;
         uint64_t t0 = hp_now_ns();
-        struct hp_buf serr = HP_BUF_INIT(0);
         struct sym_stats st;
-        /* The node's agent (agent= on any node line) is asked for the
-         * binaries this host does not have, with the node's token. */
-        struct sym_node sn = { .name = node->name };
-        char *agent_url = NULL;
-        if (node->agent) {
-            agent_url = hp_xasprintf("%s://%s", node->tls != POLL_TLS_NO ? "https" : "http",
-                                     node->agent);
-            sn.agent.url = agent_url;
-            sn.agent.bearer = node->token;
-            sn.agent.ca_file = node->ca_file; /* the node line's CA signs its agent too */
-        }
-        /* Doris and StarRocks BEs serve gperftools' symbol service: names
-         * for what nothing else could name. */
-        char *svc_url = NULL;
-        if (node->kind == POLL_KIND_DORIS || node->kind == POLL_KIND_STARROCKS) {
-            svc_url = hp_xasprintf("%s://%s/pprof/symbol",
-                                   node->tls != POLL_TLS_NO ? "https" : "http", node->addr);
-            sn.symbol_service.url = svc_url;
-            sn.symbol_service.user = node->user;
-            sn.symbol_service.password = node->password;
-            sn.symbol_service.ca_file = node->ca_file;
-        }
-        int sr = sym_profile_node(s->sym, p, &sn, &st, &serr);
-        free(agent_url);
-        free(svc_url);
-        if (sr == 0)
-            unnamed_note(p, &st);
+        struct node_src src;
+        node_src_init(&src, node);
+        double ratio;
+        int sr = symbolize(s->sym, p, &src, &st, &ratio);
         /* Stored as a figure of the snapshot: query nodes, the API, the
          * pages and /metrics (heapfleet_node_symbolized_ratio) read it. */
-        double ratio = named_ratio(p);
         if (!isnan(ratio)) {
             stats = hp_xrealloc(stats, (nstats + 1) * sizeof(*stats));
             stats[nstats++] = (struct store_stat){ "heapfleet_symbolized_ratio", "ratio", ratio };
         }
-        if (sr == 0) {
-            for (size_t i = 0; i < st.nobjects; i++)
-                if (st.objects[i].status < 0 && st.objects[i].addresses > 0)
-                    hp_log_debug("sink", "node=%s object=%s msg=\"%s\"", node->name,
-                                 st.objects[i].path, st.objects[i].message);
-        } else {
-            hp_log_warn("sink", "node=%s msg=\"symbolization failed: %s\"", node->name,
-                        serr.data ? serr.data : "");
-        }
-        hp_buf_release(&serr);
         fi.symbolize_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
         rc = store_snapshot_insert(s->st, node_id, r->started_ms, p, r->dump, r->dump_len, &fi,
                                    stats, nstats, &snap_id, err);
+        if (rc == 0 && sr == 0 && r->dump)
+            for (size_t i = 0; i < st.nobjects; i++) {
+                const struct sym_object_status *o = &st.objects[i];
+                if (!o->used && o->addresses && !o->resolved && !strstr(o->message, "names only"))
+                    resym_note(s, snap_id, object_key(o), ratio, &src);
+            }
+        node_src_free(&src);
         if (rc == 0)
             s->stored++;
     } else {
@@ -349,6 +476,402 @@ out:
         }
     }
     return rc;
+}
+
+static int store_sink_record(struct collector_sink *base, const struct collector_result *r,
+                             struct hp_buf *err)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    pthread_mutex_lock(&s->work_mu);
+    int rc = record_locked(s, r, err);
+    pthread_mutex_unlock(&s->work_mu);
+    return rc;
+}
+
+/* ---- re-symbolization (see the file comment) ---- */
+
+#define RESYM_PER_PASS 8
+#define RESYM_WAKE_S 30
+#define RESYM_WAKE_WAITING_S 2
+#define RESYM_BACKOFF_MIN_NS (UINT64_C(60) * 1000000000)
+#define RESYM_BACKOFF_MAX_NS (UINT64_C(3600) * 1000000000)
+#define RESYM_SEED_DAYS 7
+#define RESYM_SEED_MAX 256
+
+/* The symbol folder's state: `query symbols add` renames a name link into
+ * the folder and a file under .build-id/xx/, which moves these mtimes. */
+static int64_t folder_sig(const char *dir)
+{
+    if (!dir)
+        return 0;
+    int64_t sig = 0;
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        sig += (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    char *b = hp_xasprintf("%s/.build-id", dir);
+    if (stat(b, &st) == 0)
+        sig += (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    free(b);
+    return sig;
+}
+
+static struct resym_group *group_get(struct resym *rs, const char *key)
+{
+    for (size_t i = 0; i < rs->ngroups; i++)
+        if (strcmp(rs->groups[i].key, key) == 0)
+            return &rs->groups[i];
+    rs->groups = hp_xgrow(rs->groups, &rs->groups_cap, rs->ngroups + 1, sizeof(*rs->groups));
+    struct resym_group *g = &rs->groups[rs->ngroups++];
+    g->key = hp_xstrdup(key);
+    g->next_ns = 0;
+    g->backoff_ns = RESYM_BACKOFF_MIN_NS;
+    return g;
+}
+
+struct seed_ctx {
+    struct resym_item *v;
+    size_t n, cap;
+};
+
+static int seed_snap_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct seed_ctx *c = ctx;
+    if (si->status != STORE_STATUS_OK || si->raw_size <= 0)
+        return 0;
+    c->v = hp_xgrow(c->v, &c->cap, c->n + 1, sizeof(*c->v));
+    memset(&c->v[c->n], 0, sizeof(c->v[c->n]));
+    c->v[c->n].id = si->id;
+    c->v[c->n].ratio = NAN;
+    c->v[c->n].src.name = hp_xstrdup(si->node);
+    c->n++;
+    return 0;
+}
+
+static int stat_ratio_cb(const struct store_stat *st, void *ctx)
+{
+    if (strcmp(st->name, "heapfleet_symbolized_ratio") == 0)
+        *(double *)ctx = st->value;
+    return 0;
+}
+
+/* Snapshots of the last RESYM_SEED_DAYS whose named share is below 1, found
+ * when the collector starts: they wait under key "" (their objects are not
+ * known without loading them), with no node sources (local folders,
+ * debuginfod and the store's cache only). */
+static int seed_node_cb(const struct store_node_row *row, void *ctx)
+{
+    struct store_sink *s = ctx;
+    struct resym *rs = &s->resym;
+    struct seed_ctx c = { 0 };
+    int64_t since = hp_wall_ms() - (int64_t)RESYM_SEED_DAYS * 86400 * 1000;
+    if (store_snapshots_list(rs->rd, row->id, since, INT64_MAX, false, seed_snap_cb, &c,
+                             NULL) < 0)
+        hp_log_debug("sink", "node=%s msg=\"snapshots not listed for re-symbolization\"",
+                     row->name);
+    size_t taken = 0;
+    for (size_t i = c.n; i-- > 0;) { /* newest first */
+        double ratio = NAN;
+        if (taken < RESYM_SEED_MAX &&
+            store_snapshot_stats(rs->rd, c.v[i].id, stat_ratio_cb, &ratio, NULL) == 0 &&
+            ratio < 0.999) {
+            struct node_src src = { .name = c.v[i].src.name };
+            resym_note(s, c.v[i].id, "", ratio, &src);
+            taken++;
+        }
+        free(c.v[i].src.name);
+    }
+    free(c.v);
+    return 0;
+}
+
+struct derive_ctx {
+    struct resym *rs;
+    const struct resym_item *it;
+    double ratio; /* out */
+};
+
+/* Parse and symbolize a raw dump as a poll would; 1 when that names no
+ * more bytes than the snapshot has (nothing to write). */
+static int derive(struct derive_ctx *c, const void *raw, size_t len, struct profile **ret,
+                  struct hp_buf *err)
+{
+    struct profile *p = NULL;
+    int r = ingest_parse(raw, len, NULL, &p, err);
+    if (r < 0)
+        return r;
+    struct sym_stats st;
+    double ratio;
+    (void)symbolize(c->rs->sym, p, &c->it->src, &st, &ratio);
+    if (isnan(ratio) || !(ratio > (isnan(c->it->ratio) ? 0 : c->it->ratio) + 1e-9)) {
+        profile_free(p);
+        return 1;
+    }
+    char tb[40];
+    struct hp_buf b = HP_BUF_INIT(0);
+    if (p->hint)
+        hp_buf_printf(&b, "%s\n", p->hint);
+    hp_buf_printf(&b, "re-symbolized %s: now %.0f%% named", 
+                  store_time_format(hp_wall_ms(), tb, sizeof(tb)), ratio * 100);
+    if (!isnan(c->it->ratio))
+        hp_buf_printf(&b, " (was %.0f%%)", c->it->ratio * 100);
+    p->hint = profile_intern(p, b.data, b.len);
+    hp_buf_release(&b);
+    c->ratio = ratio;
+    *ret = p;
+    return 0;
+}
+
+/* Re-derive one snapshot: 1 done, 0 nothing better, <0 error (logged). */
+static int resym_one(struct store_sink *s, const struct resym_item *it, double *ret_ratio)
+{
+    struct resym *rs = &s->resym;
+    struct hp_buf err = HP_BUF_INIT(0);
+    void *raw = NULL;
+    size_t len = 0;
+    struct profile *p = NULL;
+    struct derive_ctx c = { .rs = rs, .it = it };
+    int r = store_snapshot_raw(rs->rd, it->id, &raw, &len, &err);
+    if (r == 0)
+        r = derive(&c, raw, len, &p, &err);
+    free(raw);
+    if (r == 0) {
+        /* The write: the store's own re-derivation, outside any batch. */
+        pthread_mutex_lock(&s->work_mu);
+        r = batch_commit(s, &err);
+        if (r == 0)
+            r = store_snapshot_reindex(s->st, it->id, p, &err);
+        if (r == 0) {
+            struct store_stat fig = { "heapfleet_symbolized_ratio", "ratio", c.ratio };
+            r = store_snapshot_stat_set(s->st, it->id, &fig, &err);
+        }
+        s->sym_forget = true; /* the polls' symbolizer asks again too */
+        pthread_mutex_unlock(&s->work_mu);
+        if (r == 0) {
+            *ret_ratio = c.ratio;
+            r = 1;
+        }
+    } else if (r == 1) {
+        r = 0;
+    }
+    if (r < 0)
+        hp_log_warn("sink", "snapshot=%lld err=\"%s\" msg=\"re-symbolization failed\"",
+                    (long long)it->id, err.data ? err.data : hp_strerror(r));
+    profile_free(p);
+    hp_buf_release(&err);
+    return r;
+}
+
+/* Take the items of `key` out of the shared list. */
+static size_t take_items(struct resym *rs, const char *key, struct resym_item **ret)
+{
+    pthread_mutex_lock(&rs->mu);
+    struct resym_item *v = NULL;
+    size_t n = 0, cap = 0, k = 0;
+    for (size_t i = 0; i < rs->nitems; i++) {
+        if (strcmp(rs->items[i].key, key) == 0) {
+            v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
+            v[n++] = rs->items[i];
+        } else {
+            rs->items[k++] = rs->items[i];
+        }
+    }
+    rs->nitems = k;
+    pthread_mutex_unlock(&rs->mu);
+    *ret = v;
+    return n;
+}
+
+static void put_items(struct resym *rs, struct resym_item *v, size_t n)
+{
+    pthread_mutex_lock(&rs->mu);
+    for (size_t i = 0; i < n; i++) {
+        rs->items = hp_xgrow(rs->items, &rs->items_cap, rs->nitems + 1, sizeof(*rs->items));
+        rs->items[rs->nitems++] = v[i];
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
+static void item_free(struct resym_item *it)
+{
+    free(it->key);
+    node_src_free(&it->src);
+}
+
+/* One pass: each key that is due is probed with its newest snapshot; when
+ * that now names more, the key's snapshots are re-derived, RESYM_PER_PASS
+ * at most per pass (the rest wait for the next). */
+static void resym_pass(struct store_sink *s)
+{
+    struct resym *rs = &s->resym;
+    int64_t sig = folder_sig(rs->symbols_dir);
+    bool folder_changed = sig != rs->folder_sig;
+    rs->folder_sig = sig;
+    /* Keys of the waiting items. */
+    pthread_mutex_lock(&rs->mu);
+    for (size_t i = 0; i < rs->nitems; i++)
+        (void)group_get(rs, rs->items[i].key);
+    pthread_mutex_unlock(&rs->mu);
+    size_t budget = RESYM_PER_PASS;
+    uint64_t now = hp_now_ns();
+    for (size_t g = 0; g < rs->ngroups && budget; g++) {
+        struct resym_group *gr = &rs->groups[g];
+        if (folder_changed)
+            gr->next_ns = 0;
+        if (now < gr->next_ns)
+            continue;
+        struct resym_item *v;
+        size_t n = take_items(rs, gr->key, &v);
+        if (n == 0)
+            continue;
+        /* Every source again, local folders included. */
+        sym_forget_failures(rs->sym);
+        size_t done = 0, i = n;
+        double last = NAN;
+        bool probed = false, better = false;
+        while (i > 0 && budget && !rs->stop) {
+            struct resym_item *it = &v[--i]; /* newest first */
+            double ratio;
+            int r = resym_one(s, it, &ratio);
+            budget--;
+            if (r == 1) {
+                done++;
+                if (isnan(last))
+                    last = ratio;
+                better = true;
+            }
+            probed = true;
+            hp_log_debug("sink", "snapshot=%lld build=%s result=%s msg=\"re-symbolization probe\"",
+                         (long long)it->id, *gr->key ? gr->key : "unknown",
+                         r == 1 ? "named more" : r == 0 ? "nothing more" : "failed");
+            if (r == 0 && !better) { /* the probe named nothing more: it waits */
+                i++;
+                break;
+            }
+            item_free(it); /* re-derived, or as good as it gets, or failing */
+        }
+        if (done) {
+            hp_log_info("sink", "build=%s snapshots=%zu named=%.3f msg=\"re-symbolized %zu "
+                        "snapshot%s of build %s: now %.0f%% named\"",
+                        *gr->key ? gr->key : "unknown", done, last, done, done == 1 ? "" : "s",
+                        *gr->key ? gr->key : "(found at start)", last * 100);
+        }
+        if (better) {
+            gr->next_ns = 0; /* the rest next pass */
+            gr->backoff_ns = RESYM_BACKOFF_MIN_NS;
+        } else if (probed) {
+            gr->next_ns = now + gr->backoff_ns;
+            gr->backoff_ns = HP_MIN(gr->backoff_ns * 2, RESYM_BACKOFF_MAX_NS);
+        }
+        put_items(rs, v, i);
+        free(v);
+    }
+}
+
+static void *resym_main(void *arg)
+{
+    struct store_sink *s = arg;
+    struct resym *rs = &s->resym;
+    pthread_mutex_lock(&rs->mu);
+    while (!rs->stop) {
+        if (!rs->kick) {
+            /* Often while snapshots wait: a pass with nothing due costs two
+             * stat() calls of the symbol folder. */
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_sec += rs->nitems ? RESYM_WAKE_WAITING_S : RESYM_WAKE_S;
+            while (!rs->stop && !rs->kick &&
+                   pthread_cond_timedwait(&rs->cond, &rs->mu, &until) == 0)
+                ;
+        }
+        rs->kick = false;
+        if (rs->stop)
+            break;
+        pthread_mutex_unlock(&rs->mu);
+        if (!rs->seeded) {
+            rs->seeded = true;
+            if (store_nodes_list(rs->rd, seed_node_cb, s, NULL) < 0)
+                hp_log_warn("sink", "msg=\"could not list the stored snapshots to re-symbolize\"");
+        }
+        resym_pass(s);
+        pthread_mutex_lock(&rs->mu);
+    }
+    pthread_mutex_unlock(&rs->mu);
+    return NULL;
+}
+
+static int rs_cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
+                            const struct profile_frame **ret_frames, uint32_t *ret_n)
+{
+    struct resym *rs = ctx;
+    hp_arena_release(&rs->cache_arena);
+    struct profile_frame *frames = NULL;
+    uint32_t n = 0;
+    int r = store_symcache_get(rs->rd, build_id, vaddr, &rs->cache_arena, &frames, &n, NULL);
+    if (r == 1) {
+        *ret_frames = frames;
+        *ret_n = n;
+    }
+    return r;
+}
+
+/* Start the thread (after the sink is built). Failing to is logged, not
+ * fatal: polls go on, re-symbolization is `query reindex`'s again. */
+static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so)
+{
+    struct resym *rs = &s->resym;
+    pthread_mutex_init(&rs->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rs->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (store_open(db, STORE_OPEN_READ, &rs->rd, &err) < 0) {
+        hp_log_warn("sink", "err=\"%s\" msg=\"no background re-symbolization\"",
+                    err.data ? err.data : "?");
+        hp_buf_release(&err);
+        return;
+    }
+    hp_buf_release(&err);
+    hp_arena_init(&rs->cache_arena);
+    /* Reads the store's cache; writes are the poll path's (one writer). */
+    rs->cache_ops = (struct sym_cache_ops){ .ctx = rs, .load_cb = rs_cache_load_cb };
+    struct sym_options o = *so;
+    o.cache_ops = &rs->cache_ops;
+    rs->sym = sym_new(&o);
+    rs->symbols_dir = dup0(so->symbols_dir);
+    rs->folder_sig = folder_sig(rs->symbols_dir);
+    rs->kick = true; /* the first pass at once: what was left unnamed before */
+    if (pthread_create(&rs->thread, NULL, resym_main, s) != 0) {
+        hp_log_warn("sink", "msg=\"cannot start the re-symbolization thread\"");
+        return;
+    }
+    rs->started = true;
+}
+
+static void resym_stop(struct store_sink *s)
+{
+    struct resym *rs = &s->resym;
+    if (rs->started) {
+        pthread_mutex_lock(&rs->mu);
+        rs->stop = true;
+        pthread_cond_signal(&rs->cond);
+        pthread_mutex_unlock(&rs->mu);
+        pthread_join(rs->thread, NULL);
+    }
+    for (size_t i = 0; i < rs->nitems; i++)
+        item_free(&rs->items[i]);
+    free(rs->items);
+    for (size_t i = 0; i < rs->ngroups; i++)
+        free(rs->groups[i].key);
+    free(rs->groups);
+    sym_free(rs->sym);
+    store_close(rs->rd);
+    if (rs->rd || rs->started)
+        hp_arena_release(&rs->cache_arena);
+    free(rs->symbols_dir);
+    pthread_cond_destroy(&rs->cond);
+    pthread_mutex_destroy(&rs->mu);
 }
 
 /* ---- collectors sharing a fleet (daemon.h: claim, heartbeat) ---- */
@@ -463,6 +986,7 @@ static void fleet_metrics(struct store_sink *s, struct hp_buf *out)
 static void store_sink_close(struct collector_sink *base)
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    resym_stop(s);
     store_sink_flush(base);
     hp_log_info("sink", "stored=%llu failed=%llu db=%s msg=\"closing the database\"",
                 (unsigned long long)s->stored, (unsigned long long)s->failed,
@@ -480,6 +1004,7 @@ static void store_sink_close(struct collector_sink *base)
         pthread_mutex_destroy(&s->fleet_mu);
     }
     hp_arena_release(&s->cache_arena);
+    pthread_mutex_destroy(&s->work_mu);
     free(s);
 }
 
@@ -493,6 +1018,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         return r;
     struct store_sink *s = hp_xcalloc(1, sizeof(*s));
     s->st = st;
+    pthread_mutex_init(&s->work_mu, NULL);
     if (retain)
         s->retain = *retain;
     hp_arena_init(&s->cache_arena);
@@ -510,6 +1036,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         .cache_ops = &s->cache_ops,
     };
     s->sym = sym_new(&so);
+    resym_start(s, db, &so);
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
     s->base.close = store_sink_close;

@@ -430,6 +430,21 @@ static int collect_nodes_cb(const struct store_node_row *row, void *ctx)
     return 0;
 }
 
+struct reindex_ctx {
+    const char *prog, *binary, *symbols;
+};
+
+/* The profile a raw dump gives now: parsed and symbolized as `query` does. */
+static int reindex_derive_cb(void *ctx, int64_t id, const void *raw, size_t len,
+                             struct profile **ret, struct hp_buf *err)
+{
+    struct reindex_ctx *c = ctx;
+    int r = ingest_parse(raw, len, NULL, ret, err);
+    if (r == 0)
+        (void)query_cli_symbolize(c->prog, c->binary, c->symbols, false, *ret, NULL);
+    return r;
+}
+
 int query_cmd_reindex(int argc, char **argv)
 {
     struct store_cli c;
@@ -496,18 +511,10 @@ int query_cmd_reindex(int argc, char **argv)
         ids.v[ids.n++] = id;
     }
     size_t ok = 0, failed = 0;
+    struct reindex_ctx rc_ctx = { .prog = c.prog, .binary = binary, .symbols = symbols };
     for (size_t i = 0; i < ids.n; i++) {
-        void *raw = NULL;
-        size_t len;
-        struct profile *p = NULL;
         hp_buf_reset(&err);
-        r = store_snapshot_raw(s, ids.v[i], &raw, &len, &err);
-        if (r == 0)
-            r = ingest_parse(raw, len, NULL, &p, &err);
-        if (r == 0)
-            (void)query_cli_symbolize(c.prog, binary, symbols, false, p, NULL);
-        if (r == 0)
-            r = store_snapshot_reindex(s, ids.v[i], p, &err);
+        r = store_snapshot_rederive(s, ids.v[i], reindex_derive_cb, &rc_ctx, &err);
         if (r < 0) {
             fprintf(stderr, "%s: #%lld: %s\n", c.prog, (long long)ids.v[i],
                     err.data ? err.data : hp_strerror(r));
@@ -515,8 +522,6 @@ int query_cmd_reindex(int argc, char **argv)
         } else {
             ok++;
         }
-        profile_free(p);
-        free(raw);
     }
     fprintf(stderr, "%s: %zu reindexed, %zu failed\n", c.prog, ok, failed);
     rc = failed ? 1 : 0;

@@ -4,6 +4,11 @@
  *   query symbols add [--db PATH] [--reindex] FILE...
  *   query symbols list [--db PATH]
  *
+ * list also says, per build, which nodes' snapshots use it (by the build-id
+ * their mappings record, else by the file names that point at the build)
+ * and how many of those are named, reading the newest USAGE_PER_NODE
+ * snapshots of each node and their notes (query.h's grammar).
+ *
  * The folder sits next to the database (<db>.symbols) in the layout of
  * --symbols DIR: .build-id/xx/rest.debug holds each file by its GNU
  * build-id (a file without one is refused: nothing could ever be checked
@@ -24,6 +29,7 @@
 
 #include "collector/sym/sym.h"
 #include "query/cli.h"
+#include "query/query.h"
 #include "store/hp-opt.h"
 #include "store/store.h"
 
@@ -171,6 +177,130 @@ static int cmd_add(int argc, char **argv)
     return rc;
 }
 
+
+/* ---- which snapshots use a build ---- */
+
+#define USAGE_PER_NODE 50
+
+struct use_snap {
+    char node[128];
+    int64_t id;
+    struct profile *p;
+};
+
+struct usage {
+    struct store *st;
+    struct use_snap *v;
+    size_t n, cap;
+    int64_t node_first; /* first index of the current node's snapshots */
+};
+
+static int usage_snap_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct usage *u = ctx;
+    if (si->status != STORE_STATUS_OK)
+        return 0;
+    u->v = hp_xgrow(u->v, &u->cap, u->n + 1, sizeof(*u->v));
+    struct use_snap *e = &u->v[u->n++];
+    snprintf(e->node, sizeof(e->node), "%s", si->node);
+    e->id = si->id;
+    e->p = NULL;
+    return 0;
+}
+
+static int usage_node_cb(const struct store_node_row *row, void *ctx)
+{
+    struct usage *u = ctx;
+    size_t first = u->n;
+    if (store_snapshots_list(u->st, row->id, 0, INT64_MAX, false, usage_snap_cb, u, NULL) < 0)
+        return 0;
+    /* Oldest first: keep the newest USAGE_PER_NODE. */
+    if (u->n - first > USAGE_PER_NODE) {
+        size_t drop = u->n - first - USAGE_PER_NODE;
+        memmove(&u->v[first], &u->v[first + drop], USAGE_PER_NODE * sizeof(*u->v));
+        u->n = first + USAGE_PER_NODE;
+    }
+    return 0;
+}
+
+static const char *base_of(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* Does snapshot p use the build (by build-id, else by one of its names)?
+ * 1 uses it, 0 not; *ret_named: no "unnamed" note line for it. */
+static int snap_uses(const struct profile *p, const char *bid, const char *names,
+                     bool *ret_named)
+{
+    bool uses = false;
+    for (size_t i = 0; i < p->nmappings && !uses; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if (m->build_id && *m->build_id) {
+            uses = strcmp(m->build_id, bid) == 0;
+            continue;
+        }
+        if (!m->path || !*m->path)
+            continue;
+        const char *b = base_of(m->path);
+        size_t bl = strlen(b);
+        for (const char *q = names; q && *q;) {
+            const char *sp = strchr(q, ' ');
+            size_t l = sp ? (size_t)(sp - q) : strlen(q);
+            if (l == bl && memcmp(q, b, l) == 0)
+                uses = true;
+            q = sp ? sp + 1 : q + l;
+        }
+    }
+    if (!uses)
+        return 0;
+    struct hp_arena a;
+    hp_arena_init(&a);
+    struct query_unnamed *un;
+    size_t n;
+    query_note_unnamed_parse(p->hint, &a, &un, &n);
+    bool named = true;
+    for (size_t i = 0; i < n; i++) {
+        if (un[i].build_id ? strcmp(un[i].build_id, bid) == 0 : false)
+            named = false;
+        const char *b = base_of(un[i].object);
+        size_t bl = strlen(b);
+        for (const char *q = names; q && *q;) {
+            const char *sp = strchr(q, ' ');
+            size_t l = sp ? (size_t)(sp - q) : strlen(q);
+            if (l == bl && memcmp(q, b, l) == 0 && !un[i].build_id)
+                named = false;
+            q = sp ? sp + 1 : q + l;
+        }
+    }
+    hp_arena_release(&a);
+    *ret_named = named;
+    return 1;
+}
+
+/* "node used/named, ..." for one build into out ("-" when none). */
+static void usage_of(struct usage *u, const char *bid, const char *names, struct hp_buf *out)
+{
+    size_t i = 0;
+    while (i < u->n) {
+        size_t j = i, used = 0, named = 0;
+        for (; j < u->n && strcmp(u->v[j].node, u->v[i].node) == 0; j++) {
+            bool nm;
+            if (u->v[j].p && snap_uses(u->v[j].p, bid, names, &nm)) {
+                used++;
+                named += nm;
+            }
+        }
+        if (used)
+            hp_buf_printf(out, "%s%s %zu/%zu named", out->len ? ", " : "", u->v[i].node, named,
+                          used);
+        i = j;
+    }
+    if (!out->len)
+        hp_buf_puts(out, "-");
+}
+
 static int cmd_list(int argc, char **argv)
 {
     const char *db = NULL;
@@ -178,7 +308,8 @@ static int cmd_list(int argc, char **argv)
         .prog = "query symbols list",
         .usage = "query symbols list [--db PATH]",
         .text = "Lists the store's symbol folder: each build-id, its size, whether it has\n"
-                "debug info, and the names that point at it.\n",
+                "debug info, the names that point at it, and the nodes whose snapshots\n"
+                "use it (the newest 50 of each node) with how many of those are named.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_STRING(0, "db", &db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
@@ -191,7 +322,17 @@ static int cmd_list(int argc, char **argv)
         return hp_opt_usage_error(&u, "unexpected argument \"%s\"", argv[0]);
     char *dir = query_symbols_dir(db);
     char *bid_dir = hp_xasprintf("%s/.build-id", dir);
-    printf("%-42s %12s  %-5s  %s\n", "BUILD-ID", "BYTES", "DEBUG", "NAMES");
+    /* The snapshots, loaded once for every build. A store that cannot be
+     * opened leaves the column at "-": the folder is still listed. */
+    struct usage use = { 0 };
+    if (store_open(store_path_default(db), STORE_OPEN_READ, &use.st, NULL) == 0) {
+        if (store_nodes_list(use.st, usage_node_cb, &use, NULL) < 0)
+            use.n = 0;
+        for (size_t i = 0; i < use.n; i++)
+            if (store_snapshot_load(use.st, use.v[i].id, &use.v[i].p, NULL) < 0)
+                use.v[i].p = NULL;
+    }
+    printf("%-42s %12s  %-5s  %-16s %s\n", "BUILD-ID", "BYTES", "DEBUG", "NAMES", "USED BY");
     DIR *top = hp_opendir(bid_dir);
     size_t count = 0;
     for (struct dirent *a; top && (a = readdir(top)) != NULL;) {
@@ -222,8 +363,12 @@ static int cmd_list(int argc, char **argv)
                 }
                 if (t)
                     closedir(t);
-                printf("%-42s %12llu  %-5s  %s\n", id.build_id, (unsigned long long)id.size,
-                       id.has_debug_info ? "yes" : "no", names.len ? names.data : "-");
+                struct hp_buf used = HP_BUF_INIT(0);
+                usage_of(&use, id.build_id, names.data, &used);
+                printf("%-42s %12llu  %-5s  %-16s %s\n", id.build_id,
+                       (unsigned long long)id.size, id.has_debug_info ? "yes" : "no",
+                       names.len ? names.data : "-", used.data);
+                hp_buf_release(&used);
                 count++;
                 hp_buf_release(&names);
                 free(target);
@@ -237,6 +382,10 @@ static int cmd_list(int argc, char **argv)
     if (top)
         closedir(top);
     fprintf(stderr, "%zu build%s in %s\n", count, count == 1 ? "" : "s", dir);
+    for (size_t i = 0; i < use.n; i++)
+        profile_free(use.v[i].p);
+    free(use.v);
+    store_close(use.st);
     free(bid_dir);
     free(dir);
     return 0;

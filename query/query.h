@@ -549,4 +549,49 @@ int query_render_discrepancy_text(const struct query_discrepancy *d, const char 
 int query_render_discrepancy_json(const struct query_discrepancy *d, const char *node,
                                   struct hp_buf *out);
 
+/* ==== symbol coverage (coverage.c) ==========================================
+ * How much of a profile is named, and why the rest is not. The collector
+ * writes one line per object it could not name into the snapshot's note
+ * (profile.hint, stored with the snapshot), in this grammar:
+ *
+ *   unnamed OBJECT (build-id ID): MESSAGE {tried: SOURCE: SAID | SOURCE: SAID}
+ *
+ * "(build-id ID)" is left out when no build-id is known and "{tried: ...}"
+ * when no source was asked; SOURCE never holds ": ", neither part holds '|'
+ * or a newline (sym.h's sym_object_status.tried). A re-derivation adds
+ *
+ *   re-symbolized TIME: now N% named (was M%)
+ *
+ * Lines are separated by '\n'; the first line may be the producer's own
+ * hint. The web API parses the note into JSON with query_coverage_json. */
+
+/* Share of in-use bytes whose every frame outside the allocator is named
+ * (anonymous addresses and JIT code count as unnamed); NaN for a profile
+ * with no in-use bytes. */
+double query_named_ratio(const struct profile *p);
+
+/* Append an "unnamed" line (tried may be NULL or ""). */
+void query_note_unnamed_add(struct hp_buf *note, const char *object, const char *build_id,
+                            const char *message, const char *tried);
+
+struct query_source_answer {
+    const char *source, *said;
+};
+struct query_unnamed {
+    const char *object;
+    const char *build_id; /* NULL when unknown */
+    const char *message;
+    struct query_source_answer *tried;
+    size_t ntried;
+};
+/* The "unnamed" lines of a note, in order, allocated in `a`; *ret_n may be
+ * 0. Lines that do not follow the grammar are skipped. */
+void query_note_unnamed_parse(const char *note, struct hp_arena *a, struct query_unnamed **ret,
+                              size_t *ret_n);
+
+/* {"named_bytes_ratio": R|null, "unnamed": [{"object", "build_id"|null,
+ * "message", "tried": [{"source", "said"}]}], "resymbolized": TEXT|null}
+ * for profile p (its note parsed as above). New reference. */
+struct json_t *query_coverage_json(const struct profile *p);
+
 #endif

@@ -46,6 +46,7 @@ const struct store_backend STORE_BE(backend) = {
     .snapshot_find_dump = store_snapshot_find_dump,
     .snapshot_attempt_record = store_snapshot_attempt_record,
     .snapshot_reindex = store_snapshot_reindex,
+    .snapshot_stat_set = store_snapshot_stat_set,
     .snapshot_load = store_snapshot_load,
     .snapshot_raw = store_snapshot_raw,
     .snapshot_info = store_snapshot_info,

@@ -108,6 +108,29 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
     return s->be->snapshot_reindex(s, id, p, err);
 }
 
+int store_snapshot_stat_set(struct store *s, int64_t id, const struct store_stat *stat,
+                            struct hp_buf *err)
+{
+    return s->be->snapshot_stat_set(s, id, stat, err);
+}
+
+/* Engine-free: raw bytes, the caller's derivation, reindex. */
+int store_snapshot_rederive(struct store *s, int64_t id, store_rederive_cb cb, void *ctx,
+                            struct hp_buf *err)
+{
+    void *raw = NULL;
+    size_t len = 0;
+    struct profile *p = NULL;
+    int r = store_snapshot_raw(s, id, &raw, &len, err);
+    if (r == 0)
+        r = cb(ctx, id, raw, len, &p, err);
+    if (r == 0)
+        r = store_snapshot_reindex(s, id, p, err);
+    profile_free(p);
+    free(raw);
+    return r;
+}
+
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
 {
     return s->be->snapshot_load(s, id, ret, err);

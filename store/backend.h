@@ -33,6 +33,7 @@
 #define store_snapshot_find_dump STORE_BE(snapshot_find_dump)
 #define store_snapshot_attempt_record STORE_BE(snapshot_attempt_record)
 #define store_snapshot_reindex STORE_BE(snapshot_reindex)
+#define store_snapshot_stat_set STORE_BE(snapshot_stat_set)
 #define store_snapshot_load STORE_BE(snapshot_load)
 #define store_snapshot_raw STORE_BE(snapshot_raw)
 #define store_snapshot_info STORE_BE(snapshot_info)

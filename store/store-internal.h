@@ -116,6 +116,11 @@ extern const int store_nmigrations;
     X(STAT_NAME_INSERT, "INSERT INTO stat_names(name, unit) VALUES (?1, ?2)")                  \
     X(STAT_INSERT, "INSERT INTO node_stats(snapshot_id, seq, stat_id, value)"                  \
                    " VALUES (?1, ?2, ?3, ?4)")                                                 \
+    X(STAT_UPDATE, "UPDATE node_stats SET value = ?3 WHERE snapshot_id = ?1 AND stat_id = ?2"  \
+                   " RETURNING seq")                                                           \
+    X(STAT_APPEND, "INSERT INTO node_stats(snapshot_id, seq, stat_id, value)"                  \
+                   " SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2, ?3 FROM node_stats"             \
+                   " WHERE snapshot_id = ?1")                                                  \
     X(SNAP_PROFILE, "SELECT status, samples_id FROM snapshots WHERE id = ?1")                   \
     X(STACKS_RANGE, "SELECT id, locs_packed FROM stacks WHERE id BETWEEN ?1 AND ?2")           \
     X(LOCS_RANGE, "SELECT id, object_id, address, flags, frames_packed FROM locations"         \
@@ -214,6 +219,7 @@ struct store_backend {
     __typeof__(store_snapshot_find_dump) *snapshot_find_dump;
     __typeof__(store_snapshot_attempt_record) *snapshot_attempt_record;
     __typeof__(store_snapshot_reindex) *snapshot_reindex;
+    __typeof__(store_snapshot_stat_set) *snapshot_stat_set;
     __typeof__(store_snapshot_load) *snapshot_load;
     __typeof__(store_snapshot_raw) *snapshot_raw;
     __typeof__(store_snapshot_info) *snapshot_info;

@@ -168,6 +168,26 @@ int store_snapshot_attempt_record(struct store *s, int64_t node_id, int64_t take
 int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
                            struct hp_buf *err) HP_MUST_CHECK;
 
+/* Re-derive snapshot `id` from its raw bytes: reads them, asks cb for the
+ * profile they give now (parsed and symbolized as the caller sees fit; cb
+ * owns nothing after returning, *ret_profile is the caller's until
+ * store_snapshot_rederive frees it), then store_snapshot_reindex. The one
+ * loop `query reindex` and the collector's background re-symbolization
+ * share. cb returns 0 with a profile, 1 to leave the snapshot as it is
+ * (then this returns 1 too), or <0 with err. HP_ENOTFOUND when the snapshot
+ * kept no raw bytes. Writer only, outside a batch. */
+typedef int (*store_rederive_cb)(void *ctx, int64_t id, const void *raw, size_t len,
+                                 struct profile **ret_profile, struct hp_buf *err);
+int store_snapshot_rederive(struct store *s, int64_t id, store_rederive_cb cb, void *ctx,
+                            struct hp_buf *err) HP_MUST_CHECK;
+
+/* Set one statistic of snapshot `id` (its value replaced when the snapshot
+ * has it, else appended after the others): figures derived by heapfleet
+ * itself, such as heapfleet_symbolized_ratio after a re-symbolization.
+ * Writer only, outside a batch. */
+int store_snapshot_stat_set(struct store *s, int64_t id, const struct store_stat *stat,
+                            struct hp_buf *err) HP_MUST_CHECK;
+
 /* ---- snapshots: reading ----------------------------------------------------- */
 
 struct store_snapshot_info {

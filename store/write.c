@@ -1232,6 +1232,42 @@ int store_node_upsert(struct store *s, const struct store_node_info *n, int64_t 
     return 0;
 }
 
+int store_snapshot_stat_set(struct store *s, int64_t id, const struct store_stat *stat,
+                            struct hp_buf *err)
+{
+    int r;
+    if ((r = store_require_writer(s, "setting a statistic", err)) < 0)
+        return r;
+    if ((r = writer_begin(s, err)) < 0)
+        return r;
+    int64_t sid;
+    sqlite3_stmt *st;
+    if ((r = stat_name_id(s, stat->name, stat->unit ? stat->unit : "", &sid, err)) < 0 ||
+        (r = store_stmt(s, STMT_STAT_UPDATE, &st, err)) < 0)
+        goto fail;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, sid);
+    if (isfinite(stat->value))
+        sqlite3_bind_double(st, 3, stat->value);
+    if ((r = store_step_row(s, st, "updating a statistic", err)) < 0)
+        goto fail;
+    sqlite3_reset(st);
+    if (r == 0) {
+        if ((r = store_stmt(s, STMT_STAT_APPEND, &st, err)) < 0)
+            goto fail;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, sid);
+        if (isfinite(stat->value))
+            sqlite3_bind_double(st, 3, stat->value);
+        if ((r = store_step_done(s, st, "storing a statistic", err)) < 0)
+            goto fail;
+    }
+    return store_tx_commit(s, err);
+fail:
+    store_tx_rollback(s);
+    return r;
+}
+
 int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
                            struct hp_buf *err)
 {

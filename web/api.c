@@ -426,6 +426,9 @@ void web_h_snapshot(struct web_request *r)
     if (p->hint)
         json_object_set_new(pm, "hint", jstr(p->hint));
     json_object_set_new(root, "profile", pm);
+    /* Coverage by bytes, and per object left unnamed what every source
+     * said: the note's lines as structured JSON (query/coverage.c). */
+    json_object_set_new(root, "symbols", query_coverage_json(p));
     profile_free(p);
     hp_buf_release(&err);
     reply_json(r, root);

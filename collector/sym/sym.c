@@ -51,6 +51,7 @@ struct sym_route {
     char *image;
     struct stat st;
     char *message;
+    char *tried; /* every source asked and its answer (sym_object_status.tried) */
     int status;
 };
 
@@ -163,6 +164,7 @@ void sym_free(struct symbolizer *s)
         free(s->routes[i].key);
         free(s->routes[i].image);
         free(s->routes[i].message);
+        free(s->routes[i].tried);
     }
     free(s->routes);
     for (size_t i = 0; i < s->nservers; i++) {
@@ -472,6 +474,43 @@ static int try_image(const struct want *w, const char *cand, const char *source,
     return 1;
 }
 
+/* One source's answer into the route's list: "SOURCE: SAID", " | " between
+ * answers; neither part may hold the separators (sym.h's grammar). */
+static void tried_add(struct hp_buf *tried, const char *source, const char *said)
+{
+    hp_buf_puts(tried, tried->len ? " | " : "");
+    for (const char *p = source; *p; p++) {
+        char c = *p == '|' || *p == '\n' ? '/' : *p == ':' && p[1] == ' ' ? '.' : *p;
+        (void)hp_buf_append(tried, &c, 1);
+    }
+    hp_buf_puts(tried, ": ");
+    for (const char *p = said; *p; p++) {
+        char c = *p == '|' || *p == '\n' ? '/' : *p;
+        (void)hp_buf_append(tried, &c, 1);
+    }
+}
+
+/* try_image, with the answer noted in `tried`. */
+static int try_source(const struct want *w, const char *cand, const char *source,
+                      struct sym_elf **ret, struct hp_buf *why, struct hp_buf *tried)
+{
+    size_t before = why->len;
+    int got = try_image(w, cand, source, ret, why);
+    char *label = hp_xasprintf("%s %s", source, cand);
+    if (got == 0) {
+        tried_add(tried, label, "no such file");
+    } else if (got < 0) {
+        /* The reason try_image added: after "CAND (SOURCE): ". */
+        const char *add = why->data + before + (before ? 2 : 0);
+        const char *r = strstr(add, "): ");
+        tried_add(tried, label, r ? r + 3 : add);
+    } else {
+        tried_add(tried, label, "ok");
+    }
+    free(label);
+    return got;
+}
+
 /* A path means a different file on each node with an agent. */
 static char *route_key(const struct symbolizer *s, const struct want *w)
 {
@@ -488,11 +527,13 @@ static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
             continue;
         free(key);
         if (!rt->image && (!rt->retry_ns || hp_now_ns() < rt->retry_ns))
-            return rt; /* local failures are retried only by a new symbolizer */
+            return rt; /* local failures: until sym_forget_failures */
         if (!rt->image) {
             /* A remote source may answer now (an agent back, a server up). */
             free(rt->message);
             rt->message = NULL;
+            free(rt->tried);
+            rt->tried = NULL;
             rt->status = 0;
             rt->retry_ns = 0;
             return NULL;
@@ -506,6 +547,8 @@ static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
         rt->image = NULL;
         free(rt->message);
         rt->message = NULL;
+        free(rt->tried);
+        rt->tried = NULL;
         rt->obj = NULL;
         return NULL;
     }
@@ -534,27 +577,30 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
     if (rt && (rt->obj || rt->message))
         return rt;
     rt = route_find(s, w);
-    struct hp_buf why = HP_BUF_INIT(0);
+    struct hp_buf why = HP_BUF_INIT(0), answers = HP_BUF_INIT(0);
     struct sym_elf *e = NULL;
     int got = 0;
     if (w->main && s->opt.binary)
-        got = try_image(w, s->opt.binary, "--binary", &e, &why);
+        got = try_source(w, s->opt.binary, "--binary", &e, &why, &answers);
     if (got <= 0 && s->opt.symbols_dir) {
         char *c = hp_xasprintf("%s/%s", s->opt.symbols_dir, base_name(w->path));
-        got = try_image(w, c, "--symbols", &e, &why);
+        got = try_source(w, c, "--symbols", &e, &why, &answers);
         free(c);
         if (got <= 0 && w->build_id && *w->build_id) {
             c = build_id_path(s->opt.symbols_dir, w->build_id);
-            got = try_image(w, c, "--symbols build-id", &e, &why);
+            got = try_source(w, c, "--symbols build-id", &e, &why, &answers);
             free(c);
         }
     }
     if (got <= 0 && !s->opt.no_local_paths)
-        got = try_image(w, w->path, "maps path", &e, &why);
+        got = try_source(w, w->path, "maps path", &e, &why, &answers);
     /* Remote sources, each asked for the debug file (a whole image's worth
      * of headers and symbols, and the DWARF), then the executable. */
     struct hp_buf tried = HP_BUF_INIT(0);
     bool remote = false;
+    if (got <= 0 && s->ncall_servers && (!w->build_id || !*w->build_id))
+        tried_add(&answers, s->node ? "agent" : "debuginfod",
+                  "not asked: no build-id known for this file");
     if (got <= 0 && w->build_id && *w->build_id) {
         for (size_t i = 0; i < s->ncall_servers && got <= 0; i++) {
             const struct sym_server *sv = &s->call_servers[i];
@@ -565,23 +611,34 @@ static struct sym_route *resolve_object(struct symbolizer *s, const struct want 
             d.nservers = 1;
             remote = true;
             static const char *const kinds[] = { "debuginfo", "executable" };
+            struct hp_buf said = HP_BUF_INIT(0);
             for (int k = 0; k < 2 && got <= 0; k++) {
                 char *p = NULL;
                 struct hp_buf fw = HP_BUF_INIT(0);
                 int fr = sym_debuginfod_fetch(&d, w->build_id, kinds[k], &p, &fw);
                 if (fr == 0) {
+                    size_t before = why.len;
                     got = try_image(w, p, label, &e, &why);
                     free(p);
+                    const char *r = got < 0 ? strstr(why.data + before, "): ") : NULL;
+                    hp_buf_printf(&said, "%s%s %s", said.len ? ", " : "", kinds[k],
+                                  got > 0 ? "ok" : r ? r + 3 : "unusable");
                 } else {
+                    const char *what = fr == HP_ENOTFOUND ? "not found"
+                                                          : (fw.len ? fw.data : hp_strerror(fr));
                     hp_err_printf(&tried, "%s%s: %s %s", tried.len ? "; " : "", label, kinds[k],
-                                  fr == HP_ENOTFOUND ? "not found"
-                                                     : (fw.len ? fw.data : hp_strerror(fr)));
+                                  what);
+                    hp_buf_printf(&said, "%s%s %s", said.len ? ", " : "", kinds[k], what);
                 }
                 hp_buf_release(&fw);
             }
+            tried_add(&answers, label, said.len ? said.data : "?");
+            hp_buf_release(&said);
             free(label);
         }
     }
+    rt->tried = answers.len ? hp_xstrdup(answers.data) : NULL;
+    hp_buf_release(&answers);
     if (got <= 0) {
         rt->status = why.len ? HP_EMISMATCH : HP_ENOTFOUND;
         if (remote)
@@ -1025,6 +1082,27 @@ static void names_from_service(struct symbolizer *s, struct profile *p, const ui
                     &s->call_arena, "%s; names only from the node's /pprof/symbol",
                     s->status[i].message);
     }
+    /* The service is a source like the others: its answer goes with each
+     * object it was asked for. */
+    struct hp_buf said = HP_BUF_INIT(0);
+    if (r < 0)
+        hp_buf_puts(&said, why.len ? why.data : hp_strerror(r));
+    else
+        hp_buf_printf(&said, "names only for %zu of %zu addresses", c.named, na);
+    for (size_t i = 0; i < s->nstatus; i++) {
+        struct sym_object_status *os = &s->status[i];
+        if (os->used || !os->addresses)
+            continue;
+        struct hp_buf t = HP_BUF_INIT(0);
+        if (os->tried && *os->tried)
+            hp_buf_puts(&t, os->tried);
+        char *label = hp_xasprintf("symbol service %s", svc->url);
+        tried_add(&t, label, said.data);
+        free(label);
+        os->tried = hp_arena_strdup(&s->call_arena, t.data);
+        hp_buf_release(&t);
+    }
+    hp_buf_release(&said);
     hp_buf_release(&why);
     free(addrs);
     hp_map64_release(&c.by_addr);
@@ -1155,7 +1233,9 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
         }
         struct sym_route *rt = resolve_object(s, &w);
         os->message = hp_arena_strdup(&s->call_arena, rt->message ? rt->message : "ok");
-        os->build_id = rt->obj ? hp_arena_strdup(&s->call_arena, rt->obj->build_id) : "";
+        os->build_id = hp_arena_strdup(&s->call_arena, rt->obj ? rt->obj->build_id
+                                                       : w.build_id ? w.build_id : "");
+        os->tried = rt->tried ? hp_arena_strdup(&s->call_arena, rt->tried) : "";
         if (!rt->obj) {
             os->status = rt->status;
             st.no_binary += gr->njobs;
@@ -1228,6 +1308,25 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
     if (ret_stats)
         *ret_stats = st;
     return 0;
+}
+
+void sym_forget_failures(struct symbolizer *s)
+{
+    for (size_t i = 0; i < s->nroutes; i++) {
+        struct sym_route *rt = &s->routes[i];
+        if (rt->image)
+            continue;
+        free(rt->message);
+        rt->message = NULL;
+        free(rt->tried);
+        rt->tried = NULL;
+        rt->status = 0;
+        rt->retry_ns = 0;
+        rt->obj = NULL;
+    }
+    /* Build-ids the agents did not know may be known now. */
+    for (size_t i = 0; i < s->nidents; i++)
+        s->idents[i].until_ns = 0;
 }
 
 /* ---- batch API --------------------------------------------------------------- */

@@ -183,6 +183,12 @@ struct sym_object_status {
     const char *debug;       /* separate debug file, or NULL */
     const char *build_id;    /* "" when unknown */
     const char *message;     /* one line a user reads: "ok", "build-id mismatch (...)", ... */
+    /* Every source asked, in order, and what it said: "SOURCE: SAID"
+     * joined by " | " ("maps path /opt/be/bin/be: no such file | agent
+     * http://be-1:8041: debuginfo not found, executable not found"). A
+     * SOURCE never holds ": ", neither part holds '|' or a newline. "" when
+     * nothing was asked (the memory cache answered). */
+    const char *tried;
     int status;              /* 0 ok, or the HP_E* code that made it unusable */
     uint32_t addresses, resolved;
 };
@@ -213,6 +219,12 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
  * agent is a source of build-ids and files (see struct sym_node). */
 int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_node *node,
                      struct sym_stats *ret_stats, struct hp_buf *err);
+
+/* Forget every object no source could supply, so the next profile asks the
+ * local folders and remote sources again at once (files added to a symbols
+ * folder, an agent back): without this a local failure stands for the life
+ * of the symbolizer and a remote one for a minute. Same thread rules. */
+void sym_forget_failures(struct symbolizer *s);
 
 /* One resolved address of sym_batch_resolve(): frames innermost first, in
  * `frames[first .. first+n)` of the result. */

@@ -35,6 +35,11 @@ wait_for() { # file pattern
 hidden() {
     unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"
 }
+# The same in the background: the subshell becomes the program, so $! is its
+# pid and kill stops it (not a shell that would leave it running).
+hidden_bg() {
+    exec unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"
+}
 
 mkdir -p "$dir/node/bin" "$dir/rw" "$dir/cache" "$dir/home"
 cp "$jefixture" "$dir/node/bin/jefixture"
@@ -105,8 +110,8 @@ grep -q "unnamed $dir/node/bin/jefixture.*no file found" "$dir/plain.txt" ||
     fail "cn-plain's profile does not say what stayed unnamed: $(grep -i note "$dir/plain.txt")"
 
 # /metrics of the collector as a daemon carries heapfleet_node_symbolized_ratio.
-hidden "$collector" --nodes "$dir/be.list" --interval 1h --spread 0 --db "$dir/hf3.db" \
-    --symbol-cache "$dir/cache" --listen 127.0.0.1:0 > "$dir/daemon.log" 2>&1 &
+hidden_bg "$collector" --nodes "$dir/be.list" --interval 1h --spread 0 --db "$dir/hf3.db" \
+    --symbol-cache "$dir/cache" --listen 127.0.0.1:0 --log-level debug > "$dir/daemon.log" 2>&1 &
 dpid=$!
 pids="$pids $dpid"
 wait_for "$dir/daemon.log" 'msg="round finished"'
@@ -116,7 +121,29 @@ curl -sf "http://127.0.0.1:$wport/metrics" > "$dir/metrics.txt" || fail "GET /me
 grep -q '^# TYPE heapfleet_node_symbolized_ratio gauge$' "$dir/metrics.txt" || fail "no ratio family"
 awk '/^heapfleet_node_symbolized_ratio\{node="cn-1"\}/ { found = 1; if ($2 < 0.9) exit 1 } END { exit !found }' \
     "$dir/metrics.txt" || fail "cn-1 ratio missing or low: $(grep symbolized "$dir/metrics.txt")"
+
+# Symbols arriving later: cn-plain's snapshot was stored with addresses only;
+# an upload into the store's symbol folder makes the running collector
+# re-derive it from its raw dump in the background, log it and note it.
+hidden "$query" top cn-plain --db "$dir/hf3.db" --top 0 > "$dir/plain3.txt" 2>&1 || true
+grep -q 'tracked_alloc' "$dir/plain3.txt" && fail "cn-plain named before the upload"
+hidden "$query" symbols add --db "$dir/hf3.db" "$jefixture" > "$dir/add.txt" 2>&1 ||
+    fail "symbols add failed: $(cat "$dir/add.txt")"
+wait_for "$dir/daemon.log" 're-symbolized 1 snapshot of build jefixture: now [0-9]*% named'
+hidden "$query" top cn-plain --db "$dir/hf3.db" --top 0 > "$dir/plain4.txt" 2>&1 ||
+    fail "query top cn-plain failed"
+grep -q 'tracked_alloc' "$dir/plain4.txt" ||
+    fail "cn-plain not named after the upload: $(head -n 12 "$dir/plain4.txt")"
+grep -q '^Note: .*re-symbolized\|^re-symbolized .*now [0-9]*% named (was [0-9]*%)' "$dir/plain4.txt" ||
+    fail "the snapshot's note does not say it was re-symbolized: $(grep -A3 Note "$dir/plain4.txt")"
+curl -sf "http://127.0.0.1:$wport/metrics" > "$dir/metrics2.txt" || fail "GET /metrics failed"
+awk '/^heapfleet_node_symbolized_ratio\{node="cn-plain"\}/ { found = 1; if ($2 < 0.9) exit 1 } END { exit !found }' \
+    "$dir/metrics2.txt" || fail "cn-plain ratio not updated: $(grep symbolized "$dir/metrics2.txt")"
+# The symbol list names the nodes whose snapshots use the build.
+hidden "$query" symbols list --db "$dir/hf3.db" > "$dir/list.txt" 2>&1 || fail "symbols list failed"
+grep -q "^$want .*cn-plain 1/1 named" "$dir/list.txt" ||
+    fail "symbols list does not show cn-plain: $(cat "$dir/list.txt")"
 kill "$dpid"
 wait "$dpid" 2>/dev/null || true
 
-echo "ok: names through the agent for cn-1 and cn-2 (one download, build-id $bid); none without it; coverage $c1% vs $cp% in query nodes and /metrics"
+echo "ok: names through the agent for cn-1 and cn-2 (one download, build-id $bid); none without it; coverage $c1% vs $cp% in query nodes and /metrics; cn-plain re-symbolized after an upload"

@@ -50,5 +50,5 @@ grep -q "^added $bid " "$dir/add.txt" || fail "add did not report the build-id: 
 hidden "$query" top be-1 --db "$db" --top 0 > "$dir/after.txt" 2>&1
 grep -q tracked_alloc "$dir/after.txt" || fail "not named after add --reindex: $(head -n 12 "$dir/after.txt")"
 "$query" symbols list --db "$db" > "$dir/list.txt" 2>/dev/null
-grep -q "^$bid .* yes  *be_main$" "$dir/list.txt" || fail "list does not show the build: $(cat "$dir/list.txt")"
+grep -q "^$bid .* yes  *be_main  *be-1 1/1 named$" "$dir/list.txt" || fail "list does not show the build: $(cat "$dir/list.txt")"
 echo "ok: add refused a wrong file and a non-ELF, named be-1 after add --reindex, list shows $bid"

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "query/query.h"
 #include "web/folder/folder.h"
 
 struct srv {
@@ -1114,6 +1115,60 @@ static void test_api_rules_on_top_of_kind(void **state)
     assert_true(narrow > 0 && narrow < wide / 10);
 }
 
+/* Coverage in the API: the share of bytes named (here every dump's program
+ * is on this host, so nearly all), and the unnamed objects as structured
+ * JSON, parsed from the note lines the collector writes. */
+static void test_api_snapshot_coverage_fields(void **state)
+{
+    (void)state;
+    json_t *j = get_json("/api/v1/snapshots/be-1", 200);
+    json_t *sym = json_object_get(j, "symbols");
+    assert_non_null(sym);
+    double r = json_number_value(json_object_get(sym, "named_bytes_ratio"));
+    assert_true(r > 0.9 && r <= 1.0);
+    assert_true(json_is_array(json_object_get(sym, "unnamed")));
+    assert_true(json_is_null(json_object_get(sym, "resymbolized")));
+    json_decref(j);
+
+    /* The note grammar, written and read back as the API shows it. */
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    struct hp_buf note = HP_BUF_INIT(0);
+    hp_buf_puts(&note, "jemalloc heap_v2");
+    query_note_unnamed_add(&note, "/opt/be/bin/doris_be", "72c3a0", "no file found here; asked agent",
+                           "maps path /opt/be/bin/doris_be: no such file | agent "
+                           "http://be-1:8041: debuginfo not found, executable not found");
+    query_note_unnamed_add(&note, "/usr/lib/libx.so", NULL, "no file found\nat all", NULL);
+    hp_buf_puts(&note, "\nre-symbolized 2026-11-27T02:21:03Z: now 97% named (was 12%)");
+    p->hint = profile_intern(p, note.data, note.len);
+    json_t *c = query_coverage_json(p);
+    assert_true(json_is_null(json_object_get(c, "named_bytes_ratio"))); /* no bytes */
+    json_t *un = json_object_get(c, "unnamed");
+    assert_int_equal(json_array_size(un), 2);
+    json_t *u0 = json_array_get(un, 0), *u1 = json_array_get(un, 1);
+    assert_string_equal(json_string_value(json_object_get(u0, "object")), "/opt/be/bin/doris_be");
+    assert_string_equal(json_string_value(json_object_get(u0, "build_id")), "72c3a0");
+    assert_string_equal(json_string_value(json_object_get(u0, "message")),
+                        "no file found here; asked agent");
+    json_t *t = json_object_get(u0, "tried");
+    assert_int_equal(json_array_size(t), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 0), "source")),
+                        "maps path /opt/be/bin/doris_be");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 0), "said")),
+                        "no such file");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 1), "source")),
+                        "agent http://be-1:8041");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 1), "said")),
+                        "debuginfo not found, executable not found");
+    assert_true(json_is_null(json_object_get(u1, "build_id")));
+    assert_string_equal(json_string_value(json_object_get(u1, "message")), "no file found at all");
+    assert_int_equal(json_array_size(json_object_get(u1, "tried")), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "resymbolized")),
+                        "re-symbolized 2026-11-27T02:21:03Z: now 97% named (was 12%)");
+    json_decref(c);
+    hp_buf_release(&note);
+    profile_free(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as every libuv server must (see web.h) */
@@ -1121,6 +1176,7 @@ int main(void)
         cmocka_unit_test(test_api_nodes_lists_fleet),
         cmocka_unit_test(test_api_snapshots_oldest_first),
         cmocka_unit_test(test_api_selectors_resolve),
+        cmocka_unit_test(test_api_snapshot_coverage_fields),
         cmocka_unit_test(test_api_selector_table),
         cmocka_unit_test(test_api_top_same_as_cli),
         cmocka_unit_test(test_api_tree_consistent),

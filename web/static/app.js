@@ -182,7 +182,9 @@ async function nodePage(name, q) {
       <div class="card"><div class="label">Change over ${spanH ? spanH.toFixed(spanH < 10 ? 1 : 0) + " h" : "the range"}</div><div class="value ${growth > 0 ? "grow" : growth < 0 ? "shrink" : ""}">${fmtSigned(growth, "bytes")}</div></div>
       <div class="card"><div class="label">Snapshots${range === "all" ? "" : " in " + esc(range)}</div><div class="value" data-test="snapshot-count">${total}</div></div>
       <div class="card"><div class="label">Last snapshot</div><div class="value" style="font-size:18px">${last ? esc(relTime(last.time_ms)) : "never"}</div></div>
+      <div class="card"><div class="label">Named bytes (latest)</div><div class="value" data-test="node-named-bytes">${last && last.figures.symbolized_ratio != null ? fmtPct(last.figures.symbolized_ratio) : "–"}</div></div>
     </div>
+    <div id="unnamed"></div>
     <div class="panel"><div class="panelhead" style="padding:0 0 8px;border:0"><h2>Memory over time</h2><span class="grow"></span><span id="range"></span></div>
       ${snapsRes.downsampled ? `<div class="small muted" data-test="downsampled">${snaps.length} of ${total} snapshots drawn: long stretches are thinned on the server, keeping each stretch's highest and lowest heap.</div>` : ""}
       <div id="chart"></div><div id="lifetimes" class="small muted"></div>${snaps.length ? "" : `<div class="empty">No snapshots ${range === "all" ? "yet" : "in the last " + esc(range)}.</div>`}</div>
@@ -190,6 +192,13 @@ async function nodePage(name, q) {
       <div class="panel flush"><div class="panelhead"><h2>Snapshots</h2>${snapsRes.downsampled ? `<span class="muted small">the ${snaps.length} drawn</span>` : ""}</div><div class="tablewrap" id="snaps"></div></div>
       <div class="panel flush"><div class="panelhead"><h2>Leak suspects</h2></div><div id="leaks" style="padding:14px 16px"><span class="muted">Loading…</span></div></div>
     </div>`;
+  // What stayed unnamed in the latest snapshot, and what each source said.
+  if (last && last.figures.symbolized_ratio != null && last.figures.symbolized_ratio < 1) {
+    api(`/api/v1/snapshots/${selPath("#" + last.id)}`).then((s) => {
+      const el = document.getElementById("unnamed");
+      if (el) el.innerHTML = unnamedPanel(s.symbols);
+    }).catch(() => { /* the cards above still stand */ });
+  }
   document.getElementById("range").appendChild(rangePicker(range, (r) => { location.hash = `#/node/${enc(name)}?range=${enc(r)}`; }));
   const snapBtn = document.getElementById("snapnow");
   if (snapBtn) snapBtn.addEventListener("click", () => takeSnapshot(name, snapBtn));
@@ -326,6 +335,16 @@ function orientationToggle() {
   return `<label class="small muted" title="root at the bottom (as the SVG download) or on top"><input type="checkbox" id="icicle" data-test="icicle" ${flameIcicle() ? "checked" : ""}> root on top</label>`;
 }
 
+// Objects no source could name, each with every source asked and its answer
+// (the API's "symbols" object; "" when all is named).
+function unnamedPanel(sym) {
+  if (!sym || !sym.unnamed || !sym.unnamed.length) return sym && sym.resymbolized ? `<div class="small muted" data-test="resymbolized">${esc(sym.resymbolized)}</div>` : "";
+  return `<div class="panel" data-test="unnamed"><div class="panelhead" style="padding:0 0 8px;border:0"><h2>Unnamed objects</h2></div>
+    ${sym.resymbolized ? `<div class="small muted" data-test="resymbolized">${esc(sym.resymbolized)}</div>` : ""}
+    ${sym.unnamed.map((u) => `<div class="small"><b>${esc(u.object)}</b>${u.build_id ? ` <span class="muted">build-id ${esc(u.build_id)}</span>` : ` <span class="muted">no build-id known</span>`}
+      <table class="small"><tbody>${(u.tried.length ? u.tried : [{ source: "", said: u.message }]).map((t) => `<tr><td>${esc(t.source)}</td><td>${esc(t.said)}</td></tr>`).join("")}</tbody></table></div>`).join("")}</div>`;
+}
+
 async function snapshotPage(sel, q) {
   const sample = q.get("sample") || "inuse_space";
   main.innerHTML = `<p class="muted">Loading snapshot ${esc(sel)}…</p>`;
@@ -371,8 +390,9 @@ async function snapshotPage(sel, q) {
       <div class="card"><div class="label">${esc(sample.replace("_", " "))}${fq && fq !== "sample=" + sample ? " (filtered)" : ""}</div><div class="value" data-test="snapshot-total">${fmtValue(tree.total, unit)}</div></div>
       <div class="card"><div class="label">Functions</div><div class="value">${top.functions_total.toLocaleString()}</div></div>
       <div class="card"><div class="label">Frames in graph</div><div class="value">${tree.nodes.toLocaleString()}</div></div>
-      <div class="card"><div class="label">Symbolized locations</div><div class="value">${p.locations ? fmtPct(p.symbolized_locations / p.locations) : "–"}</div></div>
+      <div class="card"><div class="label">Named bytes</div><div class="value" data-test="named-bytes">${info.symbols && info.symbols.named_bytes_ratio != null ? fmtPct(info.symbols.named_bytes_ratio) : "–"}</div></div>
     </div>
+    ${unnamedPanel(info.symbols)}
     <div class="panel flush">
       <div class="panelhead"><h2>Flame graph</h2>
         <input type="search" id="search" placeholder="Search functions (regex)…" aria-label="search the flame graph" style="width:240px">
