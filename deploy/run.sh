@@ -130,7 +130,7 @@ asan() {
 tsan() {
     build build-tsan -Dwerror=true -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
         -Dbuildtype=debug &&
-        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 suppressions=$PWD/tests/tsan.supp" \
             meson test -C build-tsan --suite threads --num-processes "$jobs" --print-errorlogs
 }
 
