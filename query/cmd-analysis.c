@@ -32,7 +32,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
-#include <malloc.h>
 #include <math.h>
 #include <regex.h>
 #include <stdlib.h>
@@ -833,12 +832,6 @@ int query_cmd_leaks(int argc, char **argv)
     in.scope_node = npos ? pos[0] : NULL;
     const char *via = getenv("HEAPFLEET_LEAKS_VIA");
     in.by_ids = !(via && strcmp(via, "profiles") == 0);
-    /* Each node's read and analysis allocate tens of MB and free them all:
-     * keep that memory in the heap for the next node rather than return it
-     * to the kernel (glibc maps big blocks afresh each time otherwise, and
-     * faulting their pages in again cost a fifth of the time). */
-    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
-    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     struct query_leak_opts lo;
