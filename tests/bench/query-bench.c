@@ -92,6 +92,13 @@ static void synth_init(struct synth *s, size_t nfuncs)
                                    f % 13);
 }
 
+static void synth_release(struct synth *s)
+{
+    for (size_t f = 0; f < s->nfuncs; f++)
+        free((char *)s->names[f]);
+    free(s->names);
+}
+
 /* A profile holding the given pool stacks with values from `salt`. */
 static struct profile *synth_profile(const struct synth *s, const uint64_t *ks, size_t n,
                                      uint64_t salt, int64_t grow_on, FILE *heap)
@@ -453,18 +460,22 @@ int main(int argc, char **argv)
             r = 1;
         free(cmd);
         free(path);
+        synth_release(&s);
         return r;
     }
     if (!only || strcmp(only, "diff") == 0 || heapdir)
         bench_diff(&s, heapdir);
+    int r = 0;
     if (heapdir)
-        return 0;
+        goto out;
     if (!only || strcmp(only, "leaks") == 0)
         bench_leaks(&s);
     if (!only || strcmp(only, "fleet") == 0)
         bench_fleet(&s);
     if ((!only && db) || (only && strcmp(only, "stored-leaks") == 0))
-        return bench_stored_leaks(query, db ? db : "/tmp/hf-query-bench-leaks.db", 100, 720,
-                                  1000, 3, 1000);
-    return 0;
+        r = bench_stored_leaks(query, db ? db : "/tmp/hf-query-bench-leaks.db", 100, 720, 1000,
+                               3, 1000);
+out:
+    synth_release(&s);
+    return r;
 }
