@@ -50,6 +50,9 @@ struct qa_stacks {
 };
 
 void qa_stacks_init(struct qa_stacks *s);
+/* Room for `stacks` stacks of `names` frames in all (upper bounds), so a
+ * union of known size is built without growing its arrays and maps. */
+void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names);
 void qa_stacks_release(struct qa_stacks *s);
 /* The shared id of a name of folded profile f (by_id[id] is the name). */
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name);

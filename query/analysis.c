@@ -34,6 +34,14 @@ void qa_stacks_release(struct qa_stacks *s)
     hp_arena_release(&s->arena);
 }
 
+void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names)
+{
+    s->v = hp_xgrow(s->v, &s->cap, stacks + 1, sizeof(*s->v));
+    s->names = hp_xgrow(s->names, &s->names_cap, names + 1, sizeof(*s->names));
+    s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, names + 1, sizeof(*s->name_ids));
+    hp_map64_reserve(&s->index, stacks);
+}
+
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
     /* Every folded profile added stays alive until the union is released

@@ -158,8 +158,8 @@ static int compile(regex_t *re, const char *pat, const char *what, struct hp_buf
     return 0;
 }
 
-int query_fold(const struct profile *p, const struct query_opts *o, struct query_folded **ret,
-               struct hp_buf *err)
+static int fold(const struct profile *p, const struct query_opts *o, struct query_folded **ret,
+                int32_t *entry_of, struct hp_buf *err)
 {
     struct fold_ctx c = { .p = p, .o = o };
     int r = 0;
@@ -221,9 +221,14 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
             memcpy(c.seq + n, names, nn * sizeof(*names));
             n += nn;
         }
-        if (!focus_hit || ignore_hit || n == 0)
+        if (!focus_hit || ignore_hit || n == 0) {
+            if (entry_of)
+                entry_of[si] = -1;
             continue;
+        }
         struct query_fold_entry *e = entry_for(f, c.seq, n);
+        if (entry_of)
+            entry_of[si] = (int32_t)(e - f->entries);
         double var[PV_COUNT];
         query_sample_variance(p, s, var);
         for (int v = 0; v < PV_COUNT; v++) {
@@ -243,6 +248,25 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
     if (c.has_ignore)
         regfree(&c.ignore);
     *ret = f;
+    return 0;
+}
+
+int query_fold(const struct profile *p, const struct query_opts *o, struct query_folded **ret,
+               struct hp_buf *err)
+{
+    return fold(p, o, ret, NULL, err);
+}
+
+int query_fold_map(const struct profile *p, const struct query_opts *o,
+                   struct query_folded **ret, int32_t **ret_entry_of, struct hp_buf *err)
+{
+    int32_t *entry_of = hp_xmalloc((p->nsamples + 1) * sizeof(*entry_of));
+    int r = fold(p, o, ret, entry_of, err);
+    if (r < 0) {
+        free(entry_of);
+        return r;
+    }
+    *ret_entry_of = entry_of;
     return 0;
 }
 

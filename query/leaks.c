@@ -444,7 +444,8 @@ static const char *restart_reason(const struct query_snapshot *a, const struct q
     }
     /* Un-sampled totals of a sampled profile: the variance of a total of
      * bytes is about total x period (INTERNALS.md); 0 when exact. */
-    double period = a->folded && a->folded->period > 1 ? (double)a->folded->period : 0;
+    uint64_t p = a->folded ? a->folded->period : a->id_period;
+    double period = p > 1 ? (double)p : 0;
     double sigma = qa_is_bytes(v) ? sqrt(total_a * period) : sqrt(total_a);
     if (total_b < 0.5 * total_a && total_a - total_b > 6 * sigma) {
         snprintf(buf, sizeof(buf), "heap fell from %s to %s", qa_fmt(v, total_a, fa, sizeof(fa)),
@@ -475,6 +476,7 @@ struct leaks_build {
     double *yt;      /* values, snapshot-major: T rows of S */
     struct segs g;   /* process lifetimes */
     double *nvar;    /* per stack: sampling variance of its rise */
+    double *var_row; /* per stack: one snapshot's variances (id_vars), zeroed */
     double total_rate;
     double *slope;   /* per stack */
     struct rank_scratch rs;
@@ -657,6 +659,7 @@ static void leaks_noise(struct leaks_build *b)
     const struct segs *g = &b->g;
     enum profile_value v = b->v;
     double *nvar = b->nvar = scratch(&b->sa, b->S, sizeof(*nvar));
+    b->var_row = scratch(&b->sa, b->S, sizeof(*b->var_row));
     for (size_t k = 0; k < g->n; k++) {
         size_t ends[2] = { g->start[k], g->start[k + 1] - 1 };
         for (size_t j = 0; j < (ends[0] == ends[1] ? 1u : 2u); j++) {
@@ -665,6 +668,22 @@ static void leaks_noise(struct leaks_build *b)
             if (s->folded) {
                 for (size_t e = 0; e < s->folded->nentries; e++)
                     nvar[b->eid[t][e]] += s->folded->entries[e].var[v];
+                continue;
+            }
+            if (s->id_vars) {
+                /* Each sample's own variance, summed per stack first as
+                 * query_fold sums an entry's, so the figures are the
+                 * folded path's to the last bit. */
+                double *row = b->var_row;
+                for (size_t i = 0; i < s->nids; i++)
+                    if (s->ids[i] < s->dict->nentries)
+                        row[b->dmap[t][s->ids[i]]] += s->id_vars[i];
+                for (size_t i = 0; i < s->nids; i++)
+                    if (s->ids[i] < s->dict->nentries) {
+                        uint32_t sk = b->dmap[t][s->ids[i]];
+                        nvar[sk] += row[sk];
+                        row[sk] = 0; /* once per stack; and clean for the next */
+                    }
                 continue;
             }
             /* Values only: the small-object bound, value x period for

@@ -93,6 +93,13 @@ struct query_folded {
 /* Fold a profile. HP_EPARSE (bad regex, message in err) or 0. */
 int query_fold(const struct profile *p, const struct query_opts *o, struct query_folded **ret,
                struct hp_buf *err) HP_MUST_CHECK;
+/* query_fold, and for each all-threads sample of p the index of the entry it
+ * went to, or -1 where the options dropped it (*ret_entry_of: p->nsamples
+ * entries, free()). What turns stored stacks into a dictionary for the
+ * store's path of leaks (query_snapshot.dict). */
+int query_fold_map(const struct profile *p, const struct query_opts *o,
+                   struct query_folded **ret, int32_t **ret_entry_of,
+                   struct hp_buf *err) HP_MUST_CHECK;
 void query_folded_free(struct query_folded *f);
 static inline const char *const *query_fold_frames(const struct query_folded *f,
                                                    const struct query_fold_entry *e)
@@ -297,6 +304,13 @@ struct query_snapshot {
     const uint32_t *ids;
     const double *id_values;
     size_t nids;
+    /* Optional, with ids: each value's sampling variance (query_sample_variance
+     * of the sample it came from; NULL: bounded by value x period) and the
+     * snapshot's own sampling period (0: none known). With both, and ids in
+     * the snapshot's sample order (one per sample, as query_fold_map maps
+     * them), leaks answers exactly as from the folded profile. */
+    const double *id_vars;
+    uint64_t id_period;
 };
 
 /* ---- leaks ---- */

@@ -136,6 +136,18 @@ int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struc
     return s->be->snapshot_load(s, id, ret, err);
 }
 
+int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store_samples_cb cb,
+                            void *ctx, struct hp_buf *err)
+{
+    return s->be->snapshots_samples(s, ids, n, cb, ctx, err);
+}
+
+int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
+                      struct profile **ret, struct hp_buf *err)
+{
+    return s->be->stacks_load(s, id, stack_ids, n, ret, err);
+}
+
 int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,
                        struct hp_buf *err)
 {

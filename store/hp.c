@@ -390,6 +390,15 @@ static void map64_rehash(struct hp_map64 *m, size_t ncap)
     free(old);
 }
 
+void hp_map64_reserve(struct hp_map64 *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while ((n + 1) * 2 > cap)
+        cap *= 2;
+    if (cap > m->cap)
+        map64_rehash(m, cap);
+}
+
 int hp_map64_put(struct hp_map64 *m, uint64_t key, uint32_t val, uint32_t *ret_val)
 {
     if ((m->len + 1) * 2 > m->cap)

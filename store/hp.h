@@ -139,6 +139,9 @@ static inline int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t 
 /* Insert or find: returns 1 if the key existed (*ret_val = old value), 0 if it
  * was inserted with `val` (*ret_val = val). */
 int hp_map64_put(struct hp_map64 *m, uint64_t key, uint32_t val, uint32_t *ret_val);
+/* Room for n keys in all without growing (callers that know their size
+ * skip the rehashes on the way there). */
+void hp_map64_reserve(struct hp_map64 *m, size_t n);
 
 static inline int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t *ret_val)
 {

@@ -67,7 +67,7 @@ struct store_unpack store_unpack_column(sqlite3_stmt *st, int col)
     return (struct store_unpack){ p, p + n, false };
 }
 
-uint64_t store_unpack_u64(struct store_unpack *u)
+uint64_t store_unpack_u64_slow(struct store_unpack *u)
 {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -82,12 +82,6 @@ uint64_t store_unpack_u64(struct store_unpack *u)
     }
     u->bad = true;
     return 0;
-}
-
-int64_t store_unpack_i64(struct store_unpack *u)
-{
-    uint64_t v = store_unpack_u64(u);
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
 const char *store_unpack_str(struct store_unpack *u, size_t *ret_len)

@@ -273,7 +273,7 @@ double profile_scale_factor(enum profile_scaling s, uint64_t period, int64_t cou
     return 1.0;
 }
 
-static void unsample_one(const struct profile *p, struct profile_sample *s)
+void profile_sample_unsample(const struct profile *p, struct profile_sample *s)
 {
     for (int pair = 0; pair < PV_COUNT; pair += 2) {
         double f = profile_scale_factor(p->scaling, p->period, s->raw[pair], s->raw[pair + 1]);
@@ -285,9 +285,9 @@ static void unsample_one(const struct profile *p, struct profile_sample *s)
 void profile_unsample(struct profile *p)
 {
     for (size_t i = 0; i < p->nsamples; i++)
-        unsample_one(p, &p->samples[i]);
+        profile_sample_unsample(p, &p->samples[i]);
     for (size_t i = 0; i < p->nthread_samples; i++)
-        unsample_one(p, &p->thread_samples[i]);
+        profile_sample_unsample(p, &p->thread_samples[i]);
 }
 
 void profile_finish(struct profile *p)

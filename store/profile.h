@@ -196,6 +196,9 @@ uint32_t profile_mapping_find(const struct profile *p, uint64_t addr);
 
 /* Un-sample every sample with the profile's scaling and period. */
 void profile_unsample(struct profile *p);
+/* Un-sample one sample (its raw values into value) with p's scaling and
+ * period, as profile_unsample does. */
+void profile_sample_unsample(const struct profile *p, struct profile_sample *s);
 /* Sort mappings, attach each address location to its mapping, un-sample. The
  * parsers call this last. */
 void profile_finish(struct profile *p);

@@ -221,6 +221,8 @@ struct store_backend {
     __typeof__(store_snapshot_reindex) *snapshot_reindex;
     __typeof__(store_snapshot_stat_set) *snapshot_stat_set;
     __typeof__(store_snapshot_load) *snapshot_load;
+    __typeof__(store_snapshots_samples) *snapshots_samples;
+    __typeof__(store_stacks_load) *stacks_load;
     __typeof__(store_snapshot_raw) *snapshot_raw;
     __typeof__(store_snapshot_info) *snapshot_info;
     __typeof__(store_selector_resolve) *selector_resolve;
@@ -321,8 +323,20 @@ struct store_unpack {
 };
 /* A reader over a blob column (NULL or empty reads as no bytes). */
 struct store_unpack store_unpack_column(sqlite3_stmt *st, int col);
-uint64_t store_unpack_u64(struct store_unpack *u);
-int64_t store_unpack_i64(struct store_unpack *u);
+uint64_t store_unpack_u64_slow(struct store_unpack *u);
+/* Inline for the one-byte case, most of a sample set's numbers: decoding
+ * sample sets is most of what `query leaks` does over the store. */
+static inline uint64_t store_unpack_u64(struct store_unpack *u)
+{
+    if (u->p < u->end && !(*u->p & 0x80))
+        return *u->p++;
+    return store_unpack_u64_slow(u);
+}
+static inline int64_t store_unpack_i64(struct store_unpack *u)
+{
+    uint64_t v = store_unpack_u64(u);
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
 /* Returns a pointer into the input (not NUL-terminated) and its length. */
 const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 

@@ -486,7 +486,7 @@ int store_check(struct store *s, struct hp_buf *err)
 int store_usage_get(struct store *s, struct store_usage *ret, struct hp_buf *err)
 {
     struct store_usage u = { 0 };
-    int64_t pages, free_pages, page_size;
+    int64_t pages = 0, free_pages = 0, page_size = 0; /* GCC 12 -O3 cannot see through pragma_int */
     int r;
     if ((r = pragma_int(s, "PRAGMA page_count", &pages, err)) < 0 ||
         (r = pragma_int(s, "PRAGMA freelist_count", &free_pages, err)) < 0 ||

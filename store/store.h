@@ -212,6 +212,43 @@ struct store_snapshot_info {
  * (failed attempt). *ret is owned by the caller (profile_free). */
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
     HP_MUST_CHECK;
+/* The series analyses' path (query leaks): a snapshot's samples by stored
+ * stack id, without rebuilding its stacks, and the stacks separately, once
+ * for every snapshot that shares them.
+ *
+ * For each snapshot: `profile` holds its header (scaling, period, ...) and
+ * mappings only, no samples, stacks or locations; `samples` its n
+ * all-threads samples in stored order (the order store_snapshot_load gives
+ * them), each a stored stack id and raw values (profile_sample_unsample
+ * turns them into the loaded profile's values). `layout` identifies how the
+ * snapshot turns stored addresses into runtime addresses and names (its
+ * mappings): snapshots of equal layout give every stack the same frames
+ * from store_stacks_load. */
+struct store_sample {
+    int64_t stack;
+    uint32_t thread; /* 0 here */
+    int64_t raw[PV_COUNT];
+};
+struct store_samples {
+    int64_t snapshot_id;
+    const struct profile *profile;
+    const struct store_sample *samples;
+    size_t n;
+    uint64_t layout;
+};
+typedef int (*store_samples_cb)(const struct store_samples *ss, void *ctx);
+/* Calls cb for each of the n snapshots ids, in that order; what cb is given
+ * lives until it returns. A nonzero return from cb stops and is returned.
+ * Snapshots of one node in time order share their delta chains' work: each
+ * sample set is decompressed once. HP_ENOTFOUND when one holds no profile. */
+int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store_samples_cb cb,
+                            void *ctx, struct hp_buf *err) HP_MUST_CHECK;
+/* A profile of the n stored stacks stack_ids as snapshot `id` shows them
+ * (locations, frames, runtime addresses through its mappings, exactly as
+ * store_snapshot_load builds them): one all-threads sample per stack, in
+ * the order given, with zero values. *ret: profile_free. */
+int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
+                      struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
 /* The raw bytes as fetched (malloc'd; free()). HP_ENOTFOUND if none kept. */
 int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,
                        struct hp_buf *err) HP_MUST_CHECK;

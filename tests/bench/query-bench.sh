@@ -6,7 +6,10 @@
 # 1. The cores on synthetic in-memory inputs (query-bench): diff of two
 #    20k-stack profiles, leaks over 100 nodes x 30 days hourly, fleet over
 #    1,000 nodes. Times are CPU time of the single-threaded core.
-# 2. End to end, side by side with jeprof on the same two 20k-stack heap_v2
+# 2. `query leaks --db` over 100 nodes x 720 hourly 1,000-stack snapshots,
+#    end to end, CPU time (the database, $QUERY_BENCH_DB or
+#    /tmp/hf-query-bench-leaks.db, is written on the first run: ~15 min).
+# 3. End to end, side by side with jeprof on the same two 20k-stack heap_v2
 #    files: `query diff A B` (parse, fold, diff, render) against
 #    `jeprof --text --base=A BINARY B`, wall time, and the ratio.
 set -eu
@@ -19,6 +22,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "== analysis cores (CPU time) =="
 "$bench"
+
+echo
+echo "== query leaks --db, end to end (CPU time) =="
+"$bench" stored-leaks --query "$query" --db "${QUERY_BENCH_DB:-/tmp/hf-query-bench-leaks.db}"
 
 echo
 echo "== end to end: query diff vs jeprof --base on two 20k-stack dumps =="

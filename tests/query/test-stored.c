@@ -18,6 +18,7 @@
 
 #include "store/store.h"
 #include "tests/query/qtest.h"
+#include "tests/store/gen.h"
 
 struct fx {
     char *dir, *db;
@@ -397,10 +398,128 @@ static void test_stored_help_is_per_command(void **state)
     }
 }
 
+/* Generated nodes for the two paths of leaks: "steady" (one layout, a
+ * few stacks growing), "restarts" (unsymbolized, a new load address every
+ * 8 hours: several dictionaries whose names are addresses), "flipping"
+ * (two load addresses alternating: the folded fallback), "threads"
+ * (per-thread samples, which leaks must ignore). */
+static void insert_generated(const char *db)
+{
+    struct store *st = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (store_open(db, STORE_OPEN_WRITE, &st, &err) < 0)
+        fail_msg("open: %.*s", (int)err.len, err.data);
+    static const struct {
+        const char *name;
+        bool symbolize;
+        uint32_t nthreads, hours;
+        int bias_every; /* new load address every N hours; <0 alternating */
+    } nodes[] = {
+        { "steady", true, 0, 30, 0 },
+        { "restarts", false, 0, 24, 8 },
+        { "flipping", false, 0, 10, -1 },
+        { "threads", true, 2, 12, 0 },
+    };
+    int64_t t0 = hp_wall_ms() - 40 * INT64_C(3600000);
+    for (size_t k = 0; k < HP_ARRAY_SIZE(nodes); k++) {
+        int64_t node_id;
+        struct store_node_info ni = { .name = nodes[k].name, .kind = "doris" };
+        assert_int_equal(store_node_upsert(st, &ni, &node_id, &err), 0);
+        for (uint32_t h = 0; h < nodes[k].hours; h++) {
+            int b = nodes[k].bias_every;
+            uint64_t epoch = b > 0 ? h / (uint32_t)b : b < 0 ? h % 2 : 0;
+            struct gen_params gp = { .seed = 7 + k, .nstacks = 300, .nfuncs = 120, .hour = h,
+                                     .nthreads = nodes[k].nthreads,
+                                     .load_bias = 0x555500000000u + (epoch << 24),
+                                     .symbolize = nodes[k].symbolize };
+            struct profile *p = gen_profile(&gp, NULL, NULL);
+            /* Every 40th sample grows with the hours: leak suspects. Others
+             * gain a 4 MiB block every 6 hours: beyond sampling noise only
+             * by their exact variance (blocks of 8 periods are all
+             * recorded), not by the value x period bound. */
+            for (size_t i = 0; i < p->nsamples; i++) {
+                int64_t *raw = p->samples[i].raw;
+                if (i % 40 == 3)
+                    for (int v = 0; v < 2; v++)
+                        raw[v] += raw[v] * (int64_t)h / 3;
+                if (i % 40 == 23) {
+                    raw[0] = 10 + h / 6;
+                    raw[1] = raw[0] * (4 << 20);
+                }
+            }
+            profile_unsample(p);
+            struct store_stat stats[] = {
+                { "memory_query_trackers_sum_bytes", "bytes", h % 3 ? 0 : 4e9 },
+                { "memory_load_trackers_sum_bytes", "bytes", 0 },
+            };
+            int64_t id;
+            if (store_snapshot_insert(st, node_id, t0 + (int64_t)h * 3600000, p, NULL, 0, NULL,
+                                      stats, HP_ARRAY_SIZE(stats), &id, &err) < 0)
+                fail_msg("insert: %.*s", (int)err.len, err.data);
+            profile_free(p);
+        }
+    }
+    store_close(st);
+    hp_buf_release(&err);
+}
+
+/* Leaks from stored stack ids and values answers byte for byte what leaks
+ * from the stored profiles, folded, answers: every node of the fixture and
+ * the generated ones, text and JSON, with options that change the fold. */
+static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
+{
+    struct fx *f = *state;
+    char *gen = qt_path(f->dir, "gen.db");
+    insert_generated(gen);
+    const char *dbs[] = { f->db, gen };
+    static const char *const variants[][8] = {
+        { "leaks", "--top", "0", NULL },
+        { "leaks", "--top", "0", "--format", "json", NULL },
+        { "leaks", "be-1", "--format", "json", NULL },
+        { "leaks", "steady", "--top", "0", "--sample", "inuse_objects", NULL },
+        { "leaks", "--top", "0", "--ignore", "tracked_alloc|f1[0-9]", "--format", "json", NULL },
+        { "leaks", "restarts", "--top", "0", "--keep-allocator", NULL },
+        { "leaks", "--top", "5", "--min-rate", "1000", NULL },
+    };
+    char *outdir = qt_tmpdir();
+    char *out_a = qt_path(outdir, "ids.out"), *out_b = qt_path(outdir, "profiles.out");
+    size_t nonempty = 0;
+    for (size_t d = 0; d < HP_ARRAY_SIZE(dbs); d++)
+        for (size_t v = 0; v < HP_ARRAY_SIZE(variants); v++) {
+            char *argv[16];
+            size_t n = 0;
+            argv[n++] = getenv("QUERY_EXE");
+            for (size_t i = 0; variants[v][i]; i++)
+                argv[n++] = (char *)variants[v][i];
+            argv[n++] = "--db";
+            argv[n++] = (char *)dbs[d];
+            argv[n] = NULL;
+            char *via[] = { "HEAPFLEET_LEAKS_VIA=profiles", NULL };
+            int ra = qt_run(argv, NULL, out_a), rb = qt_run(argv, via, out_b);
+            char *a = qt_slurp(out_a), *b = qt_slurp(out_b);
+            if (ra != rb || strcmp(a, b) != 0)
+                fail_msg("%s %s %s: ids path (exit %d):\n%s\nprofiles path (exit %d):\n%s",
+                         dbs[d], variants[v][0], variants[v][1], ra, a, rb, b);
+            nonempty += strstr(a, "rate_per_hour") || strstr(a, "/h ") ? 1 : 0;
+            free(a);
+            free(b);
+        }
+    /* The comparisons saw suspects, not only empty tables. */
+    assert_true(nonempty >= 4);
+    unlink(out_a);
+    unlink(out_b);
+    free(out_a);
+    free(out_b);
+    qt_tmpdir_remove(outdir);
+    unlink(gen);
+    free(gen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_leaks_name_paths_and_idle),
+        cmocka_unit_test(test_stored_leaks_ids_path_equals_profiles_path),
         cmocka_unit_test(test_stored_discrepancy_uses_stored_figures),
         cmocka_unit_test(test_stored_fleet_and_trend),
         cmocka_unit_test(test_stored_cli_says_what_is_wrong),

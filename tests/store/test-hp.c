@@ -126,6 +126,25 @@ static void test_hp_opendir_reuses_a_socket_number(void **state)
 }
 
 /* Prometheus label values (web/metrics.c and the collector's health). */
+static void test_hp_map64_reserve_keeps_and_finds(void **state)
+{
+    (void)state;
+    struct hp_map64 m;
+    uint32_t v;
+    hp_map64_init(&m);
+    hp_map64_reserve(&m, 0);
+    assert_int_equal(hp_map64_put(&m, 7, 70, &v), 0);
+    hp_map64_reserve(&m, 5000); /* rehashes: what was in stays */
+    size_t cap = m.cap;
+    assert_true(hp_map64_get(&m, 7, &v) && v == 70);
+    for (uint64_t k = 100; k < 5100; k++)
+        assert_int_equal(hp_map64_put(&m, k, (uint32_t)k, &v), 0);
+    assert_int_equal(m.cap, cap); /* no growth on the way */
+    for (uint64_t k = 100; k < 5100; k++)
+        assert_true(hp_map64_get(&m, k, &v) && v == (uint32_t)k);
+    hp_map64_release(&m);
+}
+
 static void test_hp_buf_prom_label(void **state)
 {
     (void)state;
@@ -151,6 +170,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hp_hex_digit_every_byte),
+        cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_utf8_clean),
         cmocka_unit_test(test_hp_opendir_reuses_a_socket_number),
