@@ -518,6 +518,18 @@ static char *route_key(const struct symbolizer *s, const struct want *w)
                         (unsigned long long)w->offset, s->node ? s->node->agent.url : "");
 }
 
+/* Forget a failed route's outcome so the next lookup asks its sources
+ * again (a route that found an image keeps it). */
+static void route_forget(struct sym_route *rt)
+{
+    free(rt->message);
+    rt->message = NULL;
+    free(rt->tried);
+    rt->tried = NULL;
+    rt->status = 0;
+    rt->retry_ns = 0;
+}
+
 static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
 {
     char *key = route_key(s, w);
@@ -530,12 +542,7 @@ static struct sym_route *route_get(struct symbolizer *s, const struct want *w)
             return rt; /* local failures: until sym_forget_failures */
         if (!rt->image) {
             /* A remote source may answer now (an agent back, a server up). */
-            free(rt->message);
-            rt->message = NULL;
-            free(rt->tried);
-            rt->tried = NULL;
-            rt->status = 0;
-            rt->retry_ns = 0;
+            route_forget(rt);
             return NULL;
         }
         struct stat st;
@@ -1316,12 +1323,7 @@ void sym_forget_failures(struct symbolizer *s)
         struct sym_route *rt = &s->routes[i];
         if (rt->image)
             continue;
-        free(rt->message);
-        rt->message = NULL;
-        free(rt->tried);
-        rt->tried = NULL;
-        rt->status = 0;
-        rt->retry_ns = 0;
+        route_forget(rt);
         rt->obj = NULL;
     }
     /* Build-ids the agents did not know may be known now. */
