@@ -852,12 +852,16 @@ static void resym_start(struct store_sink *s, const char *db, const struct sym_o
 static void resym_stop(struct store_sink *s)
 {
     struct resym *rs = &s->resym;
+    bool was_started = rs->started;
     if (rs->started) {
         pthread_mutex_lock(&rs->mu);
         rs->stop = true;
         pthread_cond_signal(&rs->cond);
         pthread_mutex_unlock(&rs->mu);
         pthread_join(rs->thread, NULL);
+        /* store_sink_flush (the close's last commit) must not kick it:
+         * its mutex is destroyed below. */
+        rs->started = false;
     }
     for (size_t i = 0; i < rs->nitems; i++)
         item_free(&rs->items[i]);
@@ -867,7 +871,7 @@ static void resym_stop(struct store_sink *s)
     free(rs->groups);
     sym_free(rs->sym);
     store_close(rs->rd);
-    if (rs->rd || rs->started)
+    if (rs->rd || was_started)
         hp_arena_release(&rs->cache_arena);
     free(rs->symbols_dir);
     pthread_cond_destroy(&rs->cond);
