@@ -357,6 +357,14 @@ try {
     assert.match(all, /be-big[^\n]*needs 3 snapshots, 1 so far/);
     assert.match(all, /be-4[^\n]*needs 3 snapshots, 0 so far/);
     await shot("fleet-leaks");
+    // The range picker narrows the fit: be-1's snapshots are 1-4 h old, so
+    // the last hour holds too few; "All" brings the suspect back.
+    await page.click("[data-test=range-picker] button[data-range='1h']");
+    await waitFor(() => /#\/leaks\?range=1h/.test(location.hash));
+    await waitFor(() => /be-1[^\n]*needs 3 snapshots/.test(document.querySelector("[data-test=fleet-leaks]")?.innerText || ""));
+    assert.equal(await page.locator("[data-test=range-picker] button.on").getAttribute("data-range"), "1h");
+    await page.click("[data-test=range-picker] button[data-range=all]");
+    await waitFor(() => /be-1[\s\S]*tracked_alloc/.test(document.querySelector("[data-test=fleet-leaks]")?.innerText || ""));
   });
 
   await check("function trend page: one function across time and the fleet", async () => {
@@ -369,6 +377,14 @@ try {
     const pts = await page.locator(".chartwrap canvas").evaluate((c) => c.points.length);
     assert.ok(pts >= 3, "the first node's series is drawn");
     await shot("function-trend");
+    // Its range picker: the last hour draws at most the newest snapshot.
+    await page.click("[data-test=range-picker] button[data-range='1h']");
+    await waitFor(() => /range=1h/.test(location.hash));
+    await waitFor(() => {
+      const c = document.querySelector(".chartwrap canvas");
+      return !!(c && c.points && c.points.length <= 1);
+    });
+    assert.equal(await page.locator("[data-test=range-picker] button.on").getAttribute("data-range"), "1h");
   });
 
   await check("node against the fleet median as a diff flame graph", async () => {

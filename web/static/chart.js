@@ -195,7 +195,7 @@ export function rangePicker(current, onPick) {
   const el = document.createElement("span");
   el.className = "seg";
   el.dataset.test = "range-picker";
-  el.innerHTML = RANGES.map((r) => `<button data-range="${r}" class="${r === current ? "on" : ""}" aria-pressed="${r === current}">${r === "all" ? "All" : r}</button>`).join("");
+  el.innerHTML = RANGES.map((r) => `<button type="button" data-range="${r}" class="${r === current ? "on" : ""}" aria-pressed="${r === current}">${r === "all" ? "All" : r}</button>`).join("");
   el.addEventListener("click", (e) => { const b = e.target.closest("button[data-range]"); if (b) onPick(b.dataset.range); });
   return el;
 }
