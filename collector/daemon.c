@@ -163,6 +163,7 @@ struct job {
     size_t nfigures;
     uint64_t dump_hash;
     bool dump_unchanged;
+    uint64_t record_seq; /* which sink record call took it (daemon_record) */
 };
 
 /* An FE line and what it last said about its backends. */
@@ -183,10 +184,19 @@ struct collector_daemon {
     struct poll_membudget membudget; /* cfg->max_inflight_bytes */
     uv_timer_t round_timer;
     uv_timer_t progress_timer;
+    uv_timer_t unlogged_timer; /* looks again while snapshot lines wait */
     uv_timer_t grace_timer;
     size_t fleet_pending;       /* claims in flight (shared fleets) */
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_mutex_t sink_mu;
+    uint64_t records; /* sink record calls so far (under sink_mu) */
+    /* "snapshot" log lines of polls whose record is not settled yet
+     * (collector_sink.settled): loop thread only, oldest first. */
+    struct unlogged {
+        uint64_t seq;
+        char *line;
+    } *unlogged;
+    size_t nunlogged, unlogged_cap;
     uint64_t spread_ms;
 
     struct dnode *nodes;
@@ -537,7 +547,7 @@ struct fe_failure {
 /* Worker thread: one result to the health figures and the sink (one
  * record at a time: sinks need no locks of their own). */
 static int daemon_record(struct collector_daemon *d, const struct collector_result *res,
-                         bool flush, struct hp_buf *err)
+                         bool flush, uint64_t *ret_seq, struct hp_buf *err)
 {
     if (d->cfg->health)
         collector_health_note(d->cfg->health, res);
@@ -545,6 +555,10 @@ static int daemon_record(struct collector_daemon *d, const struct collector_resu
         return 0;
     uv_mutex_lock(&d->sink_mu);
     int r = d->sink->record(d->sink, res, err);
+    if (ret_seq)
+        *ret_seq = ++d->records;
+    else
+        d->records++;
     /* Someone waits to read what was just recorded: make it visible now
      * rather than when the batch fills or the daemon goes idle. */
     if (flush && d->sink->flush)
@@ -565,7 +579,7 @@ static void fe_failure_work_cb(uv_work_t *w)
         .error = ff->error,
     };
     struct hp_buf err = HP_BUF_INIT(0);
-    int r = daemon_record(ff->d, &res, false, &err);
+    int r = daemon_record(ff->d, &res, false, NULL, &err);
     if (r < 0)
         hp_log_error("collector", "fe=%s err=\"%s\" msg=\"could not record the FE failure\"",
                      ff->fe->name, err.data ? err.data : hp_strerror(r));
@@ -1207,7 +1221,7 @@ static void work_cb(uv_work_t *w)
         .attempts = j->attempts,
         .nattempts = j->nattempts,
     };
-    int r = daemon_record(d, &res, j->awaited, &err);
+    int r = daemon_record(d, &res, j->awaited, &j->record_seq, &err);
     if (r < 0)
         j->sink_error = hp_xstrdup(err.data ? err.data : hp_strerror(r));
     hp_buf_release(&err);
@@ -1290,6 +1304,43 @@ static void delete_after_fetch(struct collector_daemon *d, const struct job *j)
     free(url);
 }
 
+static void unlogged_cb(uv_timer_t *t);
+
+/* Log the "snapshot" lines of polls whose record the sink has settled
+ * (committed, or reported lost with its batch); keep the rest until it has.
+ * Loop thread. */
+static void snapshot_log_settled(struct collector_daemon *d)
+{
+    uint64_t settled = d->sink && d->sink->settled ? d->sink->settled(d->sink) : UINT64_MAX;
+    size_t k = 0;
+    for (; k < d->nunlogged && d->unlogged[k].seq <= settled; k++) {
+        hp_log_info("collector", "%s", d->unlogged[k].line);
+        free(d->unlogged[k].line);
+    }
+    if (k)
+        memmove(d->unlogged, d->unlogged + k, (d->nunlogged - k) * sizeof(*d->unlogged));
+    d->nunlogged -= k;
+    /* A batch the sink commits on another thread (its re-symbolization
+     * pass commits before writing) settles lines while no poll ends. */
+    if (d->nunlogged && !d->stopping && d->sink)
+        (void)uv_timer_start(&d->unlogged_timer, unlogged_cb, 250, 0);
+}
+
+static void unlogged_cb(uv_timer_t *t)
+{
+    snapshot_log_settled(hp_container_of(t, struct collector_daemon, unlogged_timer));
+}
+
+/* A poll's "snapshot" line (owned), logged once its record is durable:
+ * a crash between the two must not leave a line for a snapshot the store
+ * does not have. */
+static void snapshot_log(struct collector_daemon *d, uint64_t seq, char *line)
+{
+    d->unlogged = hp_xgrow(d->unlogged, &d->unlogged_cap, d->nunlogged + 1, sizeof(*d->unlogged));
+    d->unlogged[d->nunlogged++] = (struct unlogged){ seq, line };
+    snapshot_log_settled(d);
+}
+
 static void after_work_cb(uv_work_t *w, int status)
 {
     struct logq q;
@@ -1320,12 +1371,13 @@ static void after_work_cb(uv_work_t *w, int status)
     }
     if (ok) {
         char b1[32];
-        hp_log_info("collector",
-                    "node=%s kind=%s round=%llu status=ok ms=%llu dump_bytes=%zu format=%s "
-                    "samples=%zu inuse=\"%s\" figures=%zu msg=\"snapshot\"",
-                    j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
-                    (unsigned long long)ms, j->dump_len, j->format ? j->format : "unparsed",
-                    j->nsamples, hp_fmt_bytes(j->inuse_bytes, b1, sizeof(b1)), j->nfigures);
+        char *line = hp_xasprintf(
+            "node=%s kind=%s round=%llu status=ok ms=%llu dump_bytes=%zu format=%s "
+            "samples=%zu inuse=\"%s\" figures=%zu msg=\"snapshot\"",
+            j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
+            (unsigned long long)ms, j->dump_len, j->format ? j->format : "unparsed", j->nsamples,
+            hp_fmt_bytes(j->inuse_bytes, b1, sizeof(b1)), j->nfigures);
+        snapshot_log(d, j->record_seq, line);
         if (j->fig_err.len) {
             hp_log_warn("collector", "node=%s err=%s msg=\"memory figures incomplete\"",
                         j->node->name, logq(&q, j->fig_err.data));
@@ -1383,6 +1435,7 @@ static void after_work_cb(uv_work_t *w, int status)
         d->sink->flush(d->sink);
         uv_mutex_unlock(&d->sink_mu);
     }
+    snapshot_log_settled(d);
     round_check_done(d);
     shutdown_maybe_finish(d);
 }
@@ -1848,6 +1901,7 @@ static void daemon_stop(struct collector_daemon *d, const char *why)
     hp_log_info("collector", "reason=\"%s\" active=%zu msg=\"stopping\"", why, d->active);
     uv_timer_stop(&d->round_timer);
     uv_timer_stop(&d->progress_timer);
+    uv_timer_stop(&d->unlogged_timer); /* the close settles the rest */
     /* Nodes waiting for their start time or a slot simply do not start. */
     for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
         if (dn->state == DN_WAITING || dn->state == DN_QUEUED) {
@@ -1884,6 +1938,7 @@ static void shutdown_maybe_finish(struct collector_daemon *d)
     }
     uv_close((uv_handle_t *)&d->round_timer, NULL);
     uv_close((uv_handle_t *)&d->progress_timer, NULL);
+    uv_close((uv_handle_t *)&d->unlogged_timer, NULL);
     uv_timer_stop(&d->grace_timer);
     uv_close((uv_handle_t *)&d->grace_timer, NULL);
     uv_close((uv_handle_t *)&d->sig_term, NULL);
@@ -1948,6 +2003,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     }
     uv_timer_init(&d->loop, &d->round_timer);
     uv_timer_init(&d->loop, &d->progress_timer);
+    uv_timer_init(&d->loop, &d->unlogged_timer);
     uv_timer_init(&d->loop, &d->grace_timer);
     uv_unref((uv_handle_t *)&d->grace_timer);
     uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
@@ -1992,9 +2048,11 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
 
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (sink && sink->close) {
-        sink->close(sink);
+        sink->close(sink); /* commits the last batch (or says it was lost) */
         sink = NULL;
     }
+    d->sink = NULL; /* closed: what is left was settled by the close */
+    snapshot_log_settled(d);
     rc = (cfg->once && (d->failed_total || d->round_ok == 0)) ? 1 : 0;
 out:
     if (sink && sink->close)
@@ -2013,6 +2071,9 @@ out:
     poll_nodelist_free(list);
     poll_nodelist_free(d->listed);
     fe_entries_free(d->fes, d->nfes);
+    for (size_t i = 0; i < d->nunlogged; i++)
+        free(d->unlogged[i].line);
+    free(d->unlogged);
     hp_buf_release(&err);
     free(d);
     return rc;

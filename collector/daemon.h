@@ -102,6 +102,12 @@ struct collector_sink {
      * make a live collector look dead). */
     int (*claim)(struct collector_sink *s, int64_t round_key, const char *const *names,
                  size_t n, bool *mine, struct hp_buf *err);
+    /* How many record calls are settled so far (a count that only grows):
+     * the n-th call (from 1) is durable, or was reported lost with its write
+     * batch, once this reaches n. The daemon logs a poll as stored only
+     * then, so a log line never claims a snapshot that a crash could still
+     * take away. Any thread. NULL: every record is durable when it returns. */
+    uint64_t (*settled)(struct collector_sink *s);
 };
 
 /* A dump parser, run on worker threads (ingest_parse fits after a cast-free

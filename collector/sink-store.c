@@ -88,6 +88,8 @@ struct store_sink {
     struct store_retain_policy retain;
     int64_t last_retain_ms; /* 0: not yet this run */
     size_t batched;         /* records in the open write batch */
+    uint64_t recorded;      /* record calls so far (under work_mu) */
+    uint64_t settled;       /* of those, committed or lost (atomic: read by the loop) */
     int64_t batch_t0_ms;    /* when it opened */
     /* Collectors sharing a fleet (PostgreSQL): a second connection for
      * claims, heartbeats and /metrics, which run beside record. */
@@ -113,12 +115,15 @@ static int batch_commit(struct store_sink *s, struct hp_buf *err)
 {
     size_t n = s->batched;
     s->batched = 0;
-    if (!store_batch_open(s->st))
+    if (!store_batch_open(s->st)) {
+        __atomic_store_n(&s->settled, s->recorded, __ATOMIC_RELEASE);
         return 0;
+    }
     int r = store_batch_commit(s->st, err);
     if (r < 0)
         hp_log_error("sink", "snapshots=%zu err=\"%s\" msg=\"a write batch was lost\"", n,
                      err->data ? err->data : "?");
+    __atomic_store_n(&s->settled, s->recorded, __ATOMIC_RELEASE);
     return r;
 }
 
@@ -483,9 +488,19 @@ static int store_sink_record(struct collector_sink *base, const struct collector
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
     pthread_mutex_lock(&s->work_mu);
+    s->recorded++;
     int rc = record_locked(s, r, err);
+    /* Outside a batch the record committed (or failed) on its own. */
+    if (!store_batch_open(s->st))
+        __atomic_store_n(&s->settled, s->recorded, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&s->work_mu);
     return rc;
+}
+
+static uint64_t store_sink_settled(struct collector_sink *base)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    return __atomic_load_n(&s->settled, __ATOMIC_ACQUIRE);
 }
 
 /* ---- re-symbolization (see the file comment) ---- */
@@ -1043,6 +1058,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
     resym_start(s, db, &so);
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
+    s->base.settled = store_sink_settled;
     s->base.close = store_sink_close;
     if (store_is_postgres(db)) {
         if ((r = store_open(db, STORE_OPEN_WRITE, &s->fleet, err)) < 0) {
