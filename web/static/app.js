@@ -62,8 +62,10 @@ route(); // module scripts run once the document is parsed
 // ---- fleet --------------------------------------------------------------------
 
 async function fleetPage() {
+  const seq = navSeq;
   main.innerHTML = `<p class="muted">Loading the fleet…</p>`;
   const data = await api("/api/v1/nodes?spark=24");
+  if (seq !== navSeq) return; // the user went elsewhere meanwhile
   const nodes = data.nodes;
   const f = data.fleet;
   const maxHeap = Math.max(1, ...nodes.map((n) => n.latest ? n.latest.totals.inuse_space || 0 : 0));
@@ -145,6 +147,7 @@ function leaksState(count) {
 }
 
 async function nodePage(name, q) {
+  const seq = navSeq;
   const range = q.get("range") || "all";
   main.innerHTML = `<p class="muted">Loading ${esc(name)}…</p>`;
   const since = range === "all" ? "" : `&since=${enc(range)}`;
@@ -161,6 +164,7 @@ async function nodePage(name, q) {
   const spanH = last && first ? (last.time_ms - first.time_ms) / 3600e3 : 0;
   const total = snapsRes.total ?? snaps.length;
   const pollEp = await endpoint("/api/v1/nodes/{node}/snapshot").catch(() => ({ available: false }));
+  if (seq !== navSeq) return; // the user went elsewhere meanwhile
   const flash = snapNowFlash && snapNowFlash.node === name ? snapNowFlash.html : "";
   snapNowFlash = null;
   main.innerHTML = `
@@ -346,9 +350,13 @@ function unnamedPanel(sym) {
 }
 
 async function snapshotPage(sel, q) {
+  const seq = navSeq;
   const sample = q.get("sample") || "inuse_space";
   main.innerHTML = `<p class="muted">Loading snapshot ${esc(sel)}…</p>`;
   const info = await api(`/api/v1/snapshots/${selPath(sel)}`);
+  // A page the user already left must neither draw nor rewrite the URL
+  // (a stale render would replace the page they went to).
+  if (seq !== navSeq) return;
   // Pin: a page opened as "latest" (or NODE@TIME) shows one snapshot and
   // keeps showing it: the URL and every download name its id, so a new
   // snapshot arriving meanwhile changes nothing on screen.
@@ -368,11 +376,13 @@ async function snapshotPage(sel, q) {
       caps(),
     ]);
   } catch (e) {
+    if (seq !== navSeq) return;
     if (!(e instanceof ApiError && e.status === 400)) throw e;
     // A bad focus/ignore pattern: say so and offer the page without it.
     main.innerHTML = notice(e, ` · <a href="#/snapshot/${selPath(pinned)}">show the snapshot without filters</a>`);
     return;
   }
+  if (seq !== navSeq) return;
   const unit = tree.unit;
   const p = info.profile;
   const hide = q.get("hide") || "";
@@ -483,8 +493,10 @@ async function comparePage(q) {
   const a = q.get("a") || "", b = q.get("b") || "";
   const sample = q.get("sample") || "inuse_space";
   const normalize = q.get("normalize") === "1";
+  const seq = navSeq;
   main.innerHTML = `<p class="muted">Loading…</p>`;
   const nodes = (await api("/api/v1/nodes")).nodes.filter((n) => n.snapshots > 0);
+  if (seq !== navSeq) return;
   main.innerHTML = `
     <div class="pagehead"><div><h1>Compare</h1><div class="sub">B minus A: two nodes, or two times of one node</div></div></div>
     <div class="panel"><form id="cmpform"><div class="pickers">
@@ -591,8 +603,10 @@ const MAX_PEERS = 60;
 async function medianPage(q) {
   const name = q.get("node") || "";
   const sample = q.get("sample") || "inuse_space";
+  const seq = navSeq;
   main.innerHTML = `<p class="muted">Loading the fleet…</p>`;
   const nodes = (await api("/api/v1/nodes")).nodes.filter((n) => n.latest);
+  if (seq !== navSeq) return;
   const me = nodes.find((n) => n.name === name);
   if (!me) { main.innerHTML = notice(new NormalState(`${name || "No node"} has no snapshot to compare with the fleet yet.`)); return; }
   const sameKind = nodes.filter((n) => n.kind === me.kind);
@@ -604,7 +618,6 @@ async function medianPage(q) {
     <div class="pagehead"><div><h1 data-test="median-title">${esc(name)} against the fleet median</h1>
       <div class="sub" data-test="median-peers">${peers.length} ${pool0 === sameKind ? esc(me.kind) + " " : ""}nodes' latest snapshots${pool0.length > MAX_PEERS ? ` (the first ${MAX_PEERS} of ${pool0.length})` : ""}; per call path the median across them</div></div></div>
     <div id="mresult"><p class="muted" id="mprog">Reading ${peers.length} call trees…</p></div>`;
-  const seq = navSeq;
   const trees = await pool(peers, 4, async (n) => ({ node: n.name, id: n.latest.id,
     t: await api(`/api/v1/snapshots/${selPath("#" + n.latest.id)}/tree?prune=0.001&sample=${enc(sample)}`) }));
   if (seq !== navSeq) return;
