@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h> /* hp_hex_scan; a compiler header, no library */
+#endif
 
 #define HP_MUST_CHECK __attribute__((warn_unused_result))
 #define HP_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -184,6 +188,147 @@ int hp_parse_i64(const char *s, size_t n, int64_t *ret) HP_MUST_CHECK;
 int hp_parse_hex64(const char *s, size_t n, uint64_t *ret) HP_MUST_CHECK;
 /* The value of one hex digit (0-9, a-f, A-F), or -1. */
 int hp_hex_digit(char c);
+
+/* The run of hex digits (0-9, a-f, A-F, no "0x") that starts [s, s+n), for
+ * readers that tokenize: *ret_len is set to the run's length (0 when s does
+ * not start with a digit). Returns 0 with its value in *ret_v (0 for an
+ * empty run), or HP_ETOOBIG when the value needs more than 64 bits; leading
+ * zeros are fine. Unlike other ret_ parameters *ret_len is written in both
+ * cases, so that a caller can quote the input after the run.
+ *
+ * Never reads outside [s, s+n). The profile readers decode millions of
+ * addresses, so this works on many bytes at once: with SSE2 (every x86-64)
+ * a run shorter than 16 digits with 16 bytes to read is classified and
+ * converted in one 16-byte register; anything else goes 8 bytes at a time
+ * in a 64-bit word (SWAR, hp__hex_scan_swar), where a run that ends within
+ * the last 8 bytes is read by one load that ends at s+n. hp_hex_digit() is
+ * the reference for what a digit is; tests/store/test-hp.c checks both
+ * paths against it. (Measured on the parse bench's 12-digit addresses: the
+ * SSE2 path 2.7 ns, a digit-at-a-time table loop 6.8 ns, SWAR 7.9 ns: the
+ * word-wide nibble packing costs more than it saves at 12 digits, so SWAR
+ * stays the portable path, not the fast one.) */
+static inline int hp_hex_scan(const char *s, size_t n, size_t *ret_len, uint64_t *ret_v);
+static inline int hp__hex_scan_swar(const char *s, size_t n, size_t *ret_len, uint64_t *ret_v);
+
+#define HP__ONES UINT64_C(0x0101010101010101)
+#define HP__HIGH (HP__ONES * 0x80)
+
+/* Bytes s[0..7] as a word whose low byte is s[0], on any host. */
+static inline uint64_t hp__load8(const char *s)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* 0x80 in each byte of w that is a hex digit, 0 in the others. The adds
+ * work on 7-bit bytes (bit 7 masked off first, bytes with it set are never
+ * digits), so no carry crosses into the next byte. */
+static inline uint64_t hp__hex8_digits(uint64_t w)
+{
+    uint64_t x = w & ~HP__HIGH;
+    uint64_t dec = (x + HP__ONES * (0x80 - '0')) & ~(x + HP__ONES * (0x80 - '9' - 1));
+    uint64_t l = x | HP__ONES * 0x20; /* 'A'..'F' -> 'a'..'f' */
+    uint64_t alpha = (l + HP__ONES * (0x80 - 'a')) & ~(l + HP__ONES * (0x80 - 'f' - 1));
+    return (dec | alpha) & ~w & HP__HIGH;
+}
+
+/* The value of the first k (1..8) bytes of w, all hex digits. */
+static inline uint64_t hp__hex8_value(uint64_t w, unsigned k)
+{
+    /* Bit 6 is set in letters only; a letter's low nibble is its value
+     * minus 9 ('a' is 0x61). */
+    uint64_t letters = (w >> 6) & HP__ONES;
+    uint64_t t = (w & HP__ONES * 0x0f) + letters * 9;
+    /* Keep the k digits, the last one in the low byte; pack the nibbles. */
+    t = __builtin_bswap64(t << (8 * (8 - k)));
+    t = (t | (t >> 4)) & UINT64_C(0x00ff00ff00ff00ff);
+    t = (t | (t >> 8)) & UINT64_C(0x0000ffff0000ffff);
+    return (t | (t >> 16)) & UINT64_C(0x00000000ffffffff);
+}
+
+static inline int hp__hex_scan_swar(const char *s, size_t n, size_t *ret_len, uint64_t *ret_v)
+{
+    size_t pos = 0;
+    uint64_t v = 0;
+    for (;;) {
+        size_t left = n - pos;
+        uint64_t w;
+        if (left >= 8) {
+            w = hp__load8(s + pos);
+        } else if (left == 0) {
+            break;
+        } else if (n >= 8) {
+            w = hp__load8(s + n - 8) >> (8 * (8 - left)); /* zero bytes: not digits */
+        } else {
+            w = 0;
+            for (size_t i = 0; i < left; i++)
+                w |= (uint64_t)(unsigned char)s[pos + i] << (8 * i);
+        }
+        uint64_t stop = ~hp__hex8_digits(w) & HP__HIGH;
+        unsigned k = stop ? (unsigned)__builtin_ctzll(stop) / 8 : 8;
+        if (k) {
+            v = (v << (4 * k)) | hp__hex8_value(w, k); /* k <= 8: no UB shift */
+            pos += k;
+        }
+        if (k < 8)
+            break;
+    }
+    *ret_len = pos;
+    if (pos > 16) {
+        /* Rare: more than 16 digits are fine as long as the extra ones are
+         * leading zeros. */
+        size_t z = 0;
+        while (z < pos && s[z] == '0')
+            z++;
+        if (pos - z > 16)
+            return HP_ETOOBIG;
+        v = 0;
+        for (size_t i = z; i < pos; i++)
+            v = (v << 4) | (uint64_t)hp_hex_digit(s[i]);
+    }
+    *ret_v = v;
+    return 0;
+}
+
+static inline int hp_hex_scan(const char *s, size_t n, size_t *ret_len, uint64_t *ret_v)
+{
+#ifdef __SSE2__
+    if (n >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+        __m128i lower = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        /* Signed compares: bytes >= 0x80 are negative, below '0'. */
+        __m128i dec = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                    _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+        __m128i alpha = _mm_and_si128(_mm_cmpgt_epi8(lower, _mm_set1_epi8('a' - 1)),
+                                      _mm_cmplt_epi8(lower, _mm_set1_epi8('f' + 1)));
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(dec, alpha));
+        unsigned len = (unsigned)__builtin_ctz(~mask); /* bit 16 of mask is clear */
+        if (len < 16) {
+            *ret_len = len;
+            if (len == 0) {
+                *ret_v = 0;
+                return 0;
+            }
+            /* Nibble values, then byte pairs (first digit high), packed to
+             * 8 bytes: the first digit's byte is the low one, so a byte
+             * swap makes the number, and the shift drops the bytes after
+             * the run. */
+            __m128i nib = _mm_add_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0f)),
+                                       _mm_and_si128(alpha, _mm_set1_epi8(9)));
+            __m128i pair = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(nib, _mm_set1_epi16(0xff)), 4),
+                                        _mm_srli_epi16(nib, 8));
+            uint64_t w = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(pair, pair));
+            *ret_v = __builtin_bswap64(w) >> (4 * (16 - len));
+            return 0;
+        }
+    }
+#endif
+    return hp__hex_scan_swar(s, n, ret_len, ret_v);
+}
 int hp_parse_double(const char *s, double *ret) HP_MUST_CHECK;
 /* Durations like 90s, 15m, 1h, 7d, 2w (bare numbers are seconds). */
 int hp_parse_duration(const char *s, int64_t *ret_seconds) HP_MUST_CHECK;

@@ -143,15 +143,23 @@ void profile_location_set_frames(struct profile *p, uint32_t loc,
     l->nframes = n;
 }
 
-uint32_t profile_stack_add(struct profile *p, const uint32_t *locs, uint32_t n)
+uint32_t profile_stack_add_unset(struct profile *p, uint32_t n)
 {
-    p->stack_locs = hp_xgrow(p->stack_locs, &p->stack_locs_cap, p->nstack_locs + n,
-                             sizeof(*p->stack_locs));
-    memcpy(p->stack_locs + p->nstack_locs, locs, n * sizeof(*locs));
-    p->stacks = hp_xgrow(p->stacks, &p->stacks_cap, p->nstacks + 1, sizeof(*p->stacks));
+    if (p->nstack_locs + n > p->stack_locs_cap)
+        p->stack_locs = hp_xgrow(p->stack_locs, &p->stack_locs_cap, p->nstack_locs + n,
+                                 sizeof(*p->stack_locs));
+    if (p->nstacks == p->stacks_cap)
+        p->stacks = hp_xgrow(p->stacks, &p->stacks_cap, p->nstacks + 1, sizeof(*p->stacks));
     p->stacks[p->nstacks] = (struct profile_stack){ .off = (uint32_t)p->nstack_locs, .n = n };
     p->nstack_locs += n;
     return (uint32_t)p->nstacks++;
+}
+
+uint32_t profile_stack_add(struct profile *p, const uint32_t *locs, uint32_t n)
+{
+    uint32_t st = profile_stack_add_unset(p, n);
+    memcpy(p->stack_locs + p->stacks[st].off, locs, n * sizeof(*locs));
+    return st;
 }
 
 struct profile_sample *profile_sample_add(struct profile *p, uint32_t stack, uint32_t thread,
@@ -159,11 +167,13 @@ struct profile_sample *profile_sample_add(struct profile *p, uint32_t stack, uin
 {
     struct profile_sample *s;
     if (thread == 0) {
-        p->samples = hp_xgrow(p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*s));
+        if (p->nsamples == p->samples_cap)
+            p->samples = hp_xgrow(p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*s));
         s = &p->samples[p->nsamples++];
     } else {
-        p->thread_samples = hp_xgrow(p->thread_samples, &p->thread_samples_cap,
-                                     p->nthread_samples + 1, sizeof(*s));
+        if (p->nthread_samples == p->thread_samples_cap)
+            p->thread_samples = hp_xgrow(p->thread_samples, &p->thread_samples_cap,
+                                         p->nthread_samples + 1, sizeof(*s));
         s = &p->thread_samples[p->nthread_samples++];
     }
     s->stack = stack;

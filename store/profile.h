@@ -177,6 +177,12 @@ void profile_location_set_frames(struct profile *p, uint32_t loc,
 
 /* Add a stack of location indexes, leaf first. Returns its index. */
 uint32_t profile_stack_add(struct profile *p, const uint32_t *locs, uint32_t n);
+/* Add a stack of n locations whose indexes the caller writes later, at
+ * p->stack_locs + p->stacks[index].off (every one of them, before
+ * profile_finish() or any reader sees the profile). For readers that look
+ * their locations up late: ingest's address readers overlap the hash-table
+ * misses of one stack with the parsing of the next. Returns its index. */
+uint32_t profile_stack_add_unset(struct profile *p, uint32_t n);
 static inline const uint32_t *profile_stack_locs(const struct profile *p, uint32_t stack)
 {
     return p->stack_locs + p->stacks[stack].off;

@@ -143,6 +143,7 @@ static int gperf_line(struct ingest_parser *ps, const char *line, size_t len, st
     if (a == end) {
         /* Go writes allocations it could not unwind with no addresses. */
         static const char no_stack[] = "<no stack>";
+        ingest__stack_flush(ps);
         uint32_t loc = profile_location_for_name(ps->p, no_stack, sizeof(no_stack) - 1);
         stack = profile_stack_add(ps->p, &loc, 1);
         ps->go_legacy = true;

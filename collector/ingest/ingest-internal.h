@@ -47,6 +47,13 @@ struct ingest_parser {
     size_t locbuf_cap;
     uint64_t *addrbuf;   /* scratch for one stack's addresses */
     size_t addrbuf_cap;
+    /* The last address stack read, its locations not yet looked up: they
+     * are looked up when the next one has been read (its hash slots
+     * prefetched meanwhile), or by ingest__stack_flush(). */
+    uint64_t *pending;
+    size_t pending_cap;
+    uint32_t pending_n;     /* 0: nothing pending */
+    uint32_t pending_stack; /* its stack index */
     struct hp_map64 thread_ids; /* jemalloc thread uid -> thread index */
 
 #define INGEST_LOC_CACHE 4096
@@ -69,6 +76,10 @@ int ingest__error(struct ingest_parser *ps, struct hp_buf *err, int code, const 
  * minus one, as jeprof does). */
 int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
                            uint32_t *ret_stack, struct hp_buf *err);
+/* Look up the locations of a stack ingest__stack_from_hex() left pending.
+ * Readers call it before they add a location of their own (so locations
+ * are numbered in input order); the driver calls it at the end. */
+void ingest__stack_flush(struct ingest_parser *ps);
 /* "<count>: <bytes> [<count>: <bytes>]" -> raw[4]; *ret_end points after ']'. */
 int ingest__counts(const char *s, size_t n, int64_t raw[PV_COUNT], size_t *ret_end);
 /* A MAPPED_LIBRARIES / maps line. */

@@ -164,6 +164,7 @@ void ingest_parser_free(struct ingest_parser *ps)
     hp_map64_release(&ps->thread_ids);
     free(ps->locbuf);
     free(ps->addrbuf);
+    free(ps->pending);
     free(ps);
 }
 
@@ -370,6 +371,7 @@ int ingest_parser_finish(struct ingest_parser *ps, struct profile **ret, struct 
         if (r < 0)
             return r;
     }
+    ingest__stack_flush(ps);
     if (ps->end) {
         r = ps->end(ps, err);
         if (r < 0)
@@ -439,6 +441,31 @@ static int parse_num(const char **sp, const char *end, int64_t *ret)
     const char *s = *sp;
     const char *d = s;
     uint64_t v = 0;
+    if (end - s >= 8) {
+        /* The first 8 bytes at once (SWAR). A byte is a digit when its
+         * high nibble is 3 and adding 6 keeps it so; the add may carry out
+         * of a non-digit byte, but only into the bytes after it. */
+        uint64_t w = hp__load8(s);
+        uint64_t nd = ((w & HP__ONES * 0xf0) ^ HP__ONES * 0x30) |
+                      (((w + HP__ONES * 0x06) & HP__ONES * 0xf0) ^ HP__ONES * 0x30);
+        unsigned k = nd ? (unsigned)__builtin_ctzll(nd) / 8 : 8;
+        if (k == 0)
+            return HP_EPARSE;
+        /* Digits to the top bytes (zeros before them), then pairs, fours,
+         * eight (the 8-digit conversion of Lemire's "Fast number parsing"). */
+        uint64_t t = (w & HP__ONES * 0x0f) << (8 * (8 - k));
+        t = t * 10 + (t >> 8);
+        t = ((t & UINT64_C(0x000000ff000000ff)) * (100 + (UINT64_C(1000000) << 32)) +
+             ((t >> 16) & UINT64_C(0x000000ff000000ff)) * (1 + (UINT64_C(10000) << 32))) >>
+            32;
+        v = t;
+        d = s + k;
+        if (k < 8) {
+            *ret = (int64_t)v;
+            *sp = d;
+            return 0;
+        }
+    }
     /* Up to 18 digits cannot overflow, so the common case needs no check
      * per digit; longer numbers take the checked path. */
     const char *fast_end = end - s > 18 ? s + 18 : end;
@@ -490,15 +517,6 @@ int ingest__counts(const char *s, size_t n, int64_t raw[PV_COUNT], size_t *ret_e
     return 0;
 }
 
-/* Hex digit value plus one, 0 for anything else: one load per byte instead
- * of two range checks, which matters at hundreds of MB/s. */
-static const uint8_t hex_digit1[256] = {
-    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,
-    ['6'] = 7,  ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12,
-    ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16, ['A'] = 11, ['B'] = 12,
-    ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
-};
-
 /* Location of an address, through a small direct-mapped cache in front of
  * the profile's hash table: the same call sites recur across stacks (thread
  * roots, executor loops, allocator entry points), and a hit costs one
@@ -512,6 +530,16 @@ static inline uint32_t location_cached(struct ingest_parser *ps, uint64_t addr)
     ps->loc_cache_addr[slot] = addr;
     ps->loc_cache_idx[slot] = idx;
     return idx;
+}
+
+void ingest__stack_flush(struct ingest_parser *ps)
+{
+    if (!ps->pending_n)
+        return;
+    uint32_t *locs = ps->p->stack_locs + ps->p->stacks[ps->pending_stack].off;
+    for (uint32_t i = 0; i < ps->pending_n; i++)
+        locs[i] = location_cached(ps, ps->pending[i]);
+    ps->pending_n = 0;
 }
 
 int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
@@ -529,51 +557,54 @@ int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
                                  ps->lim.max_frames);
         if (end - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
             p += 2;
-        /* Lines reach the readers followed by a byte that is not a hex digit
-         * (their newline or CR, or the NUL that ends a carried line), so the
-         * digit loop needs no bounds check; `end` still ends the token. */
-        const char *digits_start = p;
-        uint64_t v = 0;
-        unsigned h;
-        while ((h = hex_digit1[(unsigned char)*p]) != 0) {
-            v = (v << 4) | (h - 1);
-            p++;
-        }
-        size_t digits = (size_t)(p - digits_start);
-        if (digits > 16) {
-            /* Leading zeros are fine; more than 64 bits of value is not. */
-            const char *q = digits_start;
-            while (q < p && *q == '0')
-                q++;
-            if (p - q > 16)
-                goto bad;
-        }
-        if (digits == 0 || (p < end && *p != ' ' && *p != '\t'))
+        size_t digits;
+        uint64_t v;
+        int r = hp_hex_scan(p, (size_t)(end - p), &digits, &v);
+        p += digits;
+        /* More than 64 bits of value, no digits, or a digit run that ends
+         * in something other than a blank or the end of the line. */
+        if (r < 0 || digits == 0 || (p < end && *p != ' ' && *p != '\t'))
             goto bad;
         /* jeprof's FixCallerAddresses: a caller's address is a return
          * address; the call instruction is the byte before it. */
         if (count > 0 && v > 0)
             v--;
-        ps->addrbuf = hp_xgrow(ps->addrbuf, &ps->addrbuf_cap, count + 1, sizeof(*ps->addrbuf));
+        if (count == ps->addrbuf_cap)
+            ps->addrbuf = hp_xgrow(ps->addrbuf, &ps->addrbuf_cap, count + 1,
+                                   sizeof(*ps->addrbuf));
         ps->addrbuf[count++] = v;
     }
     if (count == 0)
         return ingest__error(ps, err, HP_EPARSE, "stack has no addresses");
-    /* Look the addresses up only after all are parsed, prefetching their
-     * hash slots first: a big profile's location table does not fit in
-     * cache, and overlapping the misses of one stack's frames is most of
-     * the parser's speed. */
-    const struct hp_map64 *m = &ps->p->loc_index;
-    if (m->cap)
-        for (uint32_t i = 0; i < count; i++)
-            __builtin_prefetch(&m->slots[hp_hash_u64(ps->addrbuf[i]) & (m->cap - 1)]);
-    ps->locbuf = hp_xgrow(ps->locbuf, &ps->locbuf_cap, count, sizeof(*ps->locbuf));
-    for (uint32_t i = 0; i < count; i++)
-        ps->locbuf[i] = location_cached(ps, ps->addrbuf[i]);
     if (ps->p->nstacks >= ps->lim.max_stacks)
         return ingest__error(ps, err, HP_ETOOBIG, "profile has more than %zu stacks (the limit)",
                              ps->lim.max_stacks);
-    *ret_stack = profile_stack_add(ps->p, ps->locbuf, count);
+    /* A big profile's location table does not fit in cache, and waiting for
+     * its misses was most of the parser's time. So this stack's hash slots
+     * are only prefetched now, and its locations looked up after the next
+     * stack line has been read (its counts lines parsed meanwhile); the
+     * previous stack's are looked up here, their slots prefetched a stack
+     * ago. Addresses that the location cache holds need no prefetch. */
+    const struct hp_map64 *m = &ps->p->loc_index;
+    if (m->cap)
+        for (uint32_t i = 0; i < count; i++) {
+            uint64_t a = ps->addrbuf[i];
+            size_t slot = (size_t)((a ^ (a >> 12)) & (INGEST_LOC_CACHE - 1));
+            if (ps->loc_cache_addr[slot] != a)
+                __builtin_prefetch(&m->slots[hp_hash_u64(a) & (m->cap - 1)]);
+        }
+    ingest__stack_flush(ps);
+    uint32_t st = profile_stack_add_unset(ps->p, count);
+    /* The addresses just read become the pending ones. */
+    uint64_t *t = ps->pending;
+    size_t tcap = ps->pending_cap;
+    ps->pending = ps->addrbuf;
+    ps->pending_cap = ps->addrbuf_cap;
+    ps->addrbuf = t;
+    ps->addrbuf_cap = tcap;
+    ps->pending_n = count;
+    ps->pending_stack = st;
+    *ret_stack = st;
     return 0;
 bad:;
     char ex[200];

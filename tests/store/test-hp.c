@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -44,6 +46,145 @@ static void test_hp_parse_hex64_uses_the_same_digits(void **state)
     assert_int_equal(hp_parse_hex64("1:", 2, &v), HP_EPARSE); /* ':' is '0' + 10 */
     assert_int_equal(hp_parse_hex64("1G", 2, &v), HP_EPARSE);
     assert_int_equal(hp_parse_hex64("0x", 2, &v), HP_EPARSE);
+}
+
+/* hp_hex_scan's reference: one digit at a time with hp_hex_digit(). */
+static int ref_hex_scan(const char *s, size_t n, size_t *ret_len, uint64_t *ret_v)
+{
+    size_t len = 0;
+    while (len < n && hp_hex_digit(s[len]) >= 0)
+        len++;
+    *ret_len = len;
+    size_t z = 0;
+    while (z < len && s[z] == '0')
+        z++;
+    if (len - z > 16)
+        return HP_ETOOBIG;
+    uint64_t v = 0;
+    for (size_t i = z; i < len; i++)
+        v = (v << 4) | (uint64_t)hp_hex_digit(s[i]);
+    *ret_v = v;
+    return 0;
+}
+
+/* Scan [str, str+n) with both of hp_hex_scan's paths and the reference.
+ * The bytes sit at the end of an allocation of exactly n bytes (so the
+ * sanitizer builds catch a read past the end) at every offset 0..15 from
+ * a 16-byte boundary, and between hex digits in a larger buffer (so any
+ * build sees a read outside [s, s+n) change the result). */
+static void hex_check(const char *str, size_t n)
+{
+    size_t rlen;
+    uint64_t rv = 0;
+    int rr = ref_hex_scan(str, n, &rlen, &rv);
+    for (int path = 0; path < 2; path++) {
+        for (size_t off = 0; off < 16; off++) {
+            char *block = malloc(off + n + 1);
+            assert_non_null(block);
+            char *exact = block + off;
+            memcpy(exact, str, n);
+            char *guarded = malloc(n + 32);
+            assert_non_null(guarded);
+            memset(guarded, 'f', n + 32);
+            memcpy(guarded + 16, str, n);
+            char *bufs[2] = { exact, guarded + 16 };
+            for (int b = 0; b < 2; b++) {
+                size_t len = 12345;
+                uint64_t v = 77;
+                int r = path ? hp__hex_scan_swar(bufs[b], n, &len, &v)
+                             : hp_hex_scan(bufs[b], n, &len, &v);
+                if (r != rr || len != rlen || (r == 0 && v != rv))
+                    fail_msg("%s path, \"%.*s\" (n %zu, offset %zu, %s): got r %d len %zu "
+                             "v %llx, want r %d len %zu v %llx",
+                             path ? "SWAR" : "main", (int)n, str, n, off,
+                             b ? "guarded" : "exact end", r, len, (unsigned long long)v, rr,
+                             rlen, (unsigned long long)rv);
+            }
+            free(guarded);
+            free(block);
+        }
+    }
+}
+
+/* The same string alone, then followed by more input as a reader sees it
+ * (blank and next address, end of line), so that runs shorter and longer
+ * than the 8- and 16-byte loads take every path. */
+static void hex_check_tails(const char *str)
+{
+    static const char *const tails[] = { "", " ", " 0x7fbd84aa2630", "\n", "\r\n@ 0x1", "g" };
+    char buf[256];
+    for (size_t t = 0; t < HP_ARRAY_SIZE(tails); t++) {
+        int k = snprintf(buf, sizeof(buf), "%s%s", str, tails[t]);
+        assert_true(k >= 0 && (size_t)k < sizeof(buf));
+        for (size_t n = 0; n <= (size_t)k; n++)
+            hex_check(buf, n); /* every cut: unaligned ends */
+    }
+}
+
+static void test_hp_hex_scan_matches_scalar_decode(void **state)
+{
+    (void)state;
+    static const char digits[] = "0123456789abcdefABCDEF";
+    char s[64];
+    /* Every digit alone, and at every position of a 16-digit number. */
+    for (size_t d = 0; d < sizeof(digits) - 1; d++) {
+        s[0] = digits[d];
+        s[1] = '\0';
+        hex_check_tails(s);
+        for (size_t pos = 0; pos < 16; pos++) {
+            memset(s, '5', 16);
+            s[16] = '\0';
+            s[pos] = digits[d];
+            hex_check(s, 16);
+            hex_check(s, 17); /* with its NUL: a non-digit at 16 */
+        }
+    }
+    /* 1..20 digits, mixed case, from a fixed pseudo-random sequence. */
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int round = 0; round < 40; round++)
+        for (size_t len = 1; len <= 20; len++) {
+            for (size_t i = 0; i < len; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                s[i] = digits[x % (sizeof(digits) - 1)];
+            }
+            s[len] = '\0';
+            if (round < 2)
+                hex_check_tails(s);
+            else
+                hex_check(s, len);
+        }
+    /* A byte that is not a digit at every position of a 24-byte run. */
+    for (int c = 0; c < 256; c++) {
+        if (hp_hex_digit((char)c) >= 0)
+            continue;
+        for (size_t pos = 0; pos < 24; pos++) {
+            memcpy(s, "0123456789abcdefABCDEF01", 24);
+            s[pos] = (char)c;
+            hex_check(s, 24);
+            hex_check(s, pos + 1); /* ends right after it */
+        }
+    }
+    /* The 64-bit edge; leading zeros do not count. */
+    static const char *const edge[] = {
+        "ffffffffffffffff",  "FFFFFFFFFFFFFFFF",    "8000000000000000",
+        "10000000000000000", "fffffffffffffffff",   "0ffffffffffffffff",
+        "000000000000000000000000000000000000000000ffffffffffffffff",
+        "00000000000000000000000000000000000000000",  "000000000000000000001",
+        "0000000000000000000000000000000000000000100000000000000000",
+        "7fffffffffffffff0", "0x1", "x", "",
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(edge); i++)
+        hex_check_tails(edge[i]);
+    size_t len;
+    uint64_t v;
+    assert_int_equal(hp_hex_scan("ffffffffffffffff ", 17, &len, &v), 0);
+    assert_true(len == 16 && v == UINT64_MAX);
+    assert_int_equal(hp_hex_scan("10000000000000000 0x1", 21, &len, &v), HP_ETOOBIG);
+    assert_int_equal(len, 17);
+    assert_int_equal(hp_hex_scan("00000000000000000000001", 23, &len, &v), 0);
+    assert_true(len == 23 && v == 1);
+    assert_int_equal(hp_hex_scan("7fbd84aa2630 0x7fbd84aa2d21", 27, &len, &v), 0);
+    assert_true(len == 12 && v == 0x7fbd84aa2630u);
 }
 
 static void test_hp_utf8_clean(void **state)
@@ -172,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_hp_hex_digit_every_byte),
         cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
+        cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),
         cmocka_unit_test(test_hp_utf8_clean),
         cmocka_unit_test(test_hp_opendir_reuses_a_socket_number),
         cmocka_unit_test(test_hp_buf_prom_label),
