@@ -1355,21 +1355,26 @@ static void after_work_cb(uv_work_t *w, int status)
         job_fail(j, HP_ERR(ECANCELED), "abandoned at shutdown before it was processed");
 
     bool ok = j->status == 0;
+    /* A dump fetched but not stored (the database went away mid-round) is
+     * a failure of the round: its summary and the "snapshot" lines must not
+     * claim what the store does not have. The node itself answered, so its
+     * failures in a row are not counted up. */
+    bool stored = ok && !j->sink_error;
     if (j->round == d->round && !j->off_round) {
         d->round_bytes += bytes;
-        if (ok)
+        if (stored)
             d->round_ok++;
         else
             d->round_failed++;
     }
-    if (!ok)
+    if (!stored) /* --once exits 1 */
         d->failed_total++;
     dn->consecutive_failures = ok ? 0 : dn->consecutive_failures + 1;
     if (j->dump_hash) {
         dn->last_dump_hash = j->dump_hash;
         dn->last_dump_len = j->dump_len;
     }
-    if (ok) {
+    if (stored) {
         char b1[32];
         char *line = hp_xasprintf(
             "node=%s kind=%s round=%llu status=ok ms=%llu dump_bytes=%zu format=%s "
@@ -1382,7 +1387,7 @@ static void after_work_cb(uv_work_t *w, int status)
             hp_log_warn("collector", "node=%s err=%s msg=\"memory figures incomplete\"",
                         j->node->name, logq(&q, j->fig_err.data));
         }
-    } else {
+    } else if (!ok) {
         hp_log_warn("collector",
                     "node=%s kind=%s round=%llu status=failed ms=%llu attempts=%zu "
                     "failed_in_a_row=%u err=%s msg=\"poll failed\"",
@@ -1391,8 +1396,12 @@ static void after_work_cb(uv_work_t *w, int status)
                     logq(&q, j->error ? j->error : "?"));
     }
     if (j->sink_error)
-        hp_log_error("collector", "node=%s err=%s msg=\"could not record the snapshot\"",
-                     j->node->name, logq(&q, j->sink_error));
+        hp_log_error("collector",
+                     "node=%s kind=%s round=%llu status=%s ms=%llu err=%s "
+                     "msg=\"could not record the snapshot\"",
+                     j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
+                     ok ? "not_stored" : "failed", (unsigned long long)ms,
+                     logq(&q, j->sink_error));
     if (ok && !j->sink_error && d->sink)
         delete_after_fetch(d, j);
     uint64_t job_round = j->round;

@@ -84,6 +84,11 @@ struct store_sink {
     struct symbolizer *sym;
     struct sym_cache_ops cache_ops;
     struct hp_arena cache_arena; /* strings of the last cache answer */
+    /* Addresses the store's symbol cache answered, and those written to it
+     * (under work_mu, like the symbolizer that calls the hooks): each
+     * record logs its share, so a build symbolized once for the whole
+     * fleet can be seen to be (read here, written by another collector). */
+    uint64_t symcache_read, symcache_written;
     uint64_t stored, failed;
     struct store_retain_policy retain;
     int64_t last_retain_ms; /* 0: not yet this run */
@@ -167,6 +172,8 @@ static void maybe_retain(struct store_sink *s)
         hp_buf_reset(&err);
     if (store_retain(s->st, &s->retain, now, &res, &err) < 0)
         hp_log_warn("sink", "msg=\"retention failed: %s\"", err.data ? err.data : "?");
+    else if (res.skipped) /* PostgreSQL: its advisory lock is held; again in an hour */
+        hp_log_info("sink", "msg=\"retention skipped: another collector is retaining\"");
     else if (res.snapshots_deleted)
         hp_log_info("sink", "deleted=%lld pages_freed=%lld msg=\"retention\"",
                     (long long)res.snapshots_deleted, (long long)res.pages_freed);
@@ -185,6 +192,7 @@ static int cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
     if (r == 1) {
         *ret_frames = frames;
         *ret_n = n;
+        s->symcache_read++;
     }
     return r;
 }
@@ -193,7 +201,10 @@ static int cache_save_cb(void *ctx, const char *build_id, uint64_t vaddr,
                          const struct profile_frame *frames, uint32_t n)
 {
     struct store_sink *s = ctx;
-    return store_symcache_put(s->st, build_id, vaddr, frames, n, NULL);
+    int r = store_symcache_put(s->st, build_id, vaddr, frames, n, NULL);
+    if (r == 0)
+        s->symcache_written++;
+    return r;
 }
 
 static const char *unit_of(const char *name)
@@ -418,7 +429,15 @@ static int record_locked(struct store_sink *s, const struct collector_result *r,
         struct node_src src;
         node_src_init(&src, node);
         double ratio;
+        uint64_t read0 = s->symcache_read, written0 = s->symcache_written;
         int sr = symbolize(s->sym, p, &src, &st, &ratio);
+        if (sr == 0)
+            hp_log_debug("sink",
+                         "node=%s locations=%zu resolved=%zu cache_hits=%zu symcache_read=%llu "
+                         "symcache_written=%llu msg=\"symbolized\"",
+                         node->name, st.locations, st.resolved, st.cache_hits,
+                         (unsigned long long)(s->symcache_read - read0),
+                         (unsigned long long)(s->symcache_written - written0));
         /* Stored as a figure of the snapshot: query nodes, the API, the
          * pages and /metrics (heapfleet_node_symbolized_ratio) read it. */
         if (!isnan(ratio)) {

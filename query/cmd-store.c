@@ -764,6 +764,9 @@ int query_cmd_retain(int argc, char **argv)
     int r = store_retain(s, &pol, hp_wall_ms(), &res, &err);
     if (r < 0)
         fail(&c, &err, r);
+    else if (res.skipped)
+        printf("retention skipped: another process (a collector) is retaining this database "
+               "now; nothing deleted\n");
     else if (pol.dry_run)
         printf("dry run: %lld snapshots would be deleted, %lld raw dumps freed; nothing "
                "changed\n",

@@ -251,8 +251,8 @@ int pgstore_retain_exclusive(struct store *s, const struct store_retain_policy *
     if (r < 0)
         return r;
     if (r == 0) {
-        hp_log_info("store", "db=%s msg=\"retention skipped: another process is retaining\"",
-                    s->path);
+        /* Not an error: ret->skipped tells the caller, which says so
+         * (library code returns, its caller logs once). */
         if (ret)
             *ret = (struct store_retain_result){ .skipped = true };
         return 0;

@@ -92,6 +92,24 @@ static void put_conn(struct web_source_store *w, unsigned slot)
     pthread_mutex_unlock(&w->mu[slot]);
 }
 
+/* Drop the leading "DATABASE: " from a store's message. The store names its
+ * database first in every error (right for the CLI and the log), and a web
+ * client is not told where the database lives. api.c's scrub_paths drops a
+ * leading absolute path, which covered an SQLite file given by its full path
+ * only: a relative one, or a PostgreSQL URI (redacted, but with its socket
+ * folder, database and user), went out to the client, so one request got a
+ * different answer on each engine. Called with the connection still held. */
+static void unname_store(const struct store *s, struct hp_buf *err)
+{
+    const char *name = store_path(s);
+    size_t n = name ? strlen(name) : 0;
+    if (!err || !err->data || n == 0 || err->len < n + 2 || memcmp(err->data, name, n) != 0 ||
+        memcmp(err->data + n, ": ", 2) != 0)
+        return;
+    memmove(err->data, err->data + n + 2, err->len - n - 2 + 1);
+    err->len -= n + 2;
+}
+
 static bool name_ends(const char *name, const char *suffix)
 {
     const char *brace = strchr(name, '{');
@@ -236,6 +254,8 @@ static int list_nodes(void *ctx, struct hp_arena *a, struct web_node_info **ret,
         return r;
     struct nodes_ctx c = { .s = w->conn[slot], .a = a };
     r = store_nodes_list(w->conn[slot], node_cb, &c, err);
+    if (r < 0)
+        unname_store(w->conn[slot], err);
     put_conn(w, slot);
     if (r < 0) {
         free(c.v);
@@ -289,6 +309,8 @@ static int list_snapshots(void *ctx, const char *node, int64_t since_ms, size_t 
             info_from_store(s, &c.v[i], a, &out[i - first]);
         *ret = out;
         *ret_n = c.n - first;
+    } else if (r < 0) {
+        unname_store(s, err);
     }
     put_conn(w, slot);
     free(c.v);
@@ -334,6 +356,8 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, struct hp_ar
         r = store_snapshot_load(s, id, &p, err);
     if (r == 0)
         info_from_store(s, &si, a, ret_info);
+    else if (r < 0)
+        unname_store(s, err);
     put_conn(w, slot);
     if (r < 0)
         return r;
@@ -350,6 +374,8 @@ static int symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
         return r;
     struct store_usage u;
     r = store_usage_get(w->conn[slot], &u, err);
+    if (r < 0)
+        unname_store(w->conn[slot], err);
     put_conn(w, slot);
     if (r < 0)
         return r;
