@@ -1314,7 +1314,15 @@ static void snapshot_log_settled(struct collector_daemon *d)
     uint64_t settled = d->sink && d->sink->settled ? d->sink->settled(d->sink) : UINT64_MAX;
     size_t k = 0;
     for (; k < d->nunlogged && d->unlogged[k].seq <= settled; k++) {
-        hp_log_info("collector", "%s", d->unlogged[k].line);
+        if (d->sink && d->sink->lost && d->sink->lost(d->sink, d->unlogged[k].seq)) {
+            /* Its write batch failed to commit (the sink said why). */
+            char *name = d->unlogged[k].line + strlen("node=");
+            hp_log_error("collector", "node=%.*s status=not_stored msg=\"snapshot lost with "
+                                      "its write batch\"",
+                         (int)strcspn(name, " "), name);
+        } else {
+            hp_log_info("collector", "%s", d->unlogged[k].line);
+        }
         free(d->unlogged[k].line);
     }
     if (k)

@@ -108,6 +108,10 @@ struct collector_sink {
      * then, so a log line never claims a snapshot that a crash could still
      * take away. Any thread. NULL: every record is durable when it returns. */
     uint64_t (*settled)(struct collector_sink *s);
+    /* Was the n-th record call, once settled, lost with its write batch (a
+     * commit that failed after the record joined it)? Any thread. NULL:
+     * never. */
+    bool (*lost)(struct collector_sink *s, uint64_t n);
 };
 
 /* A dump parser, run on worker threads (ingest_parse fits after a cast-free

@@ -95,6 +95,13 @@ struct store_sink {
     size_t batched;         /* records in the open write batch */
     uint64_t recorded;      /* record calls so far (under work_mu) */
     uint64_t settled;       /* of those, committed or lost (atomic: read by the loop) */
+    /* The record calls of the last write batches that failed to commit,
+     * (from, to]: the daemon must not log them as stored. */
+    pthread_mutex_t lost_mu;
+    struct {
+        uint64_t from, to;
+    } lost[16];
+    size_t nlost; /* ever; lost[nlost % 16] is the next slot */
     int64_t batch_t0_ms;    /* when it opened */
     /* Collectors sharing a fleet (PostgreSQL): a second connection for
      * claims, heartbeats and /metrics, which run beside record. */
@@ -125,9 +132,15 @@ static int batch_commit(struct store_sink *s, struct hp_buf *err)
         return 0;
     }
     int r = store_batch_commit(s->st, err);
-    if (r < 0)
+    if (r < 0) {
         hp_log_error("sink", "snapshots=%zu err=\"%s\" msg=\"a write batch was lost\"", n,
                      err->data ? err->data : "?");
+        pthread_mutex_lock(&s->lost_mu);
+        s->lost[s->nlost % HP_ARRAY_SIZE(s->lost)].from = s->settled;
+        s->lost[s->nlost % HP_ARRAY_SIZE(s->lost)].to = s->recorded;
+        s->nlost++;
+        pthread_mutex_unlock(&s->lost_mu);
+    }
     __atomic_store_n(&s->settled, s->recorded, __ATOMIC_RELEASE);
     return r;
 }
@@ -520,6 +533,18 @@ static uint64_t store_sink_settled(struct collector_sink *base)
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
     return __atomic_load_n(&s->settled, __ATOMIC_ACQUIRE);
+}
+
+static bool store_sink_lost(struct collector_sink *base, uint64_t n)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    bool lost = false;
+    pthread_mutex_lock(&s->lost_mu);
+    size_t k = s->nlost < HP_ARRAY_SIZE(s->lost) ? s->nlost : HP_ARRAY_SIZE(s->lost);
+    for (size_t i = 0; i < k && !lost; i++)
+        lost = n > s->lost[i].from && n <= s->lost[i].to;
+    pthread_mutex_unlock(&s->lost_mu);
+    return lost;
 }
 
 /* ---- re-symbolization (see the file comment) ---- */
@@ -1043,6 +1068,7 @@ static void store_sink_close(struct collector_sink *base)
     }
     hp_arena_release(&s->cache_arena);
     pthread_mutex_destroy(&s->work_mu);
+    pthread_mutex_destroy(&s->lost_mu);
     free(s);
 }
 
@@ -1057,6 +1083,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
     struct store_sink *s = hp_xcalloc(1, sizeof(*s));
     s->st = st;
     pthread_mutex_init(&s->work_mu, NULL);
+    pthread_mutex_init(&s->lost_mu, NULL);
     if (retain)
         s->retain = *retain;
     hp_arena_init(&s->cache_arena);
@@ -1078,6 +1105,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;
+    s->base.lost = store_sink_lost;
     s->base.close = store_sink_close;
     if (store_is_postgres(db)) {
         if ((r = store_open(db, STORE_OPEN_WRITE, &s->fleet, err)) < 0) {
