@@ -14,6 +14,7 @@ struct collector_sym_config {
     const struct sym_server *servers; /* --debuginfod, asked in order, before */
     size_t nservers;                  /* $DEBUGINFOD_URLS */
     const char *cache_dir;   /* downloaded binaries; NULL: the symbolizer's default */
+    uint64_t cache_max;      /* their cache in all, least recently used out; 0: 16 GiB */
     /* Collectors sharing a fleet (a PostgreSQL --db): this one's identity
      * (NULL: HOST:PID), its lease (a collector silent this long is dead and
      * its nodes go to the others), the round interval. */

@@ -321,7 +321,7 @@ int main(int argc, char **argv)
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = "127.0.0.1:7070", *out = NULL;
-    struct collector_sym_config symcfg = { .lease_s = 30 };
+    struct collector_sym_config symcfg = { .lease_s = 30, .cache_max = UINT64_C(16) << 30 };
     struct store_retain_policy retain = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400 };
     static struct dbgd_list dbgd;
     /* The installed UI files, or the source tree's when running uninstalled. */
@@ -414,6 +414,10 @@ int main(int argc, char **argv)
                           NULL, HP_OPT_NODEFAULT, 2),
         HP_OPT_STRING(0, "symbol-cache", &symcfg.cache_dir, "DIR",
                       "downloaded binaries (default ~/.cache/heapfleet/debuginfod)"),
+        HP_OPT_CALLBACK(0, "symbol-cache-max", &symcfg.cache_max, "SIZE",
+                        "downloaded binaries in all; the least recently used\n"
+                        "are removed past it",
+                        size_cb, size_show),
         HP_OPT_GROUP("web:"),
         HP_OPT_STRING(0, "listen", &listen, "ADDR", "HTTP API and UI (off disables)"),
         HP_OPT_STRING(0, "token-file", &token_file, "FILE",

@@ -1098,6 +1098,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         .servers = symcfg ? symcfg->servers : NULL,
         .nservers = symcfg ? symcfg->nservers : 0,
         .cache_dir = symcfg ? symcfg->cache_dir : NULL,
+        .debuginfod_cache_max_bytes = symcfg ? symcfg->cache_max : 0,
         .cache_ops = &s->cache_ops,
     };
     s->sym = sym_new(&so);

@@ -10,10 +10,15 @@
  * low-speed abort and a size cap; a download is written to a temporary file
  * and only renamed into the cache once it parsed as ELF and carried the
  * requested build-id, so a garbage or truncated answer never poisons the
- * cache. */
+ * cache. One download per build-id and kind at a time in the process (a
+ * second node of the same build waits for the first and finds the file);
+ * the cache as a whole stays under cache_max_bytes, the least recently
+ * used files (by mtime, set again on every hit) removed first. */
 #include "collector/sym/sym-internal.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
@@ -225,6 +230,110 @@ out:
     return r;
 }
 
+/* Downloads in flight in this process, by "<build-id>/<kind>": a second
+ * request for the same file waits for the first instead of fetching again
+ * (and writing the same temporary file). */
+static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t inflight_cond = PTHREAD_COND_INITIALIZER;
+static char *inflight[64];
+
+static bool inflight_has(const char *key)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(inflight); i++)
+        if (inflight[i] && strcmp(inflight[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* Wait until no download of key is in flight, then claim it (or, when all
+ * slots are taken, go on unclaimed: bounded, never a deadlock). Returns the
+ * slot claimed or -1. */
+static int inflight_claim(const char *key)
+{
+    pthread_mutex_lock(&inflight_mu);
+    while (inflight_has(key))
+        pthread_cond_wait(&inflight_cond, &inflight_mu);
+    int slot = -1;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(inflight) && slot < 0; i++)
+        if (!inflight[i]) {
+            inflight[i] = hp_xstrdup(key);
+            slot = (int)i;
+        }
+    pthread_mutex_unlock(&inflight_mu);
+    return slot;
+}
+
+static void inflight_release(int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&inflight_mu);
+    free(inflight[slot]);
+    inflight[slot] = NULL;
+    pthread_cond_broadcast(&inflight_cond);
+    pthread_mutex_unlock(&inflight_mu);
+}
+
+struct cached_file {
+    char *path;
+    uint64_t size;
+    int64_t mtime_ns;
+};
+
+static int cached_older_first(const void *a, const void *b)
+{
+    const struct cached_file *x = a, *y = b;
+    return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
+}
+
+/* Keep the cache under max bytes: remove the least recently used files of
+ * <cache>/<build-id>/<kind> (never `keep`, the one just placed) until the
+ * rest fits. Other files and folders are left alone. */
+static void cache_trim(const char *cache_dir, uint64_t max, const char *keep)
+{
+    DIR *top = opendir(cache_dir);
+    if (!top)
+        return;
+    struct cached_file *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    struct dirent *de;
+    while ((de = readdir(top)) != NULL) {
+        if (!valid_build_id(de->d_name))
+            continue;
+        static const char *const kinds[] = { "debuginfo", "executable" };
+        for (size_t k = 0; k < HP_ARRAY_SIZE(kinds); k++) {
+            char *path = hp_xasprintf("%s/%s/%s", cache_dir, de->d_name, kinds[k]);
+            struct stat st;
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+                free(path);
+                continue;
+            }
+            v = hp_xgrow(v, &cap, n + 1, sizeof(*v));
+            v[n++] = (struct cached_file){ path, (uint64_t)st.st_size,
+                                           (int64_t)st.st_mtim.tv_sec * 1000000000 +
+                                               st.st_mtim.tv_nsec };
+            total += (uint64_t)st.st_size;
+        }
+    }
+    closedir(top);
+    if (n > 1)
+        hp_qsort(v, n, sizeof(*v), cached_older_first);
+    for (size_t i = 0; i < n && total > max; i++) {
+        if (strcmp(v[i].path, keep) == 0)
+            continue;
+        if (unlink(v[i].path) == 0) {
+            total -= v[i].size;
+            hp_log_info("sym", "path=%s bytes=%llu msg=\"removed from the download cache "
+                               "(least recently used; the cache is over its limit)\"",
+                        v[i].path, (unsigned long long)v[i].size);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
 int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
                          const char *kind, char **ret_path, struct hp_buf *err)
 {
@@ -235,10 +344,16 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
     char *dir = hp_xasprintf("%s/%s", o->cache_dir, build_id);
     char *dest = hp_xasprintf("%s/%s", dir, kind);
     int r = HP_ENOTFOUND;
+    bool fetched = false;
     struct stat st;
+    char *key = hp_xasprintf("%s/%s", build_id, kind);
+    int claim = inflight_claim(key);
+    free(key);
     /* One download per build-id: whichever node or server brought it, the
-     * next node with the same build finds it here. */
+     * next node with the same build finds it here. A hit counts as a use
+     * for the cache's least-recently-used order. */
     if (stat(dest, &st) == 0 && S_ISREG(st.st_mode) && verify(dest, build_id, NULL, dest) == 0) {
+        (void)utimensat(AT_FDCWD, dest, NULL, 0);
         r = 0;
         goto out;
     }
@@ -260,6 +375,7 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
         if (bo && bo->url_hash[slot] == h && hp_now_ns() < bo->until_ns[slot])
             continue;
         int fr = fetch_one(o, sv, build_id, kind, dest, err);
+        fetched = fr == 0;
         if (bo && fr == HP_EHTTP) {
             bo->url_hash[slot] = h;
             bo->until_ns[slot] = hp_now_ns() + UINT64_C(60) * 1000000000;
@@ -275,6 +391,10 @@ int sym_debuginfod_fetch(const struct sym_dbgd_options *o, const char *build_id,
 out:
     if (r == 0)
         *ret_path = hp_xstrdup(dest);
+    if (r == 0 && fetched)
+        cache_trim(o->cache_dir, o->cache_max_bytes ? o->cache_max_bytes : (UINT64_C(16) << 30),
+                   dest);
+    inflight_release(claim);
     free(dest);
     free(dir);
     return r;

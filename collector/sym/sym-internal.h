@@ -156,7 +156,8 @@ struct sym_dbgd_options {
     size_t nservers;
     const char *cache_dir; /* on-disk cache root */
     long timeout_ms;
-    uint64_t max_bytes;
+    uint64_t max_bytes;       /* one download; 0: 4 GiB */
+    uint64_t cache_max_bytes; /* the whole cache; 0: 16 GiB */
 };
 
 /* Fetch /buildid/<hex>/<kind> ("debuginfo" or "executable") into the cache

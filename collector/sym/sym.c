@@ -255,6 +255,7 @@ static struct sym_dbgd_options dbgd_opts(struct symbolizer *s)
         .cache_dir = s->opt.cache_dir,
         .timeout_ms = s->opt.debuginfod_timeout_ms,
         .max_bytes = s->opt.debuginfod_max_bytes,
+        .cache_max_bytes = s->opt.debuginfod_cache_max_bytes,
     };
 }
 

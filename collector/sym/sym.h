@@ -172,6 +172,8 @@ struct sym_options {
                                     or ~/.cache/heapfleet */
     long debuginfod_timeout_ms;  /* per request, 0: 10000 */
     uint64_t debuginfod_max_bytes; /* per download, 0: 4 GiB */
+    uint64_t debuginfod_cache_max_bytes; /* the download cache in all, 0: 16 GiB;
+                                            the least recently used go first */
     int threads;                 /* DWARF worker threads, 0: 2 */
     const struct sym_cache_ops *cache_ops; /* NULL: memory cache only */
 };

@@ -13,6 +13,7 @@
  *   symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...   addr2line -f -i -C style
  *       output for ELF virtual addresses (hex); "-" reads them from stdin.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,8 @@ static int usage(void)
                     "[--debuginfod URLS] [--server URL [--server-token T] [--server-header-file F]] "
                     "[--cache-dir D] [--addresses] [--stats] DUMP\n"
                     "       symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...\n"
-                    "       symtool fetch --server URL [--server-token T] --cache-dir D ID KIND\n");
+                    "       symtool fetch --server URL [--server-token T] --cache-dir D "
+                    "[--cache-max BYTES] [--threads N] ID KIND [ID KIND...]\n");
     return 2;
 }
 
@@ -364,12 +366,34 @@ static int cmd_addr(int argc, char **argv)
     return 0;
 }
 
-/* symtool fetch --server URL [--server-token T] --cache-dir D BUILD_ID KIND:
- * one download through the symbolizer's fetcher (peak memory tests). */
+/* symtool fetch --server URL [--server-token T] --cache-dir D [--cache-max BYTES]
+ *                [--threads N] BUILD_ID KIND [BUILD_ID KIND...]:
+ * downloads through the symbolizer's fetcher, one pair after the other,
+ * each by N threads at once (the cache tests: one download per build-id,
+ * the size bound), printing each path (peak memory tests: one pair). */
+struct fetch_job {
+    const struct sym_dbgd_options *o;
+    const char *bid, *kind;
+    int r;
+    char *path;
+    struct hp_buf err;
+};
+
+static void *fetch_thread(void *arg)
+{
+    struct fetch_job *j = arg;
+    j->r = sym_debuginfod_fetch(j->o, j->bid, j->kind, &j->path, &j->err);
+    return NULL;
+}
+
 static int cmd_fetch(int argc, char **argv)
 {
     struct sym_server sv = { 0 };
-    const char *cache = NULL, *bid = NULL, *kind = NULL;
+    const char *cache = NULL;
+    const char *pairs[64];
+    size_t npairs = 0;
+    uint64_t cache_max = 0;
+    long threads = 1;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--server") == 0 && i + 1 < argc)
             sv.url = argv[++i];
@@ -377,27 +401,41 @@ static int cmd_fetch(int argc, char **argv)
             sv.bearer = argv[++i];
         else if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc)
             cache = argv[++i];
-        else if (!bid)
-            bid = argv[i];
-        else
-            kind = argv[i];
+        else if (strcmp(argv[i], "--cache-max") == 0 && i + 1 < argc)
+            cache_max = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = strtol(argv[++i], NULL, 10);
+        else if (npairs < HP_ARRAY_SIZE(pairs))
+            pairs[npairs++] = argv[i];
     }
-    if (!sv.url || !cache || !bid || !kind)
+    if (!sv.url || !cache || npairs == 0 || npairs % 2 || threads < 1 || threads > 16)
         return usage();
-    struct sym_dbgd_options o = { .servers = &sv, .nservers = 1, .cache_dir = cache };
-    struct hp_buf err = HP_BUF_INIT(0);
-    char *path = NULL;
-    int r = sym_debuginfod_fetch(&o, bid, kind, &path, &err);
-    if (r < 0) {
-        fprintf(stderr, "symtool: fetch: %s%s%s\n", hp_strerror(r), err.len ? ": " : "",
-                err.len ? err.data : "");
-        hp_buf_release(&err);
-        return 1;
+    struct sym_dbgd_options o = { .servers = &sv, .nservers = 1, .cache_dir = cache,
+                                  .cache_max_bytes = cache_max };
+    int rc = 0;
+    for (size_t p = 0; p < npairs; p += 2) {
+        struct fetch_job jobs[16];
+        pthread_t tid[16];
+        for (long t = 0; t < threads; t++) {
+            jobs[t] = (struct fetch_job){ &o, pairs[p], pairs[p + 1], 0, NULL, HP_BUF_INIT(0) };
+            if (pthread_create(&tid[t], NULL, fetch_thread, &jobs[t]) != 0)
+                return 1;
+        }
+        for (long t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            struct fetch_job *j = &jobs[t];
+            if (j->r < 0) {
+                fprintf(stderr, "symtool: fetch: %s%s%s\n", hp_strerror(j->r),
+                        j->err.len ? ": " : "", j->err.len ? j->err.data : "");
+                rc = 1;
+            } else if (t == 0) {
+                printf("%s\n", j->path);
+            }
+            free(j->path);
+            hp_buf_release(&j->err);
+        }
     }
-    printf("%s\n", path);
-    free(path);
-    hp_buf_release(&err);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
