@@ -1,7 +1,8 @@
 #!/bin/sh
-# Symbolization benchmark (issue 3). Not part of `meson test`.
+# Symbolization benchmark (issue 3). Full size by hand or run-all; --smoke
+# in `meson test --suite bench-smoke`.
 #
-#   tests/bench/sym-bench.sh BUILD_DIR [WORK_DIR]
+#   tests/bench/sym-bench.sh [--smoke] BUILD_DIR [WORK_DIR]
 #
 # Generates a C++ program whose DWARF is >= 50 MB (tests/bench/sym-gen.py;
 # UNITS, FUNCS, ITERS override its size), builds it with -g -O2 on two
@@ -22,9 +23,34 @@
 # Wall time, CPU time and peak RSS come from /usr/bin/time -v; RESULT lines
 # feed tests/bench/run-all's table. The built program is kept in WORK_DIR
 # and reused by later runs.
+#
+# --smoke: the same steps, binaries, flags and peers on a tiny program
+# (UNITS=2 x FUNCS=8, ITERS=300: compiles in seconds) built in a fresh
+# WORK_DIR (a temporary one by default, removed at the end); fails when a
+# step fails or a RESULT figure is missing (CI runs it: suite bench-smoke).
 set -eu
-BUILD=$(cd "${1:?usage: sym-bench.sh BUILD_DIR [WORK_DIR]}" && pwd)
-WORK=${2:-/tmp/hf-sym-bench}
+SMOKE=
+if [ "${1:-}" = "--smoke" ]; then
+    SMOKE=1
+    shift
+fi
+BUILD=$(cd "${1:?usage: sym-bench.sh [--smoke] BUILD_DIR [WORK_DIR]}" && pwd)
+if [ -n "$SMOKE" ]; then
+    UNITS=${UNITS:-2}
+    FUNCS=${FUNCS:-8}
+    ITERS=${ITERS:-300}
+    TIMEOUT=${TIMEOUT:-120}
+    if [ -n "${2:-}" ]; then
+        WORK=$2
+    else
+        WORK=$(mktemp -d "${TMPDIR:-/tmp}/hf-sym-smoke.XXXXXX")
+        trap 'rm -rf "$WORK"' EXIT
+    fi
+    # A program of other sizes left in WORK_DIR would be reused: start clean.
+    rm -rf "$WORK/src" "$WORK/bigprog" "$WORK"/big.*.heap "$WORK/compile.txt"
+else
+    WORK=${2:-/tmp/hf-sym-bench}
+fi
 UNITS=${UNITS:-40}
 FUNCS=${FUNCS:-128}
 ITERS=${ITERS:-15000}
@@ -35,6 +61,9 @@ JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 TIMEOUT=${TIMEOUT:-900}
 mkdir -p "$WORK"
 cd "$WORK"
+for b in "$SYMTOOL" "$QUERY"; do
+    [ -x "$b" ] || { echo "sym-bench: $b not built (ninja -C $BUILD)" >&2; exit 2; }
+done
 
 if [ ! -x bigprog ] || [ ! -f src/unit$(printf %03d $((UNITS - 1))).cc.o ]; then
     # Incremental: the generator is deterministic, so units compiled by an
@@ -62,13 +91,15 @@ if ! ls big.*.heap >/dev/null 2>&1; then
     LD_PRELOAD=$JEMALLOC MALLOC_CONF="prof:true,lg_prof_sample:0,prof_final:true,prof_prefix:$WORK/big" ./bigprog
 fi
 heap=$(ls big.*.heap | tail -1)
+[ -n "$heap" ] || { echo "sym-bench: bigprog wrote no heap profile (jemalloc: $JEMALLOC)" >&2; exit 1; }
 python3 "$HERE/sym-addrs.py" "$heap" bigprog > addrs.txt
 echo "profile: $(grep -c '^@' "$heap") distinct stacks, $(wc -l < addrs.txt) unique addresses in bigprog"
 cat bigprog > /dev/null # page cache warm for everyone
 
 # measure NAME CMD...: wall seconds, CPU seconds (user + sys) and peak RSS
 # (MB) into $NAME.time. The machine may be shared: CPU time is the steadier
-# figure under load, wall time the one a user waits for.
+# figure under load, wall time the one a user waits for. With --smoke a
+# command that fails (or times out) fails the bench.
 measure() {
     name=$1
     shift
@@ -77,7 +108,13 @@ measure() {
         echo "- - -" > "$name.time"
         return
     fi
-    /usr/bin/time -v timeout "$TIMEOUT" "$@" > "$name.out" 2> "$name.err" || true
+    rc=0
+    /usr/bin/time -v timeout "$TIMEOUT" "$@" > "$name.out" 2> "$name.err" || rc=$?
+    if [ -n "$SMOKE" ] && [ "$rc" != 0 ]; then
+        echo "sym-bench: $name failed (exit $rc): $*" >&2
+        grep -v '^	' "$name.err" | tail -5 >&2
+        exit 1
+    fi
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s }' "$name.err")
     cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$name.err")
     rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$name.err")
@@ -104,6 +141,7 @@ measure jeprof-text jeprof --text bigprog "$heap"
 "$SYMTOOL" heap --stats --repeat 2 --binary bigprog "$heap" 2> warm.err > /dev/null
 grep '^symtool: locations' warm.err | tail -1 > warm.txt
 warm=$(sed 's/.*time_ms=//' warm.txt)
+[ -n "$warm" ] || [ -z "$SMOKE" ] || { echo "sym-bench: no warm timing from symtool heap --repeat 2" >&2; exit 1; }
 echo "heapfleet warm (cached) sym_profile: $warm ms  [$(cat warm.txt | cut -d' ' -f2-8)]"
 
 echo "--- query top --binary, across processes (on-disk symbol cache)"
@@ -144,7 +182,9 @@ set -- $(cat heapfleet-tracking.time)
 awk -v c="$2" -v hc="$hc" 'BEGIN { printf "libdwarf tracking off saves %.0f%% cpu (on: %s s, off: %s s)\n", 100 * (1 - hc / c), c, hc }'
 
 # RESULT lines for run-all: figure, value, unit, goal, peer, peer value.
-r() { printf 'RESULT\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@"; }
+# Kept in results.txt too for the --smoke check below.
+: > results.txt
+r() { printf 'RESULT\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" | tee -a results.txt; }
 set -- $(cat heapfleet-cold.time); hcold_c=$2 hcold_m=$3
 set -- $(cat llvm-symbolizer.time)
 [ "$1" != "-" ] && r "sym cold cpu (same addresses)" "$hcold_c" s "<= 1/1.5 of peer" llvm-symbolizer "$2"
@@ -163,3 +203,24 @@ set -- $(cat llvm-one-cu.time)
 [ "$1" != "-" ] && r "sym peak RSS, one CU's addresses" "$oc" MB "< peer" llvm-symbolizer "$3"
 set -- $(cat heapfleet-tracking.time)
 r "sym cold cpu, libdwarf tracking off" "$hcold_c" s "< peer" "tracking on" "$2"
+r "sym warm, whole profile (memory cache)" "$warm" ms "< 50 ms" - -
+
+# --smoke: every figure is there and a number, and so is each peer's when
+# the peer is installed (the peers' figures above are printed only then).
+if [ -n "$SMOKE" ]; then
+    want="sym end to end cpu|query top warm wall|query top warm cpu|sym cold cpu, libdwarf tracking off|sym warm, whole profile (memory cache)"
+    if command -v llvm-symbolizer >/dev/null 2>&1; then
+        want="$want|sym cold cpu (same addresses)|sym cold peak RSS|sym peak RSS, one CU's addresses"
+    fi
+    command -v addr2line >/dev/null 2>&1 && want="$want|sym cold cpu vs addr2line"
+    awk -F '\t' -v want="$want" -v jeprof="$(command -v jeprof || true)" '
+        function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
+        BEGIN { n = split(want, w, "|"); for (i = 1; i <= n; i++) need[w[i]] = 1 }
+        { seen[$2] = 1
+          if (!num($3)) { print "sym-bench: figure \"" $2 "\" is not a number: " $3; bad = 1 }
+          if ($6 != "-" && !num($7) && ($6 != "jeprof --text" || jeprof != "")) {
+              print "sym-bench: peer figure of \"" $2 "\" is not a number: " $7; bad = 1 } }
+        END { for (f in need) if (!(f in seen)) { print "sym-bench: figure missing: " f; bad = 1 }
+              exit bad }' results.txt >&2
+    echo "sym-bench: smoke ok ($UNITS units x $FUNCS functions, DWARF $dwarf MB)"
+fi
