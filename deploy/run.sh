@@ -121,6 +121,7 @@ asan() {
     build build-asan -Dwerror=true -Dtests=enabled -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debug &&
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+            LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
             meson test -C build-asan --num-processes "$jobs" --print-errorlogs
 }

@@ -78,6 +78,9 @@ try {
     await page.goto(base + "#/node/doris-be-2");
     await page.waitForSelector("#leaks [data-test=leaks] tbody tr", { timeout: 60000 });
     assert.ok(Number(await text("[data-test=snapshot-count]")) >= 12, "hours of backdated history");
+    // Symbol coverage by bytes (issue 15): the demo's programs are on this
+    // host, so all but a sliver of the heap is named.
+    assert.match(await text("[data-test=node-named-bytes]"), /^(9\d|100)(\.\d+)?\s?%$/);
     // The suspect allocates; the call path names who keeps it (the cache).
     assert.match(await text("#leaks [data-test=leak-stacks] tbody tr"), /doris::TabletSchema::init_from_pb/);
     await docShot("node");
