@@ -689,6 +689,26 @@ static uint32_t attr_udata(Dwarf_Debug dbg, Dwarf_Die die, Dwarf_Half at)
     return v > UINT32_MAX ? 0 : (uint32_t)v;
 }
 
+/* The next sibling of child, like dwarf_siblingof_b, but only forward: in
+ * well-formed DWARF a sibling lies after the DIE before it, while a damaged
+ * DW_AT_sibling can point back and make the chain a cycle (fuzz-elf found
+ * one that walked forever). A sibling at or before child ends the chain. */
+static int next_sibling(Dwarf_Debug dbg, Dwarf_Die child, Dwarf_Die *ret_next, Dwarf_Error *e)
+{
+    Dwarf_Die next = NULL;
+    int r = dwarf_siblingof_b(dbg, child, 1, &next, e);
+    if (r != DW_DLV_OK)
+        return r;
+    Dwarf_Off co = 0, no = 0;
+    if (dwarf_dieoffset(child, &co, e) != DW_DLV_OK || dwarf_dieoffset(next, &no, e) != DW_DLV_OK ||
+        no <= co) {
+        dwarf_dealloc_die(next);
+        return DW_DLV_NO_ENTRY; /* *e, if any, is freed by the caller */
+    }
+    *ret_next = next;
+    return DW_DLV_OK;
+}
+
 static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
 {
     Dwarf_Error e = NULL;
@@ -747,7 +767,7 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
     while (r == DW_DLV_OK) {
         walk_die(w, child, self, depth + 1);
         Dwarf_Die next = NULL;
-        r = dwarf_siblingof_b(w->dbg, child, 1, &next, &e);
+        r = next_sibling(w->dbg, child, &next, &e);
         dwarf_dealloc_die(child);
         child = next;
     }
@@ -778,7 +798,7 @@ static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
     while (r == DW_DLV_OK) {
         walk_die(&w, child, (int32_t)idx, 1);
         Dwarf_Die next = NULL;
-        r = dwarf_siblingof_b(dbg, child, 1, &next, &e);
+        r = next_sibling(dbg, child, &next, &e);
         dwarf_dealloc_die(child);
         child = next;
     }
@@ -1026,6 +1046,11 @@ static int die_parents(Dwarf_Debug dbg, Dwarf_Off target, Dwarf_Off *chain, int 
             if (r2 == DW_DLV_OK && dwarf_dieoffset(nx, &no, &e) != DW_DLV_OK) {
                 dw_err_free(dbg, &e);
                 no = UINT64_MAX;
+            }
+            if (r2 == DW_DLV_OK && no <= co) { /* a damaged sibling pointing back */
+                dwarf_dealloc_die(nx);
+                nx = NULL;
+                r2 = DW_DLV_NO_ENTRY;
             }
             if (co < target && target < no) {
                 if (nx)
