@@ -206,3 +206,16 @@ fail:
     fprintf(stderr, "query: writing output failed: %s\n", strerror(errno));
     return 1;
 }
+
+void query_cli_dump_name(const char *path, int64_t *ret_pid, int64_t *ret_time)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    struct ingest_dumpname d;
+    *ret_pid = 0;
+    *ret_time = -1;
+    if (ingest_dumpname_parse(base, strlen(base), &d) != 1)
+        return;
+    *ret_pid = d.pid > 0 ? d.pid : 0;
+    *ret_time = ingest_dumpname_time(&d);
+}

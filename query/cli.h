@@ -85,6 +85,11 @@ void query_cli_top_show(const struct hp_opt *o, struct hp_buf *out);
 
 /* Load (and symbolize) the profile a selector names; ret_ref (may be NULL)
  * says which snapshot or file it was. */
+/* What a dump file's name says (ingest_dumpname_parse on its last path
+ * component): the pid, 0 when it names none, and the unix time, -1 when it
+ * states none (ingest_dumpname_time). */
+void query_cli_dump_name(const char *path, int64_t *ret_pid, int64_t *ret_time);
+
 int query_cli_load(struct query_cli *c, const char *selector, struct profile **ret,
                    struct query_snapref *ret_ref, struct hp_buf *err);
 /* Symbolize p in place (files found from binary/symbols, the maps paths on

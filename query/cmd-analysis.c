@@ -582,22 +582,6 @@ static int ids_fill(struct ainput *in, struct idnode *nd, struct query_snapshot 
     return r;
 }
 
-/* What a dump's file name says (ingest_dumpname_parse): its pid, so
- * leaks can tell process lifetimes apart, and the time Doris writes into
- * it. *ret_pid 0 and *ret_time -1 when the name says nothing. */
-static void dump_name_info(const char *path, int64_t *ret_pid, int64_t *ret_time)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    struct ingest_dumpname d;
-    *ret_pid = 0;
-    *ret_time = -1;
-    if (ingest_dumpname_parse(base, strlen(base), &d) != 1)
-        return;
-    *ret_pid = d.pid > 0 ? d.pid : 0;
-    *ret_time = ingest_dumpname_time(&d);
-}
-
 /* Parse, fold and attach figures and times to every file (or read the
  * store when no file is given). */
 static int ainput_load(struct ainput *in, struct hp_buf *err)
@@ -652,7 +636,7 @@ static int ainput_load(struct ainput *in, struct hp_buf *err)
         struct query_snapshot *s = &in->snaps[in->n - 1];
         s->node = node_of(in, path, many_dirs);
         int64_t name_time;
-        dump_name_info(path, &s->pid, &name_time);
+        query_cli_dump_name(path, &s->pid, &name_time);
         /* A time the dump's name states beats the file's mtime, which a
          * copy resets. */
         int64_t t_file = name_time > 0 ? name_time : (int64_t)st.st_mtime;

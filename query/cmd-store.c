@@ -323,13 +323,10 @@ int query_cmd_import(int argc, char **argv)
          * then a time its name states, as Doris' jeheap_dump.<time>), else
          * the file's mtime. The pid its name states goes with it as the
          * figure proc_pid, so leaks can tell this process from the next. */
-        const char *base = strrchr(path, '/');
-        base = base ? base + 1 : path;
-        struct ingest_dumpname dn;
-        bool named = ingest_dumpname_parse(base, strlen(base), &dn) == 1;
-        int64_t name_time = named ? ingest_dumpname_time(&dn) : -1;
-        struct store_stat pid_stat = { "proc_pid", "count", named && dn.pid > 0 ? (double)dn.pid : 0 };
-        size_t nstats = pid_stat.value > 0;
+        int64_t name_pid, name_time;
+        query_cli_dump_name(path, &name_pid, &name_time);
+        struct store_stat pid_stat = { "proc_pid", "count", (double)name_pid };
+        size_t nstats = name_pid > 0;
         int64_t at = fixed_time ? fixed_time
                      : (r == 0 && p->time_ns > 0) ? p->time_ns / 1000000
                      : name_time > 0              ? name_time * 1000
