@@ -590,30 +590,6 @@ int store_stmt(struct store *s, enum store_stmt_id id, sqlite3_stmt **ret, struc
     return 0;
 }
 
-int store_step_done(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err)
-{
-    int rc = pgq_step(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
-        pgq_reset(st);
-        return 0;
-    }
-    int r = store_sqlite_error(s, rc, what, err);
-    pgq_reset(st);
-    return r;
-}
-
-int store_step_row(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err)
-{
-    int rc = pgq_step(st);
-    if (rc == SQLITE_ROW)
-        return 1;
-    if (rc == SQLITE_DONE)
-        return 0;
-    int r = store_sqlite_error(s, rc, what, err);
-    pgq_reset(st);
-    return r;
-}
-
 /* SQL without parameters, possibly several statements (migrations). */
 static int exec_raw(struct store *s, const char *sql, const char *what, struct hp_buf *err)
 {

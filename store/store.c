@@ -141,30 +141,6 @@ int store_stmt(struct store *s, enum store_stmt_id id, sqlite3_stmt **ret, struc
     return 0;
 }
 
-int store_step_done(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err)
-{
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
-        sqlite3_reset(st);
-        return 0;
-    }
-    int r = store_sqlite_error(s, rc, what, err);
-    sqlite3_reset(st);
-    return r;
-}
-
-int store_step_row(struct store *s, sqlite3_stmt *st, const char *what, struct hp_buf *err)
-{
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        return 1;
-    if (rc == SQLITE_DONE)
-        return 0;
-    int r = store_sqlite_error(s, rc, what, err);
-    sqlite3_reset(st);
-    return r;
-}
-
 int store_exec(struct store *s, const char *sql, struct hp_buf *err)
 {
     char *msg = NULL;
