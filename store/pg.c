@@ -662,20 +662,6 @@ void store_tx_rollback(struct store *s)
     store_writer_reset(s);
 }
 
-void store_col_text(sqlite3_stmt *st, int col, char *out, size_t outsz)
-{
-    const unsigned char *t = pgq_column_text(st, col);
-    snprintf(out, outsz, "%s", t ? (const char *)t : "");
-}
-
-int store_require_writer(struct store *s, const char *what, struct hp_buf *err)
-{
-    if (s->writer)
-        return 0;
-    hp_err_printf(err, "%s: %s needs a database opened for writing", s->path, what);
-    return HP_EUSAGE;
-}
-
 struct store_unpack store_unpack_column(sqlite3_stmt *st, int col)
 {
     const unsigned char *p = pgq_column_blob(st, col);

@@ -234,20 +234,6 @@ bool store_batch_open(const struct store *s)
     return s->batch || s->batch_lost;
 }
 
-void store_col_text(sqlite3_stmt *st, int col, char *out, size_t outsz)
-{
-    const unsigned char *t = sqlite3_column_text(st, col);
-    snprintf(out, outsz, "%s", t ? (const char *)t : "");
-}
-
-int store_require_writer(struct store *s, const char *what, struct hp_buf *err)
-{
-    if (s->writer)
-        return 0;
-    hp_err_printf(err, "%s: %s needs a database opened for writing", s->path, what);
-    return HP_EUSAGE;
-}
-
 /* One integer from a PRAGMA (no parameters: the text is ours). */
 static int pragma_int(struct store *s, const char *sql, int64_t *ret, struct hp_buf *err)
 {
