@@ -237,8 +237,7 @@ static void series_stats(const struct segs *g, const double *y, const bool *idle
     st->step_share = rise > 0 ? max_up / rise : 1;
 }
 
-/* The same statistics accumulated one snapshot row at a time for all
- * stacks at once (snapshot-major data, sequential access). */
+/* The same statistics accumulated from a stack's points (acc_sparse). */
 struct acc {
     double sy, syy, vyy, sxy, prev, seg_first, rise, max_up, idle_growth;
     uint32_t up, down;
@@ -251,33 +250,54 @@ static void acc_close(struct acc *p, size_t len)
     p->sy = p->syy = 0;
 }
 
-/* Row t; prev_len is the length of the lifetime that row t closes (when
- * row t starts a new one). */
-static void acc_row(struct acc *a, const double *row, size_t S, size_t t, const struct segs *g,
-                    size_t prev_len, bool idle_step)
+/* One step of a series, from prev to v (a step within a lifetime). */
+static inline void acc_step(struct acc *p, double prev, double v, bool idle_step)
 {
-    bool first = g->first[t];
-    double dx = g->dx[t];
-    for (size_t s = 0; s < S; s++) {
-        double v = row[s];
-        struct acc *p = &a[s];
-        if (first) {
-            if (t)
-                acc_close(p, prev_len);
-            p->seg_first = v;
-        } else {
-            double d = v - p->prev;
-            p->max_up = d > p->max_up ? d : p->max_up;
-            p->up += d > 0;
-            p->down += d < 0;
-            if (idle_step)
-                p->idle_growth += d;
-        }
-        p->sy += v;
-        p->syy += v * v;
-        p->sxy += dx * v;
-        p->prev = v;
+    double d = v - prev;
+    p->max_up = d > p->max_up ? d : p->max_up;
+    p->up += d > 0;
+    p->down += d < 0;
+    if (idle_step)
+        p->idle_growth += d;
+}
+
+/* Row t of a series arrives as its non-zero points only (a stack absent
+ * from a snapshot is 0 there). The sums and steps come out as accumulating
+ * every point of the dense series would make them, in the same order, to
+ * the last bit: an absent point adds 0 (+0.0 to a sum that started at +0.0
+ * leaves it as it is), a step between two absent points is 0 and counts
+ * neither way, and a lifetime without a point closes with nothing to add.
+ * last: the snapshot of the series' previous point in this lifetime, none
+ * when first; a: the lifetime's first snapshot; idle_step[t]: the step
+ * into snapshot t is idle. */
+static inline void acc_point(struct acc *p, size_t t, double v, size_t a, bool first,
+                             size_t last, const bool *idle_step, const double *dx)
+{
+    if (first) {
+        p->seg_first = t == a ? v : 0;
+        if (t > a)
+            acc_step(p, 0, v, idle_step[t]);
+    } else if (last + 1 < t) {
+        acc_step(p, p->prev, 0, idle_step[last + 1]); /* down to 0 */
+        acc_step(p, 0, v, idle_step[t]);
+    } else {
+        acc_step(p, p->prev, v, idle_step[t]);
     }
+    p->sy += v;
+    p->syy += v * v;
+    p->sxy += dx[t] * v;
+    p->prev = v;
+}
+
+/* Closes the lifetime [a, b) of a series whose last point was at last. */
+static void acc_end(struct acc *p, size_t a, size_t b, size_t last, const bool *idle_step)
+{
+    if (last + 1 < b) {
+        acc_step(p, p->prev, 0, idle_step[last + 1]);
+        p->prev = 0;
+    }
+    acc_close(p, b - a);
+    p->prev = p->seg_first = 0; /* so acc_finish's closing adds nothing */
 }
 
 static void acc_finish(struct acc *a, const struct segs *g, struct series_stats *st)
@@ -473,14 +493,35 @@ struct leaks_build {
     size_t nbusy_known;
     uint32_t **eid;  /* folded snapshots: entry -> stack id */
     uint32_t **dmap; /* dict snapshots: dict entry -> stack id */
-    double *yt;      /* values, snapshot-major: T rows of S */
+    /* One snapshot's row of values, sparse: cur[s] for the stacks in
+     * touched[0..n) (the rest are 0). A node's stacks come and go (a
+     * quarter of them in any one snapshot, or fewer), so a dense T x S
+     * table would be mostly zeros, written, read and paged in for nothing;
+     * rows are rebuilt from the snapshots instead, once per pass. */
+    double *cur;
+    uint32_t *touched;
+    uint32_t *stamp, mark; /* cur[s] is in the row when stamp[s] == mark */
+    bool *idle_step; /* per snapshot: the step into it is idle */
     struct segs g;   /* process lifetimes */
     double *nvar;    /* per stack: sampling variance of its rise */
     double *var_row; /* per stack: one snapshot's variances (id_vars), zeroed */
     double total_rate;
     double *slope;   /* per stack */
+    /* Stacks passing all but the rank test: pre[0..npre), their statistics
+     * and series (npre rows of T); pre_of: per stack, its place or -1. */
+    uint32_t *pre;
+    int32_t *pre_of;
+    struct series_stats *pre_st;
+    double *pre_y;
+    size_t npre;
+    /* Functions given a full series: cand[0..ncand) (function ids), per
+     * function its place or -1, their series (fyt: T rows of ncand),
+     * variances and cumulative rates (per function). */
+    uint32_t *cand;
+    int32_t *cand_of;
+    double *fyt, *fvar, *cum;
+    size_t ncand;
     struct rank_scratch rs;
-    double *series;  /* one series of T values */
     bool flag_idle;
 };
 
@@ -572,28 +613,69 @@ static void leaks_index(struct leaks_build *b)
     b->S = pv->stacks.n;
 }
 
-/* Pass 2: values, snapshot-major (one row of S per snapshot, written in
- * the order values arrive). */
+/* Pass 2: heap totals of the snapshots read by stack ids. */
 static void leaks_values(struct leaks_build *b)
 {
-    size_t T = b->T, S = b->S;
-    enum profile_value v = b->v;
-    b->yt = scratch(&b->sa, S * T, sizeof(*b->yt));
-    for (size_t t = 0; t < T; t++) {
+    b->cur = scratch(&b->sa, b->S + 1, sizeof(*b->cur));
+    b->touched = scratch(&b->sa, b->S + 1, sizeof(*b->touched));
+    b->stamp = scratch(&b->sa, b->S + 1, sizeof(*b->stamp));
+    for (size_t t = 0; t < b->T; t++) {
         const struct query_snapshot *s = &b->snaps[b->ord[t].i];
-        double *row = b->yt + t * S;
-        if (s->folded) {
-            for (size_t e = 0; e < s->folded->nentries; e++)
-                row[b->eid[t][e]] += s->folded->entries[e].value[v];
-        } else {
-            for (size_t k = 0; k < s->nids; k++) {
-                if (s->ids[k] >= s->dict->nentries)
-                    continue;
-                row[b->dmap[t][s->ids[k]]] += s->id_values[k];
-                b->total[t] += s->id_values[k];
-            }
+        if (s->folded)
+            continue;
+        double total = b->total[t]; /* in a register: the same sum, faster */
+        for (size_t k = 0; k < s->nids; k++)
+            if (s->ids[k] < s->dict->nentries)
+                total += s->id_values[k];
+        b->total[t] = total;
+    }
+}
+
+static inline void row_add(struct leaks_build *b, uint32_t s, uint32_t mark, double v,
+                           size_t *n)
+{
+    if (b->stamp[s] != mark) {
+        b->stamp[s] = mark;
+        b->touched[(*n)++] = s;
+        b->cur[s] = 0.0 + v; /* what 0 += v gives, to the bit */
+    } else {
+        b->cur[s] += v;
+    }
+}
+
+/* Snapshot t's row into cur/touched, summed per stack in the order its
+ * values come, as a dense row would sum them; row_value reads it. Only the
+ * stacks with want[s] set when want is given. Returns the number of stacks
+ * touched. pass numbers the passes over the rows (1, 2, ...), so that
+ * stale marks never match. */
+static size_t row_build(struct leaks_build *b, size_t t, size_t pass, const bool *want)
+{
+    const struct query_snapshot *s = &b->snaps[b->ord[t].i];
+    uint32_t mark = (uint32_t)((pass - 1) * b->T + t + 1);
+    size_t n = 0;
+    b->mark = mark;
+    if (s->folded) {
+        for (size_t e = 0; e < s->folded->nentries; e++) {
+            uint32_t k = b->eid[t][e];
+            if (!want || want[k])
+                row_add(b, k, mark, s->folded->entries[e].value[b->v], &n);
+        }
+    } else {
+        for (size_t i = 0; i < s->nids; i++) {
+            if (s->ids[i] >= s->dict->nentries)
+                continue;
+            uint32_t k = b->dmap[t][s->ids[i]];
+            if (!want || want[k])
+                row_add(b, k, mark, s->id_values[i], &n);
         }
     }
+    return n;
+}
+
+/* Stack s's value in the row row_build made last. */
+static inline double row_value(const struct leaks_build *b, uint32_t s)
+{
+    return b->stamp[s] == b->mark ? b->cur[s] : 0;
 }
 
 /* Idle is relative to the node: query and load trackers under
@@ -711,43 +793,161 @@ static void leaks_total(struct leaks_build *b)
     b->total_rate = tot.slope;
 }
 
-/* Stacks; a stack's suspect is its leaf, the folding having trimmed the
- * allocator's own frames from that end. Every stack's statistics are
- * accumulated row by row so no pass strides across memory. */
+/* Pass 3: every stack's statistics, snapshot by snapshot from the rows'
+ * points (acc_point), a lifetime closed for the stacks it saw. Stacks that
+ * pass all but the rank test (which needs the whole series) are noted in
+ * b->pre, their statistics in b->pre_st. */
 static void leaks_stacks(struct leaks_build *b)
 {
-    struct query_leaks *L = b->L;
-    struct leaks_priv *pv = b->pv;
     const struct segs *g = &b->g;
     size_t T = b->T, S = b->S;
     struct acc *acc = scratch(&b->sa, S, sizeof(*acc));
-    size_t prev_len = 0;
-    for (size_t t = 0, k = 0; t < T; t++) {
+    uint32_t *last = scratch(&b->sa, S, sizeof(*last));   /* snapshot of the last point */
+    uint32_t *life = scratch(&b->sa, S, sizeof(*life));   /* 1 + lifetime of that point */
+    uint32_t *live = scratch(&b->sa, S, sizeof(*live));   /* stacks seen in this lifetime */
+    bool *idle_step = b->idle_step = scratch(&b->sa, T, sizeof(*idle_step));
+    for (size_t t = 1; t < T; t++)
+        idle_step[t] = !g->first[t] && b->idle[t] && b->idle[t - 1];
+    size_t nlive = 0, k = 0, a = 0;
+    for (size_t t = 0; t < T; t++) {
         if (g->first[t]) {
-            prev_len = k ? g->start[k] - g->start[k - 1] : 0;
+            for (size_t i = 0; i < nlive; i++)
+                acc_end(&acc[live[i]], a, t, last[live[i]], idle_step);
+            nlive = 0;
+            a = t;
             k++;
         }
-        acc_row(acc, b->yt + t * S, S, t, g, prev_len,
-                !g->first[t] && b->idle[t] && b->idle[t - 1]);
+        size_t n = row_build(b, t, 1, NULL);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t s = b->touched[i];
+            bool first = life[s] != k;
+            if (first) {
+                life[s] = (uint32_t)k;
+                live[nlive++] = s;
+            }
+            acc_point(&acc[s], t, b->cur[s], a, first, last[s], idle_step, g->dx);
+            last[s] = (uint32_t)t;
+        }
     }
-    b->rs = (struct rank_scratch){ scratch(&b->sa, T, sizeof(double)),
-                                   scratch(&b->sa, T, sizeof(double)),
-                                   scratch(&b->sa, T, sizeof(struct rank_item)) };
-    b->series = scratch(&b->sa, T, sizeof(*b->series));
-    b->flag_idle = L->idle_steps > 0;
+    for (size_t i = 0; i < nlive; i++)
+        acc_end(&acc[live[i]], a, T, last[live[i]], idle_step);
     b->slope = scratch(&b->sa, S, sizeof(*b->slope));
-    size_t cap = 0;
+    b->pre_of = scratch(&b->sa, S, sizeof(*b->pre_of));
+    b->pre = scratch(&b->sa, S, sizeof(*b->pre));
+    b->pre_st = scratch(&b->sa, S, sizeof(*b->pre_st));
+    b->npre = 0;
     for (size_t s = 0; s < S; s++) {
         struct series_stats st;
         acc_finish(&acc[s], g, &st);
         b->slope[s] = st.slope;
+        b->pre_of[s] = -1;
         if (!passes(&st, b->o) || !beyond_noise(&st, b->nvar[s]))
             continue;
-        for (size_t t = 0; t < T; t++)
-            b->series[t] = b->yt[t * S + s];
+        b->pre_of[s] = (int32_t)b->npre;
+        b->pre_st[b->npre] = st;
+        b->pre[b->npre++] = (uint32_t)s;
+    }
+}
+
+/* Functions, ranked by flat growth: the series of the stacks a function
+ * is the leaf of, i.e. what it allocates itself. A pass-through caller
+ * (worker_main, an HTTP handler) allocates nothing itself and is never a
+ * suspect; its cumulative rate (every stack through it, by linearity of
+ * the slope) is shown beside each suspect's own. Here: the functions that
+ * get a full series. */
+static void leaks_funcs(struct leaks_build *b)
+{
+    struct leaks_priv *pv = b->pv;
+    const struct query_leak_opts *o = b->o;
+    struct hp_arena *sa = &b->sa;
+    size_t S = b->S;
+    qa_funcs_build(&pv->funcs, &pv->stacks);
+    struct qa_funcs *fn = &pv->funcs;
+    double *flat = scratch(sa, fn->n, sizeof(*flat));
+    b->cum = scratch(sa, fn->n, sizeof(*b->cum));
+    double gross = 0; /* sum of the rising stacks' rates */
+    for (size_t s = 0; s < S; s++) {
+        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++)
+            b->cum[fn->ids[k]] += b->slope[s];
+        flat[fn->leaf[s]] += b->slope[s];
+        if (b->slope[s] > 0)
+            gross += b->slope[s];
+    }
+    int32_t *cand_of = b->cand_of = scratch(sa, fn->n, sizeof(*cand_of));
+    b->cand = scratch(sa, fn->n, sizeof(*b->cand));
+    b->ncand = 0;
+    for (size_t f = 0; f < fn->n; f++) {
+        cand_of[f] = -1;
+        /* A full series only for functions that could be reported: rising,
+         * above min_rate, carrying at least min_share of the rising stacks'
+         * growth (known without the series, the slope being linear). */
+        if (flat[f] > 0 && flat[f] >= o->min_rate && flat[f] >= o->min_share * gross) {
+            cand_of[f] = (int32_t)b->ncand;
+            b->cand[b->ncand++] = (uint32_t)f;
+        }
+    }
+    b->fvar = scratch(sa, b->ncand, sizeof(*b->fvar)); /* stacks sample independently */
+    for (size_t s = 0; s < S; s++)
+        if (cand_of[fn->leaf[s]] >= 0)
+            b->fvar[cand_of[fn->leaf[s]]] += b->nvar[s];
+}
+
+/* Pass 4: the full series of the stacks noted in leaks_stacks and of the
+ * candidate functions (fyt, snapshot-major), from the rows again. Each
+ * function's cell sums its stacks in stack order, as a dense pass would. */
+static void leaks_series(struct leaks_build *b)
+{
+    const struct qa_funcs *fn = &b->pv->funcs;
+    size_t T = b->T, S = b->S, ncand = b->ncand;
+    b->pre_y = scratch(&b->sa, b->npre * T, sizeof(*b->pre_y));
+    b->fyt = scratch(&b->sa, ncand * T, sizeof(*b->fyt));
+    /* The stacks of candidates, ascending, and their candidate. */
+    uint32_t *fs = scratch(&b->sa, S, sizeof(*fs)), *fc = scratch(&b->sa, S, sizeof(*fc));
+    bool *want = scratch(&b->sa, S, sizeof(*want)); /* the stacks this pass reads */
+    size_t nfs = 0;
+    for (size_t s = 0; s < S; s++) {
+        if (b->cand_of[fn->leaf[s]] >= 0) {
+            fc[nfs] = (uint32_t)b->cand_of[fn->leaf[s]];
+            fs[nfs++] = (uint32_t)s;
+            want[s] = true;
+        }
+        want[s] |= b->pre_of[s] >= 0;
+    }
+    if (!b->npre && !nfs)
+        return;
+    for (size_t t = 0; t < T; t++) {
+        size_t n = row_build(b, t, 2, want);
+        for (size_t i = 0; i < n; i++) {
+            int32_t q = b->pre_of[b->touched[i]];
+            if (q >= 0)
+                b->pre_y[(size_t)q * T + t] = b->cur[b->touched[i]];
+        }
+        double *frow = b->fyt + t * ncand;
+        for (size_t i = 0; i < nfs; i++)
+            frow[fc[i]] += row_value(b, fs[i]);
+    }
+}
+
+/* Pass 5: the rank test, and the rows of the stacks and functions that
+ * pass it. */
+static void leaks_rows(struct leaks_build *b)
+{
+    struct query_leaks *L = b->L;
+    struct leaks_priv *pv = b->pv;
+    const struct query_leak_opts *o = b->o;
+    const struct segs *g = &b->g;
+    size_t T = b->T;
+    b->rs = (struct rank_scratch){ scratch(&b->sa, T, sizeof(double)),
+                                   scratch(&b->sa, T, sizeof(double)),
+                                   scratch(&b->sa, T, sizeof(struct rank_item)) };
+    b->flag_idle = L->idle_steps > 0;
+    size_t cap = 0;
+    for (size_t q = 0; q < b->npre; q++) {
+        size_t s = b->pre[q];
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &b->rs, g, b->x, b->series, T, b->total_rate, b->flag_idle, b->o);
-        if (r.spearman < b->o->min_spearman)
+        fill_row(&r, &b->pre_st[q], &b->rs, g, b->x, b->pre_y + q * T, T, b->total_rate,
+                 b->flag_idle, o);
+        if (r.spearman < o->min_spearman)
             continue;
         r.frames = qa_stack_frames(&pv->stacks, (uint32_t)s);
         r.nframes = pv->stacks.v[s].n;
@@ -756,72 +956,21 @@ static void leaks_stacks(struct leaks_build *b)
         L->stacks = hp_xgrow(L->stacks, &cap, L->nstacks + 1, sizeof(*L->stacks));
         L->stacks[L->nstacks++] = r;
     }
-}
-
-/* Functions, ranked by flat growth: the series of the stacks a function
- * is the leaf of, i.e. what it allocates itself. A pass-through caller
- * (worker_main, an HTTP handler) allocates nothing itself and is never a
- * suspect; its cumulative rate (every stack through it, by linearity of
- * the slope) is shown beside each suspect's own. */
-static void leaks_funcs(struct leaks_build *b)
-{
-    struct query_leaks *L = b->L;
-    struct leaks_priv *pv = b->pv;
-    const struct query_leak_opts *o = b->o;
-    struct hp_arena *sa = &b->sa;
-    size_t T = b->T, S = b->S;
-    qa_funcs_build(&pv->funcs, &pv->stacks);
-    struct qa_funcs *fn = &pv->funcs;
-    double *cum = scratch(sa, fn->n, sizeof(*cum)), *flat = scratch(sa, fn->n, sizeof(*flat));
-    double gross = 0; /* sum of the rising stacks' rates */
-    for (size_t s = 0; s < S; s++) {
-        for (uint32_t k = fn->stack_off[s]; k < fn->stack_off[s + 1]; k++)
-            cum[fn->ids[k]] += b->slope[s];
-        flat[fn->leaf[s]] += b->slope[s];
-        if (b->slope[s] > 0)
-            gross += b->slope[s];
-    }
-    int32_t *cand_of = scratch(sa, fn->n, sizeof(*cand_of));
-    uint32_t *cand = scratch(sa, fn->n, sizeof(*cand));
-    size_t ncand = 0;
-    for (size_t f = 0; f < fn->n; f++) {
-        cand_of[f] = -1;
-        /* A full series only for functions that could be reported: rising,
-         * above min_rate, carrying at least min_share of the rising stacks'
-         * growth (known without the series, the slope being linear). */
-        if (flat[f] > 0 && flat[f] >= o->min_rate && flat[f] >= o->min_share * gross) {
-            cand_of[f] = (int32_t)ncand;
-            cand[ncand++] = (uint32_t)f;
-        }
-    }
-    double *fyt = scratch(sa, ncand * T, sizeof(*fyt)); /* snapshot-major too */
-    double *fvar = scratch(sa, ncand, sizeof(*fvar)); /* stacks sample independently */
-    for (size_t s = 0; s < S; s++)
-        if (cand_of[fn->leaf[s]] >= 0)
-            fvar[cand_of[fn->leaf[s]]] += b->nvar[s];
-    for (size_t t = 0; t < T; t++) {
-        const double *row = b->yt + t * S;
-        double *frow = fyt + t * ncand;
-        for (size_t s = 0; s < S; s++) {
-            int32_t c = cand_of[fn->leaf[s]];
-            if (c >= 0)
-                frow[c] += row[s];
-        }
-    }
-    size_t cap = 0;
-    for (size_t c = 0; c < ncand; c++) {
+    double *series = scratch(&b->sa, T, sizeof(*series));
+    cap = 0;
+    for (size_t c = 0; c < b->ncand; c++) {
         for (size_t t = 0; t < T; t++)
-            b->series[t] = fyt[t * ncand + c];
+            series[t] = b->fyt[t * b->ncand + c];
         struct series_stats st;
-        series_stats(&b->g, b->series, b->idle, &st);
-        if (!passes(&st, o) || !beyond_noise(&st, fvar[c]))
+        series_stats(g, series, b->idle, &st);
+        if (!passes(&st, o) || !beyond_noise(&st, b->fvar[c]))
             continue;
         struct query_leak_row r = { 0 };
-        fill_row(&r, &st, &b->rs, &b->g, b->x, b->series, T, b->total_rate, b->flag_idle, o);
+        fill_row(&r, &st, &b->rs, g, b->x, series, T, b->total_rate, b->flag_idle, o);
         if (r.spearman < o->min_spearman)
             continue;
-        r.name = fn->name[cand[c]];
-        r.cum_rate = cum[cand[c]];
+        r.name = pv->funcs.name[b->cand[c]];
+        r.cum_rate = b->cum[b->cand[c]];
         L->funcs = hp_xgrow(L->funcs, &cap, L->nfuncs + 1, sizeof(*L->funcs));
         L->funcs[L->nfuncs++] = r;
     }
@@ -863,6 +1012,8 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     leaks_total(&b);
     leaks_stacks(&b);
     leaks_funcs(&b);
+    leaks_series(&b);
+    leaks_rows(&b);
 
     hp_qsort(L->stacks, L->nstacks, sizeof(*L->stacks), leak_cmp);
     hp_qsort(L->funcs, L->nfuncs, sizeof(*L->funcs), leak_cmp);
