@@ -90,6 +90,13 @@ static int svc_load_snapshot(void *ctx, const struct web_selector *sel, struct h
     return web_source_store_ops.load_snapshot(w->src, sel, a, ret_info, ret_profile, err);
 }
 
+static int svc_load_stored(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,
+                           size_t n, struct query_stored **ret, struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.load_stored(w->src, o, snaps, n, ret, err);
+}
+
 static int svc_symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
 {
     struct web_service *w = ctx;
@@ -160,6 +167,7 @@ int collector_web_service_new(const char *listen, const char *allowed_hosts, con
     w->ops.list_nodes = svc_list_nodes;
     w->ops.list_snapshots = svc_list_snapshots;
     w->ops.load_snapshot = svc_load_snapshot;
+    w->ops.load_stored = svc_load_stored;
     w->ops.symbolization = svc_symbolization;
     w->ops.metrics = svc_metrics;
     web_config_init(&w->cfg);

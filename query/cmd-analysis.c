@@ -18,14 +18,12 @@
  * every snapshot. --since DURATION keeps snapshots at most that old: counted
  * back from now for stored snapshots, from the newest file for files.
  *
- * Leaks over the store read no profiles: per snapshot, its samples as
- * stored stack ids with values (store_snapshots_samples), and per node the
- * distinct stacks once, folded into a dictionary (store_stacks_load,
- * query_fold_map), so names are resolved once per stack of a node rather
- * than once per snapshot. The answer is the folded path's, bit for bit
+ * Leaks over the store read no profiles (query/stored.h, the path the web
+ * API's /leaks takes too); the answer is the folded path's, bit for bit
  * (tests/query/test-stored.c compares them); HEAPFLEET_LEAKS_VIA=profiles
  * in the environment takes the folded path instead, for that comparison. */
 #include "query/cli.h"
+#include "query/stored.h"
 #include "collector/ingest/ingest.h"
 #include "store/store.h"
 
@@ -66,7 +64,7 @@ struct ainput {
     size_t nstat, stat_cap;
     bool latest_only;       /* each node's latest snapshot only */
     int64_t only_id;        /* > 0: that stored snapshot only (a NODE@TIME or #ID) */
-    bool by_ids;            /* leaks: profiles are read per node (ids_fill) */
+    bool by_ids;            /* leaks: profiles are read per node (query_stored_fill) */
     struct store *st;       /* open while by_ids */
     /* loaded */
     struct hp_arena arena;
@@ -374,214 +372,6 @@ static int load_store(struct ainput *in, struct hp_buf *err)
     return r;
 }
 
-/* ---- leaks over the store: stack ids and values ---- */
-
-/* One snapshot's all-threads samples, in stored order. */
-struct idsnap {
-    uint64_t layout, period;
-    size_t n;
-    uint32_t *ix;        /* per sample: its stack's index in the node */
-    double *value, *var; /* the chosen value and its sampling variance */
-};
-
-/* What one node's snapshots are read into; released in one call. */
-struct idnode {
-    struct hp_arena arena;
-    enum profile_value v;
-    struct idsnap *snaps;
-    size_t n;
-    /* The node's distinct stored stacks. */
-    struct hp_map64 ix_of; /* stored stack id -> index */
-    int64_t *stack_of;     /* index -> stored stack id */
-    size_t nstacks, stacks_cap;
-    /* The previous snapshot, by sample position: successive dumps of a node
-     * list mostly the same stacks in the same order with the same counts,
-     * so a sample equal to the one at its position before is looked up
-     * and un-sampled no more. */
-    struct prev_sample {
-        uint32_t ix;
-        int64_t raw[2]; /* the chosen value's pair */
-        double value, var;
-    } *prev;
-    size_t nprev, prev_cap;
-    int prev_scaling;
-    uint64_t prev_period;
-    /* Per stack index: the run (ids_run) that last met it, and its place
-     * in that run's dictionary. */
-    uint32_t *run_seen, *run_local;
-    size_t run_cap;
-    uint32_t run;
-    struct query_folded **dicts;
-    size_t ndicts, dicts_cap;
-};
-
-static void idnode_release(struct idnode *nd)
-{
-    for (size_t i = 0; i < nd->ndicts; i++)
-        query_folded_free(nd->dicts[i]);
-    free(nd->dicts);
-    free(nd->snaps);
-    hp_map64_release(&nd->ix_of);
-    free(nd->stack_of);
-    free(nd->prev);
-    free(nd->run_seen);
-    free(nd->run_local);
-    hp_arena_release(&nd->arena);
-}
-
-static int samples_cb(const struct store_samples *ss, void *ctx)
-{
-    struct idnode *nd = ctx;
-    const struct profile *p = ss->profile;
-    struct idsnap *x = &nd->snaps[nd->n++];
-    *x = (struct idsnap){ .layout = ss->layout, .period = p->period, .n = ss->n };
-    x->ix = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->ix));
-    x->value = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->value));
-    x->var = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->var));
-    bool same = nd->n > 1 && (int)p->scaling == nd->prev_scaling && p->period == nd->prev_period;
-    size_t nprev = same ? nd->nprev : 0;
-    nd->prev = hp_xgrow(nd->prev, &nd->prev_cap, x->n + 1, sizeof(*nd->prev));
-    int pair = (int)nd->v & ~1; /* the pair (count, bytes) the value comes from */
-    for (size_t i = 0; i < x->n; i++) {
-        const struct store_sample *sm = &ss->samples[i];
-        struct prev_sample *pv = &nd->prev[i];
-        if (i < nprev && nd->stack_of[pv->ix] == sm->stack && pv->raw[0] == sm->raw[pair] &&
-            pv->raw[1] == sm->raw[pair + 1]) {
-            x->ix[i] = pv->ix;
-            x->value[i] = pv->value;
-            x->var[i] = pv->var;
-            continue;
-        }
-        uint32_t ix;
-        if (i < nprev && nd->stack_of[pv->ix] == sm->stack) {
-            ix = pv->ix;
-        } else if (hp_map64_put(&nd->ix_of, (uint64_t)sm->stack, (uint32_t)nd->nstacks, &ix) ==
-                   0) {
-            nd->stack_of = hp_xgrow(nd->stack_of, &nd->stacks_cap, nd->nstacks + 1,
-                                    sizeof(*nd->stack_of));
-            nd->stack_of[nd->nstacks++] = sm->stack;
-        }
-        /* Exactly what store_snapshot_load and query_fold compute. */
-        struct profile_sample ps = { 0 };
-        memcpy(ps.raw, sm->raw, sizeof(ps.raw));
-        profile_sample_unsample(p, &ps);
-        double var[PV_COUNT];
-        query_sample_variance(p, &ps, var);
-        x->ix[i] = ix;
-        x->value[i] = ps.value[nd->v];
-        x->var[i] = var[nd->v];
-        *pv = (struct prev_sample){ ix, { sm->raw[pair], sm->raw[pair + 1] }, x->value[i],
-                                    x->var[i] };
-    }
-    nd->nprev = x->n;
-    nd->prev_scaling = (int)p->scaling;
-    nd->prev_period = p->period;
-    return 0;
-}
-
-/* Snapshots idx[0..n) (consecutive in leaks' order) share a layout: their
- * distinct stacks, in order of first use, become one dictionary, folded as
- * their profiles would be, and each snapshot's samples become entries of it
- * (a sample the options drop is left out, as query_fold leaves it out).
- * Leaks then meets every stack in the order the folded profiles would show
- * it, which keeps its sums in the same order. */
-static int ids_run(struct ainput *in, struct idnode *nd, struct query_snapshot *group,
-                   const size_t *idx, size_t nidx, struct hp_buf *err)
-{
-    if (nd->run_cap < nd->nstacks + 1) {
-        size_t old = nd->run_cap;
-        nd->run_seen = hp_xgrow(nd->run_seen, &nd->run_cap, nd->nstacks + 1,
-                                sizeof(*nd->run_seen));
-        nd->run_local = hp_xrealloc(nd->run_local, nd->run_cap * sizeof(*nd->run_local));
-        memset(nd->run_seen + old, 0, (nd->run_cap - old) * sizeof(*nd->run_seen));
-    }
-    uint32_t run = ++nd->run;
-    int64_t *ids = hp_xmalloc((nd->nstacks + 1) * sizeof(*ids));
-    size_t n = 0;
-    for (size_t j = 0; j < nidx; j++) {
-        const struct idsnap *x = &nd->snaps[idx[j]];
-        for (size_t i = 0; i < x->n; i++) {
-            uint32_t ix = x->ix[i];
-            if (nd->run_seen[ix] != run) {
-                nd->run_seen[ix] = run;
-                nd->run_local[ix] = (uint32_t)n;
-                ids[n++] = nd->stack_of[ix];
-            }
-        }
-    }
-    struct profile *p = NULL;
-    struct query_folded *dict = NULL;
-    int32_t *entry_of = NULL;
-    int r = store_stacks_load(in->st, group[idx[0]].id, ids, n, &p, err);
-    if (r == 0)
-        r = query_fold_map(p, &in->c.qo, &dict, &entry_of, err);
-    profile_free(p);
-    free(ids);
-    if (r < 0)
-        return r;
-    nd->dicts = hp_xgrow(nd->dicts, &nd->dicts_cap, nd->ndicts + 1, sizeof(*nd->dicts));
-    nd->dicts[nd->ndicts++] = dict;
-    for (size_t j = 0; j < nidx; j++) {
-        struct idsnap *x = &nd->snaps[idx[j]];
-        /* In place: entry k is written after sample i >= k was read. */
-        size_t k = 0;
-        for (size_t i = 0; i < x->n; i++) {
-            int32_t e = entry_of[nd->run_local[x->ix[i]]];
-            if (e < 0)
-                continue;
-            x->ix[k] = (uint32_t)e;
-            x->value[k] = x->value[i];
-            x->var[k++] = x->var[i];
-        }
-        struct query_snapshot *q = &group[idx[j]];
-        q->dict = dict;
-        q->ids = x->ix;
-        q->id_values = x->value;
-        q->id_vars = x->var;
-        q->nids = k;
-        q->id_period = x->period;
-    }
-    free(entry_of);
-    return 0;
-}
-
-static int time_cmp(const void *a, const void *b, void *ctx)
-{
-    const struct query_snapshot *g = ctx;
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    if (g[x].time_s != g[y].time_s)
-        return g[x].time_s < g[y].time_s ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-/* Read one node's stored snapshots (group) for leaks as dictionaries and
- * ids: in leaks' order (time, then position), one dictionary per run of
- * snapshots sharing a layout (a process's lifetime, usually: a restart
- * maps the binaries elsewhere). */
-static int ids_fill(struct ainput *in, struct idnode *nd, struct query_snapshot *group, size_t g,
-                    struct hp_buf *err)
-{
-    nd->v = in->c.qo.sample;
-    nd->snaps = hp_xcalloc(g + 1, sizeof(*nd->snaps));
-    int64_t *ids = hp_xmalloc((g + 1) * sizeof(*ids));
-    size_t *ord = hp_xmalloc((g + 1) * sizeof(*ord));
-    for (size_t t = 0; t < g; t++) {
-        ids[t] = group[t].id;
-        ord[t] = t;
-    }
-    int r = store_snapshots_samples(in->st, ids, g, samples_cb, nd, err);
-    if (g > 1)
-        qsort_r(ord, g, sizeof(*ord), time_cmp, group);
-    for (size_t a = 0, b; r == 0 && a < g; a = b) {
-        for (b = a + 1; b < g && nd->snaps[ord[b]].layout == nd->snaps[ord[a]].layout; b++)
-            ;
-        r = ids_run(in, nd, group, ord + a, b - a, err);
-    }
-    free(ord);
-    free(ids);
-    return r;
-}
-
 /* Parse, fold and attach figures and times to every file (or read the
  * store when no file is given). */
 static int ainput_load(struct ainput *in, struct hp_buf *err)
@@ -835,20 +625,17 @@ int query_cmd_leaks(int argc, char **argv)
             if (strcmp(in.snaps[i].node, nodes[k]) == 0)
                 group[g++] = in.snaps[i];
         struct hp_buf e2 = HP_BUF_INIT(0);
-        struct idnode nd = { 0 };
-        hp_arena_init(&nd.arena);
-        hp_map64_init(&nd.ix_of);
-        int rr = in.st ? ids_fill(&in, &nd, group, g, &e2) : 0;
+        struct query_stored *qs = NULL;
+        int rr = in.st ? query_stored_fill(in.st, &in.c.qo, group, g, &qs, &e2) : 0;
         if (rr < 0) {
             /* The store failed under us: no node's answer can be trusted. */
             hp_err_printf(&err, "%.*s", (int)e2.len, e2.data);
             r = rr;
-            idnode_release(&nd);
             hp_buf_release(&e2);
             break;
         }
         rr = query_leaks_build(group, g, &lo, &res[nres], &e2);
-        idnode_release(&nd);
+        query_stored_free(qs);
         if (rr == 0)
             nres++;
         else if (nn == 1)

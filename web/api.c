@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "web/web-internal.h"
+#include "query/stored.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -1114,9 +1115,32 @@ int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struc
     return 0;
 }
 
+int web_api_load_series(struct web_request *r, const struct web_snapshot_info *snaps, size_t n,
+                        struct web_loaded *L, struct hp_buf *err)
+{
+    if (!r->src->load_stored) {
+        int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
+        for (size_t i = 0; i < n; i++)
+            ids[i] = snaps[i].id;
+        int rc = web_api_load_many(r, ids, n, L, err);
+        free(ids);
+        return rc;
+    }
+    L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
+    L->n = n;
+    for (size_t i = 0; i < n; i++)
+        L->qs[i] = (struct query_snapshot){ .node = snaps[i].node,
+                                            .time_s = snaps[i].time_ms / 1000,
+                                            .id = snaps[i].id,
+                                            .figures = figures_of(r, &snaps[i]),
+                                            .nfigures = snaps[i].nraw };
+    return r->src->load_stored(r->src_ctx, &r->p.qo, L->qs, n, &L->stored, err);
+}
+
 void web_api_loaded_release(struct web_loaded *L)
 {
-    for (size_t i = 0; i < L->n; i++) {
+    query_stored_free(L->stored);
+    for (size_t i = 0; L->folds && i < L->n; i++) {
         query_folded_free(L->folds[i]);
         profile_free(L->profiles[i]);
     }
@@ -1125,9 +1149,11 @@ void web_api_loaded_release(struct web_loaded *L)
     free(L->profiles);
 }
 
-/* A node's snapshots (since, newest `limit`) loaded for a series analysis. */
-static int load_node_series(struct web_request *r, size_t def_limit, struct web_loaded *L,
-                            struct hp_buf *err)
+/* A node's snapshots (since, newest `limit`) loaded for a series analysis.
+ * Where the source reads them by stack ids (leaks over the store), no
+ * limit unless asked for: all since `since`, as `query leaks` reads them. */
+static int load_node_series(struct web_request *r, size_t def_limit, bool by_ids,
+                            struct web_loaded *L, struct hp_buf *err)
 {
     struct web_snapshot_info *snaps = NULL;
     size_t n = 0;
@@ -1136,11 +1162,15 @@ static int load_node_series(struct web_request *r, size_t def_limit, struct web_
         hp_err_printf(err, "this data source cannot list and load snapshots");
         return HP_EUSAGE;
     }
-    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms,
-                                    r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : def_limit,
-                                    &r->arena, &snaps, &n, err);
+    by_ids = by_ids && r->src->load_stored;
+    size_t limit = by_ids ? r->p.limit
+                          : (r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : def_limit);
+    int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms, limit, &r->arena,
+                                    &snaps, &n, err);
     if (rc < 0)
         return rc;
+    if (by_ids)
+        return web_api_load_series(r, snaps, n, L, err);
     int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
     for (size_t i = 0; i < n; i++)
         ids[i] = snaps[i].id;
@@ -1160,8 +1190,10 @@ static void reply_rendered(struct web_request *r, int rc, const struct hp_buf *e
 }
 
 /* Leak suspects of one node: its snapshots since `since` (the newest
- * `limit`, default 50), each loaded and folded, then the query library's
- * analysis and JSON, as `query leaks NODE --format json` prints them. */
+ * `limit`; by default all of them from a store, read by stack ids as
+ * `query leaks` reads them; from a folder the newest 50, each loaded and
+ * folded), then the query library's analysis and JSON, as `query leaks
+ * NODE --format json` prints them. */
 void web_h_leaks(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);
@@ -1171,7 +1203,7 @@ void web_h_leaks(struct web_request *r)
     query_leak_opts_init(&lo);
     lo.sample = r->p.qo.sample;
     lo.top = r->p.qo.top;
-    int rc = load_node_series(r, 50, &L, &err);
+    int rc = load_node_series(r, 50, true, &L, &err);
     if (rc == 0)
         rc = query_leaks_build(L.qs, L.n, &lo, &l, &err);
     if (rc == 0) {
@@ -1195,7 +1227,7 @@ void web_h_trend(struct web_request *r)
     query_trend_opts_init(&to);
     to.sample = r->p.qo.sample;
     to.function = r->p.function;
-    int rc = load_node_series(r, 200, &L, &err);
+    int rc = load_node_series(r, 200, false, &L, &err);
     if (rc == 0)
         rc = query_trend_build(L.qs, L.n, &to, &t, &err);
     if (rc == 0) {

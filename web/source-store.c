@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "query/stored.h"
 #include "store/store.h"
 #include "web/web.h"
 
@@ -365,6 +366,23 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, struct hp_ar
     return 0;
 }
 
+/* ---- a node's snapshots for leaks, by stack ids ---- */
+
+static int load_stored(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,
+                       size_t n, struct query_stored **ret, struct hp_buf *err)
+{
+    struct web_source_store *w = ctx;
+    unsigned slot;
+    int r = get_conn(w, &slot, err);
+    if (r < 0)
+        return r;
+    r = query_stored_fill(w->conn[slot], o, snaps, n, ret, err);
+    if (r < 0)
+        unname_store(w->conn[slot], err);
+    put_conn(w, slot);
+    return r;
+}
+
 static int symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
@@ -419,6 +437,7 @@ const struct web_source_ops web_source_store_ops = {
     .list_nodes = list_nodes,
     .list_snapshots = list_snapshots,
     .load_snapshot = load_snapshot,
+    .load_stored = load_stored,
     .symbolization = symbolization,
     .metrics = metrics,
 };

@@ -120,11 +120,7 @@ static void leaks_of(struct web_request *r, const struct web_node_info *node, st
                                &n, &err) < 0 ||
         n < 3)
         goto out;
-    int64_t *ids = hp_xcalloc(n, sizeof(*ids));
-    for (size_t i = 0; i < n; i++)
-        ids[i] = snaps[i].id;
-    int rc = web_api_load_many(r, ids, n, &L, &err);
-    free(ids);
+    int rc = web_api_load_series(r, snaps, n, &L, &err);
     /* Too few snapshots with profiles, or one time for all: no verdict,
      * not an error of the scrape. */
     if (rc < 0 || query_leaks_build(L.qs, L.n, &lo, &l, &err) < 0)

@@ -97,10 +97,16 @@ struct web_loaded {
     struct query_folded **folds;
     struct query_snapshot *qs;
     size_t n;
+    struct query_stored *stored; /* web_api_load_series: what qs point into */
 };
 int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
                       struct hp_buf *err);
 void web_api_loaded_release(struct web_loaded *L);
+/* One node's snapshots snaps[0..n) (from list_snapshots) for leaks: by
+ * stack ids where the source reads them so (the store: the path `query
+ * leaks` takes, no profile loaded), else loaded and folded. */
+int web_api_load_series(struct web_request *r, const struct web_snapshot_info *snaps, size_t n,
+                        struct web_loaded *L, struct hp_buf *err);
 /* The discrepancy rules for a node of `kind` with these figures: the kind's
  * built-in rules, then the server's rules text on top. */
 int web_api_rules(const struct web_request *r, const char *kind, const struct query_figure *figs,

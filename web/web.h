@@ -28,6 +28,9 @@
 
 struct uv_loop_s;
 struct web_server;
+struct query_opts;
+struct query_snapshot;
+struct query_stored;
 
 /* ---- the data source ------------------------------------------------------ */
 
@@ -104,6 +107,13 @@ struct web_source_ops {
     int (*load_snapshot)(void *ctx, const struct web_selector *sel, struct hp_arena *a,
                          struct web_snapshot_info *ret_info, struct profile **ret_profile,
                          struct hp_buf *err);
+    /* Optional (the store source): fill snaps[0..n) (one node's, each
+     * with its id from list_snapshots) with their samples as stack ids and
+     * values for leaks, as `query leaks` reads them (query/stored.h: no
+     * profile is loaded). What they point into is *ret's, freed with
+     * query_stored_free. Without it, leaks loads and folds profiles. */
+    int (*load_stored)(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,
+                       size_t n, struct query_stored **ret, struct hp_buf *err);
     /* Symbolization status as a JSON object text appended to out. */
     int (*symbolization)(void *ctx, struct hp_buf *out, struct hp_buf *err);
     /* Extra Prometheus exposition lines (the collector's own health:

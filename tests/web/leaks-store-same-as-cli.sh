@@ -1,0 +1,75 @@
+#!/bin/sh
+# The API's /leaks over a store answers what `query leaks NODE` prints from
+# it, byte for byte: both read the node's stored snapshots by stack ids
+# (query/stored.h), all of them since `since` (the API used to load and
+# fold the newest 50 profiles, and so saw another window than the CLI).
+# 56 hourly dumps of one growing jefixture process, imported into SQLite; a
+# collector serving the API from that file.
+#   leaks-store-same-as-cli.sh QUERY JEFIXTURE COLLECTOR
+set -eu
+Q=$(realpath "$1")
+J=$(realpath "$2")
+C=$(realpath "$3")
+T=$(mktemp -d /tmp/hfleaksapi.XXXXXX)
+CPID=""
+cleanup() {
+    [ -z "$CPID" ] || kill "$CPID" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$T"
+
+N=56
+now=$(date +%s)
+names=""
+k=1
+while [ $k -le $N ]; do
+    names="$names d$k.heap"
+    k=$((k + 1))
+done
+# shellcheck disable=SC2086
+MALLOC_CONF=prof:true,lg_prof_sample:0 "$J" --threads 2 $names >/dev/null
+k=1
+while [ $k -le $N ]; do
+    at=$(date -u -d "@$((now - (N + 1 - k) * 3600))" +%Y-%m-%dT%H:%M:%SZ)
+    "$Q" import --db s.db --node be1 --kind doris --time "$at" d$k.heap >/dev/null
+    k=$((k + 1))
+done
+
+printf '# no nodes: the collector only serves the API\n' >none.list
+"$C" --nodes none.list --db s.db --interval 1h --listen 127.0.0.1:0 --static none \
+    --no-progress >c.log 2>&1 &
+CPID=$!
+i=0
+while [ $i -lt 300 ] && ! grep -qs 'url=http://127.0.0.1:[0-9]*/' c.log; do
+    kill -0 $CPID 2>/dev/null || fail "collector exited: $(cat c.log)"
+    sleep 0.1
+    i=$((i + 1))
+done
+port=$(sed -n 's/.*url=http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' c.log | head -n 1)
+[ -n "$port" ] || fail "no API port in the collector's log: $(cat c.log)"
+
+# check NAME QUERY_STRING CLI_OPTIONS...: the API's body equals the CLI's output.
+check() {
+    name=$1
+    qs=$2
+    shift 2
+    curl -sS -o "api.$name" "http://127.0.0.1:$port/api/v1/leaks?node=be1$qs" ||
+        fail "$name: curl failed"
+    "$Q" leaks be1 --db s.db --format json "$@" >"cli.$name" || fail "$name: query leaks failed"
+    cmp -s "api.$name" "cli.$name" || {
+        diff "api.$name" "cli.$name" | head -20 >&2
+        fail "$name: /api/v1/leaks and query leaks differ"
+    }
+}
+check all "" --top 0
+grep -q "\"snapshots\": $N," api.all || fail "all: not every one of the $N snapshots read"
+grep -q '"rate_per_hour"' api.all || fail "all: no suspect named (nothing to compare)"
+check window "&since=1830m&top=3&sample=inuse_objects" --since 1830m --top 3 \
+    --sample inuse_objects
+grep -q '"snapshots": 30,' api.window || fail "window: not the 30 snapshots of the last 30 h"
+check limit "&limit=10" --top 0 --since 630m
+grep -q '"snapshots": 10,' api.limit || fail "limit: not the newest 10 snapshots"
+echo "ok: /api/v1/leaks and query leaks agree on $N stored snapshots"
