@@ -320,11 +320,19 @@ static void bench_fleet(const struct synth *s)
 static int stored_db(const char *db, int nodes, int hours, uint32_t stacks)
 {
     struct stat sb;
-    if (stat(db, &sb) == 0)
-        return 0;
-    char *tmp = hp_xasprintf("%s.tmp", db);
     struct hp_buf err = HP_BUF_INIT(0);
     struct store *st = NULL;
+    if (stat(db, &sb) == 0) {
+        /* Written by an older heapfleet: opening it to write upgrades it
+         * (readers refuse an older schema). */
+        int r = store_open(db, STORE_OPEN_WRITE, &st, &err);
+        if (r < 0)
+            fprintf(stderr, "query-bench: %s: %s\n", db, err.data ? err.data : "?");
+        store_close(st);
+        hp_buf_release(&err);
+        return r < 0 ? -1 : 0;
+    }
+    char *tmp = hp_xasprintf("%s.tmp", db);
     unlink(tmp);
     if (store_open(tmp, STORE_OPEN_WRITE, &st, &err) < 0)
         goto fail;

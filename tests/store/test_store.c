@@ -935,6 +935,68 @@ static void test_store_function_totals_packed_tail(void **state)
     profile_free(ps[1]);
 }
 
+/* A database from before the series index (migrations/0003: a node's ok
+ * snapshots by time) is upgraded by the first writer: the index appears,
+ * the version moves on, and a function's trend answers as before, every
+ * point of it. A reader refuses the old schema until then. */
+static int first_name_cb(const struct store_function_total *row, void *ctx)
+{
+    char *name = ctx;
+    if (!name[0])
+        snprintf(name, 512, "%s", row->name);
+    return 0;
+}
+
+static void test_store_upgrade_adds_series_indexes(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1"), last = 0;
+    struct gen_params gp = { .seed = 5, .nstacks = 400, .nfuncs = 300, .symbolize = true };
+    for (int h = 0; h < 6; h++) {
+        gp.hour = (uint32_t)h;
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        last = put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    char fn[512] = ""; /* the largest function: it has a row in every snapshot */
+    assert_int_equal(store_function_totals(f->s, last, first_name_cb, fn, NULL), 0);
+    assert_true(fn[0] != '\0');
+    struct store_function_point *before, *after;
+    size_t nb, na;
+    assert_int_equal(store_series_function(f->s, n, fn, 0, INT64_MAX, &before, &nb, NULL), 0);
+    assert_int_equal(nb, 6);
+    store_close(f->s);
+    f->s = NULL;
+
+    /* What the previous heapfleet wrote: version 2, no such indexes. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP INDEX snapshots_node_ok_time; PRAGMA user_version = 2",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    const char *has = "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name ="
+                      " 'snapshots_node_ok_time'";
+    assert_int_equal(count_rows(f->db, has), 0);
+    struct store *rd = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_open(f->db, STORE_OPEN_READ, &rd, &err), HP_EVERSION);
+    assert_non_null(strstr(err.data, "open it once for writing"));
+    hp_buf_release(&err);
+
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &f->s, NULL), 0);
+    assert_int_equal(count_rows(f->db, has), 1);
+    assert_int_equal(count_rows(f->db, "PRAGMA user_version"), store_schema_version_latest());
+    assert_int_equal(store_open(f->db, STORE_OPEN_READ, &rd, NULL), 0);
+    assert_int_equal(store_series_function(rd, n, fn, 0, INT64_MAX, &after, &na, NULL), 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(after, before, nb * sizeof(*before));
+    store_close(rd);
+    free(before);
+    free(after);
+}
+
 /* A write batch: its snapshots are one transaction (a reader sees none of
  * them until the commit), and an item that fails rolls back alone. */
 static void test_store_batch(void **state)
@@ -1373,6 +1435,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_stats_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,

@@ -1,0 +1,12 @@
+-- The series readers (trends of a node's totals or of one function:
+-- store_series_node, store_series_function) read a node's ok snapshots in
+-- time order. With only snapshots_node_time, each of those rows was looked
+-- up in the snapshots table itself for its status; this partial index
+-- holds exactly the rows they read, with their ids (~20 bytes a snapshot).
+-- A function's trend over 8,760 hourly snapshots: 11.3 -> 10.2 ms.
+--
+-- Not added: a covering index on function_totals by function, which made
+-- that trend 4 ms but cost 2.2-2.8x the CPU of ingesting small (2k-stack)
+-- snapshots, every snapshot inserting ~250 entries at scattered places of
+-- it (measured; see the commit that added this file).
+CREATE INDEX snapshots_node_ok_time ON snapshots(node_id, taken_at) WHERE status = 'ok';
