@@ -33,6 +33,8 @@
 #define NODE_BASES 8
 /* Stack ids the writer keeps (16-byte slots: about 32 MB at this size). */
 #define STACK_CACHE_MAX ((size_t)1 << 20)
+/* How many items ahead a loop over a profile prefetches its cache slots. */
+#define WRITE_PREFETCH 8
 /* Delta-compress only when base + data fit the zstd window (pack.c). */
 #define DELTA_MAX_BYTES ((size_t)1 << 27)
 
@@ -317,6 +319,40 @@ static void derived_release(struct derived *d)
     free(d->sid);
 }
 
+/* Location l's key in its object's address map, for the objects already
+ * mapped (the ones to prefetch); false for named locations (keyed by a
+ * function id found later) and for absolute addresses. */
+static bool loc_key(const struct profile *p, const struct derived *d,
+                    const struct profile_location *l, int64_t *ret_obj, uint64_t *ret_addr)
+{
+    if ((l->flags & PROFILE_LOC_NAMED) || !l->mapping || l->mapping > p->nmappings ||
+        d->mobj[l->mapping - 1] <= 0)
+        return false;
+    const struct profile_mapping *m = &p->mappings[l->mapping - 1];
+    *ret_obj = d->mobj[l->mapping - 1];
+    *ret_addr = l->address - m->start + m->offset;
+    return true;
+}
+
+/* Prefetch for location l (see WRITE_PREFETCH) its address map slot, or
+ * with `found` (the slot was prefetched before) the slot of its location
+ * id in the map of symbolized locations, looked up next. Only looks: an
+ * object without a map yet gets none here. */
+static void loc_prefetch(const struct store_writer *w, const struct profile *p,
+                         const struct derived *d, const struct profile_location *l,
+                         bool found)
+{
+    int64_t obj;
+    uint64_t addr;
+    uint32_t idx, id;
+    if (!loc_key(p, d, l, &obj, &addr) || !hp_map64_get(&w->obj_index, (uint64_t)obj, &idx))
+        return;
+    if (!found)
+        hp_map64_prefetch(&w->locmaps[idx - 1], addr);
+    else if (hp_map64_get(&w->locmaps[idx - 1], addr, &id))
+        hp_map64_prefetch(&w->symbolized, id);
+}
+
 static bool mapping_is_object(const struct profile_mapping *m)
 {
     return m->path && *m->path && !(m->flags & (PROFILE_MAP_ANON | PROFILE_MAP_SPECIAL));
@@ -345,6 +381,10 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         int64_t obj = 0;
         uint64_t addr = l->address;
         bool has_frames = l->nframes > 0 || (l->flags & PROFILE_LOC_SYMBOLIZED);
+        if (i + WRITE_PREFETCH < p->nlocs)
+            loc_prefetch(w, p, d, &p->locs[i + WRITE_PREFETCH], false);
+        if (i + WRITE_PREFETCH / 2 < p->nlocs)
+            loc_prefetch(w, p, d, &p->locs[i + WRITE_PREFETCH / 2], true);
         if (l->flags & PROFILE_LOC_NAMED) {
             const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
             int64_t fid = 0;
@@ -353,10 +393,8 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
                 goto out;
             obj = -1;
             addr = (uint64_t)fid;
-        } else if (l->mapping && l->mapping <= p->nmappings && d->mobj[l->mapping - 1] > 0) {
-            const struct profile_mapping *m = &p->mappings[l->mapping - 1];
-            obj = d->mobj[l->mapping - 1];
-            addr = l->address - m->start + m->offset;
+        } else {
+            (void)loc_key(p, d, l, &obj, &addr);
         }
         /* SQLite integers are signed; addresses round-trip through the cast. */
         struct hp_map64 *lm = locmap_for(w, obj);
@@ -439,6 +477,11 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
     size_t hash_cap = 0;
     int r = 0;
     d->sid = hp_xcalloc(p->nstacks + 1, sizeof(*d->sid));
+    /* Every stack's hash first, so the cache's slots can be prefetched a
+     * few stacks ahead of their lookups: a steady node's stacks are all
+     * cached, and the map (up to STACK_CACHE_MAX slots) misses the CPU
+     * cache on nearly every one. */
+    uint64_t *hashes = hp_xmalloc((p->nstacks + 1) * sizeof(*hashes));
     for (size_t i = 0; i < p->nstacks; i++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
         uint32_t n = p->stacks[i].n;
@@ -454,7 +497,14 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         hash_buf = hp_xgrow(hash_buf, &hash_cap, n, sizeof(*hash_buf));
         for (uint32_t j = 0; j < n; j++)
             hash_buf[j] = d->lid[locs[j]];
-        uint64_t h = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
+        hashes[i] = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
+    }
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
+        uint32_t n = p->stacks[i].n;
+        uint64_t h = hashes[i];
+        if (i + WRITE_PREFETCH < p->nstacks)
+            hp_map64_prefetch(&w->stacks, hashes[i + WRITE_PREFETCH]);
         uint32_t cached;
         int64_t id = 0;
         if (hp_map64_get(&w->stacks, h, &cached)) {
@@ -473,7 +523,7 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
                 sp.len = 0;
                 store_pack_u64(&sp, n);
                 for (uint32_t j = 0; j < n; j++)
-                    store_pack_u64(&sp, (uint64_t)hash_buf[j]);
+                    store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
                 if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
                     goto out;
                 sqlite3_bind_int64(st, 1, (int64_t)h);
@@ -502,6 +552,7 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         d->sid[i] = id;
     }
 out:
+    free(hashes);
     free(hash_buf);
     store_pack_release(&sp);
     return r;

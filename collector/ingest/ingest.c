@@ -591,7 +591,7 @@ int ingest__stack_from_hex(struct ingest_parser *ps, const char *s, size_t n,
             uint64_t a = ps->addrbuf[i];
             size_t slot = (size_t)((a ^ (a >> 12)) & (INGEST_LOC_CACHE - 1));
             if (ps->loc_cache_addr[slot] != a)
-                __builtin_prefetch(&m->slots[hp_hash_u64(a) & (m->cap - 1)]);
+                hp_map64_prefetch(m, a);
         }
     ingest__stack_flush(ps);
     uint32_t st = profile_stack_add_unset(ps->p, count);
