@@ -263,6 +263,136 @@ static void test_leaks_statistics(void **state)
     assert_true(slope == 0 && r2 == 0);
 }
 
+/* The core reads a stack's absent snapshots as 0 without visiting them
+ * (its rows are sparse). Series with gaps at a lifetime's start, middle
+ * and end, across a restart, with idle steps, given as stack ids against
+ * one dictionary: every reported stack's figures are those of its dense
+ * series, fitted here the plain way (per lifetime, every point). */
+#define SP_T 30
+#define SP_RESTART 15
+
+struct sp_ref {
+    double slope, r2, monotonic, step_share, idle_growth, first, last;
+};
+
+static void sp_dense(const double *y, const bool *idle, struct sp_ref *ref)
+{
+    size_t start[] = { 0, SP_RESTART, SP_T };
+    double sxx = 0, sxy = 0, vyy = 0, rise = 0, max_up = 0, idle_growth = 0;
+    size_t up = 0, down = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t a = start[k], b = start[k + 1];
+        double mx = 0, sy = 0, syy = 0;
+        for (size_t t = a; t < b; t++)
+            mx += (double)t / (double)(b - a);
+        for (size_t t = a; t < b; t++) {
+            double dx = (double)t - mx;
+            sxx += dx * dx;
+            sxy += dx * y[t];
+            sy += y[t];
+            syy += y[t] * y[t];
+            if (t > a) {
+                double d = y[t] - y[t - 1];
+                max_up = d > max_up ? d : max_up;
+                up += d > 0;
+                down += d < 0;
+                if (idle[t] && idle[t - 1])
+                    idle_growth += d;
+            }
+        }
+        vyy += syy - sy * sy / (double)(b - a);
+        rise += y[b - 1] - y[a];
+    }
+    ref->slope = sxy / sxx;
+    ref->r2 = vyy > 0 ? HP_MIN(1.0, sxy * sxy / (sxx * vyy)) : 0;
+    ref->monotonic = up + down ? (double)up / (double)(up + down) : 0;
+    ref->step_share = rise > 0 ? max_up / rise : 1;
+    ref->idle_growth = idle_growth;
+    ref->first = y[0];
+    ref->last = y[SP_T - 1];
+}
+
+static bool sp_close(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * HP_MAX(1.0, HP_MAX(fabs(a), fabs(b)));
+}
+
+static void test_leaks_sparse_points_match_dense(void **state)
+{
+    struct series *s = *state;
+    const struct query_folded *dict = s->f[NDUMPS - 1];
+    size_t E = HP_MIN(dict->nentries, (size_t)4);
+    assert_true(E >= 3);
+    /* Entry 0: absent until hour 3 and again for the first two hours after
+     * the restart; 1: absent at hours 8-9 and 27; 2: absent at hours
+     * 0 and 15 (lifetimes' firsts) and 29 (the node's last); 3: absent at
+     * 14 (the first lifetime's last). Each rises in all. */
+    static double y[4][SP_T];
+    for (size_t e = 0; e < E; e++)
+        for (size_t t = 0; t < SP_T; t++) {
+            size_t a = t < SP_RESTART ? 0 : SP_RESTART;
+            double v = (1.0 + (double)e) * 1e8 + (5e7 + 1e6 * (double)e) * (double)(t - a) +
+                       (double)((t * 7 + e * 3) % 5) * 1e6;
+            bool absent = (e == 0 && (t < 3 || t == 15 || t == 16)) ||
+                          (e == 1 && (t == 8 || t == 9 || t == 27)) ||
+                          (e == 2 && (t == 0 || t == 15 || t == 29)) || (e == 3 && t == 14);
+            y[e][t] = absent ? 0 : v;
+        }
+    static uint32_t ids[SP_T][4];
+    static double vals[SP_T][4], vars[SP_T][4];
+    static struct query_figure figs[SP_T][3];
+    static bool idle[SP_T];
+    struct query_snapshot snaps[SP_T];
+    for (size_t t = 0; t < SP_T; t++) {
+        size_t n = 0;
+        for (size_t e = 0; e < E; e++)
+            if (y[e][t] != 0) {
+                ids[t][n] = (uint32_t)e;
+                vals[t][n] = y[e][t];
+                vars[t][n++] = 0; /* no sampling noise: only the shapes decide */
+            }
+        idle[t] = t >= 5 && t <= 12; /* trackers at 0 then, else well busy */
+        figs[t][0] = (struct query_figure){ "memory_query_trackers_sum_bytes", idle[t] ? 0 : 1e10 };
+        figs[t][1] = (struct query_figure){ "memory_load_trackers_sum_bytes", 0 };
+        figs[t][2] = (struct query_figure){ "proc_pid", t < SP_RESTART ? 100 : 200 };
+        snaps[t] = (struct query_snapshot){ .node = "be-1", .time_s = 1700000000 + 3600 * (int64_t)t,
+                                            .dict = dict, .ids = ids[t], .id_values = vals[t],
+                                            .id_vars = vars[t], .nids = n, .figures = figs[t],
+                                            .nfigures = 3 };
+    }
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    o.min_monotonic = 0; /* report every rising stack: the gaps make steps */
+    o.min_spearman = -1;
+    o.max_step_share = 1e9;
+    struct query_leaks *l = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(query_leaks_build(snaps, SP_T, &o, &l, &err), 0);
+    assert_int_equal(l->nlifetimes, 2);
+    assert_true(l->idle_steps > 0);
+    struct sp_ref ref[4];
+    for (size_t e = 0; e < E; e++)
+        sp_dense(y[e], idle, &ref[e]);
+    size_t matched = 0;
+    for (size_t i = 0; i < l->nstacks; i++) {
+        const struct query_leak_row *r = &l->stacks[i];
+        bool found = false;
+        for (size_t e = 0; e < E && !found; e++)
+            found = sp_close(r->rate, ref[e].slope) && sp_close(r->r2, ref[e].r2) &&
+                    sp_close(r->monotonic, ref[e].monotonic) &&
+                    sp_close(r->step_share, ref[e].step_share) &&
+                    sp_close(r->idle_growth, ref[e].idle_growth) && r->first == ref[e].first &&
+                    r->last == ref[e].last;
+        if (!found)
+            fail_msg("stack row %zu (rate %g, monotonic %g, idle growth %g) matches no series",
+                     i, r->rate, r->monotonic, r->idle_growth);
+        matched++;
+    }
+    assert_int_equal(matched, E); /* every series rose: all reported */
+    query_leaks_free(l);
+    hp_buf_release(&err);
+}
+
 /* Folded dumps of one fresh jefixture process: NDUMPS rounds with `args`. */
 static void lifetime_run(const char *dir, const char *tag, const char *const *args,
                          struct profile **ret_p, struct query_folded **ret_f)
@@ -528,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_leaks_fits_within_lifetimes),
         cmocka_unit_test(test_leaks_ranks_allocating_frames),
         cmocka_unit_test(test_leaks_sampling_walk_is_not_growth),
+        cmocka_unit_test(test_leaks_sparse_points_match_dense),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
