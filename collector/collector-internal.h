@@ -11,6 +11,10 @@ struct sym_server;
 struct collector_sym_config {
     const char *binary;      /* the main executable, or NULL */
     const char *symbols_dir; /* folder of binaries and debug files, or NULL */
+    /* symbols_dir is the local mirror of the store's uploaded files
+     * (store_symfiles_sync): the sink fills it at start and keeps it in
+     * step while it runs. */
+    bool symbols_from_store;
     const struct sym_server *servers; /* --debuginfod, asked in order, before */
     size_t nservers;                  /* $DEBUGINFOD_URLS */
     const char *cache_dir;   /* downloaded binaries; NULL: the symbolizer's default */

@@ -464,14 +464,16 @@ int main(int argc, char **argv)
     symcfg.interval_ms = cfg.interval_ms;
     symcfg.servers = dbgd.v;
     symcfg.nservers = dbgd.n;
-    /* The store's symbol folder (query symbols add) when no --symbols, even
-     * before it exists: an upload made while the collector runs is seen
-     * (and re-symbolizes what waited for it). */
-    static char store_syms[4096];
+    /* The store's uploaded files (query symbols add) when no --symbols,
+     * mirrored into a local folder, even when there are none yet: an upload
+     * made while the collector runs is seen (and re-symbolizes what waited
+     * for it), on SQLite and on a PostgreSQL store shared by collectors. */
+    static char *store_syms; /* for the life of the process */
     if (!symcfg.symbols_dir && !out &&
-        (size_t)snprintf(store_syms, sizeof(store_syms), "%s.symbols",
-                         store_path_default(db)) < sizeof(store_syms))
+        (store_syms = store_symfiles_dir_default(store_path_default(db))) != NULL) {
         symcfg.symbols_dir = store_syms;
+        symcfg.symbols_from_store = true;
+    }
     /* --out DIR keeps plain files (no database); otherwise everything goes
      * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */
     struct collector_sink *sink = NULL;

@@ -73,6 +73,8 @@ struct resym {
     char *symbols_dir;
     int64_t folder_sig;
     bool seeded;
+    bool mirror;            /* symbols_dir mirrors the store's uploaded files */
+    uint64_t mirror_err;    /* hash of the last sync error logged, 0 none */
 };
 
 struct store_sink {
@@ -557,6 +559,33 @@ static bool store_sink_lost(struct collector_sink *base, uint64_t n)
 #define RESYM_SEED_DAYS 7
 #define RESYM_SEED_MAX 256
 
+/* Bring the local mirror of the store's uploaded symbol files up to date
+ * (store_symfiles_sync); a failure is logged once until it changes. 0 or
+ * <0; *ret_added files were written. */
+static int mirror_sync(struct store *st, const char *dir, uint64_t *last_err,
+                       size_t *ret_added)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    size_t added = 0;
+    int r = store_symfiles_sync(st, dir, &added, &err);
+    if (r < 0) {
+        const char *m = err.data ? err.data : hp_strerror(r);
+        uint64_t h = hp_hash_bytes(m, strlen(m), 1) | 1;
+        if (h != *last_err)
+            hp_log_warn("sink", "dir=%s err=\"%s\" msg=\"the store's symbol files were not all "
+                        "copied to the local folder\"", dir, m);
+        *last_err = h;
+    } else {
+        *last_err = 0;
+    }
+    if (added)
+        hp_log_info("sink", "dir=%s files=%zu msg=\"symbol files from the store copied to the "
+                    "local folder\"", dir, added);
+    hp_buf_release(&err);
+    *ret_added = added;
+    return r;
+}
+
 /* The symbol folder's state: `query symbols add` renames a name link into
  * the folder and a file under .build-id/xx/, which moves these mtimes. */
 static int64_t folder_sig(const char *dir)
@@ -762,8 +791,12 @@ static void item_free(struct resym_item *it)
 static void resym_pass(struct store_sink *s)
 {
     struct resym *rs = &s->resym;
+    /* Files uploaded into the store (by any host) since the last pass. */
+    size_t synced = 0;
+    if (rs->mirror)
+        (void)mirror_sync(rs->rd, rs->symbols_dir, &rs->mirror_err, &synced);
     int64_t sig = folder_sig(rs->symbols_dir);
-    bool folder_changed = sig != rs->folder_sig;
+    bool folder_changed = sig != rs->folder_sig || synced > 0;
     rs->folder_sig = sig;
     /* Keys of the waiting items. */
     pthread_mutex_lock(&rs->mu);
@@ -875,7 +908,8 @@ static int rs_cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
 
 /* Start the thread (after the sink is built). Failing to is logged, not
  * fatal: polls go on, re-symbolization is `query reindex`'s again. */
-static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so)
+static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so,
+                        bool mirror)
 {
     struct resym *rs = &s->resym;
     pthread_mutex_init(&rs->mu, NULL);
@@ -899,6 +933,7 @@ static void resym_start(struct store_sink *s, const char *db, const struct sym_o
     o.cache_ops = &rs->cache_ops;
     rs->sym = sym_new(&o);
     rs->symbols_dir = dup0(so->symbols_dir);
+    rs->mirror = mirror && rs->symbols_dir;
     rs->folder_sig = folder_sig(rs->symbols_dir);
     rs->kick = true; /* the first pass at once: what was left unnamed before */
     if (pthread_create(&rs->thread, NULL, resym_main, s) != 0) {
@@ -1101,8 +1136,15 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         .debuginfod_cache_max_bytes = symcfg ? symcfg->cache_max : 0,
         .cache_ops = &s->cache_ops,
     };
+    /* The store's uploads before the first poll, so it finds them. */
+    bool mirror = symcfg && symcfg->symbols_from_store && symcfg->symbols_dir;
+    if (mirror) {
+        uint64_t last_err = 0;
+        size_t added;
+        (void)mirror_sync(st, symcfg->symbols_dir, &last_err, &added);
+    }
     s->sym = sym_new(&so);
-    resym_start(s, db, &so);
+    resym_start(s, db, &so, mirror);
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;
