@@ -281,22 +281,6 @@ static void usage_of(struct usage *u, const char *bid, const char *names, struct
         hp_buf_puts(out, "-");
 }
 
-struct listed {
-    struct store_symfile *v;
-    size_t n, cap;
-};
-
-static int listed_cb(const struct store_symfile *f, void *ctx)
-{
-    struct listed *l = ctx;
-    l->v = hp_xgrow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
-    l->v[l->n] = *f;
-    l->v[l->n].build_id = hp_xstrdup(f->build_id);
-    l->v[l->n].name = hp_xstrdup(f->name);
-    l->n++;
-    return 0;
-}
-
 static int cmd_list(int argc, char **argv)
 {
     const char *db = NULL;
@@ -317,11 +301,12 @@ static int cmd_list(int argc, char **argv)
     if (n > 0)
         return hp_opt_usage_error(&u, "unexpected argument \"%s\"", argv[0]);
     struct usage use = { 0 };
-    struct listed files = { 0 };
+    struct store_symfile *files = NULL;
+    size_t nfiles = 0;
     struct hp_buf err = HP_BUF_INIT(0);
     int r = store_open(store_path_default(db), STORE_OPEN_READ, &use.st, &err);
     if (r == 0)
-        r = store_symfiles_list(use.st, listed_cb, &files, &err);
+        r = store_symfiles_all(use.st, &files, &nfiles, &err);
     if (r < 0) {
         fprintf(stderr, "query symbols list: %s\n", err.data ? err.data : hp_strerror(r));
         hp_buf_release(&err);
@@ -330,27 +315,25 @@ static int cmd_list(int argc, char **argv)
     }
     hp_buf_release(&err);
     /* The snapshots, loaded once for every build. */
-    if (files.n && store_nodes_list(use.st, usage_node_cb, &use, NULL) < 0)
+    if (nfiles && store_nodes_list(use.st, usage_node_cb, &use, NULL) < 0)
         use.n = 0;
     for (size_t i = 0; i < use.n; i++)
         if (store_snapshot_load(use.st, use.v[i].id, &use.v[i].p, NULL) < 0)
             use.v[i].p = NULL;
     printf("%-42s %12s  %-5s  %-16s %s\n", "BUILD-ID", "BYTES", "DEBUG", "NAME", "USED BY");
-    for (size_t i = 0; i < files.n; i++) {
-        const struct store_symfile *f = &files.v[i];
+    for (size_t i = 0; i < nfiles; i++) {
+        const struct store_symfile *f = &files[i];
         struct hp_buf used = HP_BUF_INIT(0);
         usage_of(&use, f->build_id, f->name, &used);
         printf("%-42s %12lld  %-5s  %-16s %s\n", f->build_id, (long long)f->size,
                f->has_debug ? "yes" : "no", f->name, used.data);
         hp_buf_release(&used);
-        free((char *)f->build_id);
-        free((char *)f->name);
     }
-    fprintf(stderr, "%zu build%s in the store\n", files.n, files.n == 1 ? "" : "s");
+    fprintf(stderr, "%zu build%s in the store\n", nfiles, nfiles == 1 ? "" : "s");
     for (size_t i = 0; i < use.n; i++)
         profile_free(use.v[i].p);
     free(use.v);
-    free(files.v);
+    store_symfiles_free(files, nfiles);
     store_close(use.st);
     return 0;
 }

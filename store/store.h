@@ -429,6 +429,11 @@ int store_symfile_put(struct store *s, const struct store_symfile *f, const char
 /* Every listed file, by build-id; cb returns non-zero to stop. Any handle. */
 int store_symfiles_list(struct store *s, int (*cb)(const struct store_symfile *f, void *ctx),
                         void *ctx, struct hp_buf *err) HP_MUST_CHECK;
+/* The same list as one malloc'ed array (names copied); free it with
+ * store_symfiles_free. 0 or <0 with err. */
+int store_symfiles_all(struct store *s, struct store_symfile **ret, size_t *ret_n,
+                       struct hp_buf *err) HP_MUST_CHECK;
+void store_symfiles_free(struct store_symfile *v, size_t n);
 /* Write the stored bytes of `f` (as listed) to the open descriptor fd, a
  * chunk at a time. 0, HP_ECORRUPT when a chunk is missing or does not
  * decode, or another <0 with err. Any handle. */

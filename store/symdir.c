@@ -47,6 +47,29 @@ static int collect_cb(const struct store_symfile *f, void *ctx)
     return 0;
 }
 
+int store_symfiles_all(struct store *s, struct store_symfile **ret, size_t *ret_n,
+                       struct hp_buf *err)
+{
+    struct list_ctx c = { 0 };
+    int r = store_symfiles_list(s, collect_cb, &c, err);
+    if (r < 0) {
+        store_symfiles_free(c.v, c.n);
+        return r;
+    }
+    *ret = c.v;
+    *ret_n = c.n;
+    return 0;
+}
+
+void store_symfiles_free(struct store_symfile *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((char *)v[i].build_id);
+        free((char *)v[i].name);
+    }
+    free(v);
+}
+
 /* Only hex build-ids and plain names make paths: the rows come from a
  * database other processes write. */
 static bool safe_row(const struct store_symfile *f)
@@ -116,14 +139,14 @@ static int added_first(const void *a, const void *b)
 
 int store_symfiles_sync(struct store *s, const char *dir, size_t *ret_added, struct hp_buf *err)
 {
-    struct list_ctx c = { 0 };
-    size_t added = 0;
-    int r = store_symfiles_list(s, collect_cb, &c, err);
+    struct store_symfile *v = NULL;
+    size_t n = 0, added = 0;
+    int r = store_symfiles_all(s, &v, &n, err);
     /* Oldest first, so the newest file of a name takes the name. */
-    if (r == 0 && c.n > 1)
-        hp_qsort(c.v, c.n, sizeof(*c.v), added_first);
-    for (size_t i = 0; i < c.n && r == 0; i++) {
-        const struct store_symfile *f = &c.v[i];
+    if (r == 0 && n > 1)
+        hp_qsort(v, n, sizeof(*v), added_first);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const struct store_symfile *f = &v[i];
         if (!safe_row(f))
             continue;
         char *sub = hp_xasprintf("%s/.build-id/%.2s", dir, f->build_id);
@@ -140,11 +163,7 @@ int store_symfiles_sync(struct store *s, const char *dir, size_t *ret_added, str
         free(sub);
         free(dest);
     }
-    for (size_t i = 0; i < c.n; i++) {
-        free((char *)c.v[i].build_id);
-        free((char *)c.v[i].name);
-    }
-    free(c.v);
+    store_symfiles_free(v, n);
     if (r == 0 && ret_added)
         *ret_added = added;
     return r;
