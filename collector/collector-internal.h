@@ -19,6 +19,9 @@ struct collector_sym_config {
     size_t nservers;                  /* $DEBUGINFOD_URLS */
     const char *cache_dir;   /* downloaded binaries; NULL: the symbolizer's default */
     uint64_t cache_max;      /* their cache in all, least recently used out; 0: 16 GiB */
+    /* Snapshots stored with a build unnamed: the first wait before every
+     * source is asked again (it doubles up to 1 h), 0: 1 min. */
+    uint64_t resym_backoff_ms;
     /* Collectors sharing a fleet (a PostgreSQL --db): this one's identity
      * (NULL: HOST:PID), its lease (a collector silent this long is dead and
      * its nodes go to the others), the round interval. */

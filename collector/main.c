@@ -321,7 +321,8 @@ int main(int argc, char **argv)
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = "127.0.0.1:7070", *out = NULL;
-    struct collector_sym_config symcfg = { .lease_s = 30, .cache_max = UINT64_C(16) << 30 };
+    struct collector_sym_config symcfg = { .lease_s = 30, .cache_max = UINT64_C(16) << 30,
+                                           .resym_backoff_ms = 60000 };
     struct store_retain_policy retain = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400 };
     static struct dbgd_list dbgd;
     /* The installed UI files, or the source tree's when running uninstalled. */
@@ -418,6 +419,10 @@ int main(int argc, char **argv)
                         "downloaded binaries in all; the least recently used\n"
                         "are removed past it",
                         size_cb, size_show),
+        HP_OPT_CALLBACK_F(0, "resym-backoff", &symcfg.resym_backoff_ms, "DUR",
+                          "a build stored unnamed: first wait before every source\n"
+                          "is asked again (doubling up to 1h)",
+                          duration_ms_cb, duration_ms_show, 0, 1000),
         HP_OPT_GROUP("web:"),
         HP_OPT_STRING(0, "listen", &listen, "ADDR", "HTTP API and UI (off disables)"),
         HP_OPT_STRING(0, "token-file", &token_file, "FILE",

@@ -14,7 +14,8 @@
  * the dump records none). A thread of the sink (resym_main) re-derives such
  * snapshots from their raw dumps when symbols may have arrived: at once when
  * the store's symbol folder changed (`query symbols add`), otherwise by
- * asking every source again with backoff per key (1 min doubling to 1 h: a
+ * asking every source again with backoff per key (--resym-backoff, 1 min by
+ * default, doubling to 1 h: a
  * node's agent back, a debuginfod server answering, another collector's
  * symbol cache). It parses and symbolizes with its own symbolizer and a
  * read-only connection, off the poll path; only the write (store_snapshot_
@@ -74,6 +75,7 @@ struct resym {
     int64_t folder_sig;
     bool seeded;
     bool mirror;            /* symbols_dir mirrors the store's uploaded files */
+    uint64_t backoff_min_ns; /* the first wait of a key (--resym-backoff) */
     uint64_t mirror_err;    /* hash of the last sync error logged, 0 none */
 };
 
@@ -465,7 +467,9 @@ static int record_locked(struct store_sink *s, const struct collector_result *r,
         if (rc == 0 && sr == 0 && r->dump)
             for (size_t i = 0; i < st.nobjects; i++) {
                 const struct sym_object_status *o = &st.objects[i];
-                if (!o->used && o->addresses && !o->resolved && !strstr(o->message, "names only"))
+                /* No file, or a file that named none of its addresses
+                 * (stripped, its debug file not found yet). */
+                if (o->addresses && !o->resolved && !strstr(o->message, "names only"))
                     resym_note(s, snap_id, object_key(o), ratio, &src);
             }
         node_src_free(&src);
@@ -612,7 +616,7 @@ static struct resym_group *group_get(struct resym *rs, const char *key)
     struct resym_group *g = &rs->groups[rs->ngroups++];
     g->key = hp_xstrdup(key);
     g->next_ns = 0;
-    g->backoff_ns = RESYM_BACKOFF_MIN_NS;
+    g->backoff_ns = rs->backoff_min_ns;
     return g;
 }
 
@@ -849,7 +853,7 @@ static void resym_pass(struct store_sink *s)
         }
         if (better) {
             gr->next_ns = 0; /* the rest next pass */
-            gr->backoff_ns = RESYM_BACKOFF_MIN_NS;
+            gr->backoff_ns = rs->backoff_min_ns;
         } else if (probed) {
             gr->next_ns = now + gr->backoff_ns;
             gr->backoff_ns = HP_MIN(gr->backoff_ns * 2, RESYM_BACKOFF_MAX_NS);
@@ -909,9 +913,11 @@ static int rs_cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
 /* Start the thread (after the sink is built). Failing to is logged, not
  * fatal: polls go on, re-symbolization is `query reindex`'s again. */
 static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so,
-                        bool mirror)
+                        bool mirror, uint64_t backoff_ms)
 {
     struct resym *rs = &s->resym;
+    rs->backoff_min_ns = backoff_ms ? HP_MIN(backoff_ms * 1000000, RESYM_BACKOFF_MAX_NS)
+                                    : RESYM_BACKOFF_MIN_NS;
     pthread_mutex_init(&rs->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1144,7 +1150,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         (void)mirror_sync(st, symcfg->symbols_dir, &last_err, &added);
     }
     s->sym = sym_new(&so);
-    resym_start(s, db, &so, mirror);
+    resym_start(s, db, &so, mirror, symcfg ? symcfg->resym_backoff_ms : 0);
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;
