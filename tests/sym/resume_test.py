@@ -17,7 +17,6 @@ loopback:
            the result is the original: the agent sent only the rest.
 Every result must be the original byte for byte.
 """
-import argparse
 import http.server
 import os
 import re
@@ -26,10 +25,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bigfetch_test  # noqa: E402  (make_big_elf)
+import bigfetch_test  # noqa: E402  (parse_args, make_big_elf, start_agent)
 
 SKIP = 77
 SIZE = 64 << 20
@@ -106,13 +104,8 @@ def same_file(path, data):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--symtool", required=True)
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--fixture", required=True)
-    args = ap.parse_args()
-    if not shutil.which("readelf"):
-        print("SKIP: readelf not installed")
+    args = bigfetch_test.parse_args()
+    if args is None:
         return SKIP
     tmp = tempfile.mkdtemp(prefix="hf-resume-")
     srv = agent = None
@@ -167,17 +160,7 @@ def main():
         os.chmod(os.path.join(bins, "big_be"), 0o755)
         dumps = os.path.join(tmp, "dumps")
         os.makedirs(dumps)
-        log = open(os.path.join(tmp, "agent.log"), "w+")
-        agent = subprocess.Popen([args.agent, "--dumps", dumps, "--binaries", bins, "--listen",
-                                  "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
-        port = None
-        deadline = time.monotonic() + 20
-        while port is None and time.monotonic() < deadline:
-            log.seek(0)
-            m = re.search(r"addr=127\.0\.0\.1:(\d+).*listening", log.read())
-            port = m.group(1) if m else None
-            if port is None:
-                time.sleep(0.05)
+        agent, port = bigfetch_test.start_agent(args.agent, tmp, dumps, bins)
         if port is None:
             check(False, "agent started")
         else:

@@ -18,37 +18,12 @@ if [ "$mode" = agent ] && ! unshare -m true 2>/dev/null; then
     exit 77
 fi
 dir=$(mktemp -d /tmp/hfresym.XXXXXX)
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ -n "${HP_KEEP:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "--- $f"; tail -n 25 "$f"; done; exit 1; }
-wait_for() { # file pattern [tenths]
-    i=0
-    while ! grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -lt "${3:-300}" ] || fail "timed out waiting for '$2' in $1"
-        sleep 0.1
-    done
-}
-port_of() { sed -n 's/.*addr=127\.0\.0\.1:\([0-9]*\).*listening.*/\1/p' "$1" | head -n 1; }
-hidden() {
-    if [ "$mode" = agent ]; then
-        unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"
-    else
-        "$@"
-    fi
-}
-hidden_bg() {
-    if [ "$mode" = agent ]; then
-        exec unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"
-    else
-        exec "$@"
-    fi
-}
+. "$(cd "$(dirname "$0")" && pwd)/hidden-env.sh"
+# debuginfod: the program stays visible (stripped) to the collector.
+if [ "$mode" != agent ]; then
+    hidden() { "$@"; }
+    hidden_bg() { exec "$@"; }
+fi
 export HOME="$dir/home" DEBUGINFOD_URLS=""
 mkdir -p "$dir/node/bin" "$dir/rw" "$dir/empty" "$dir/cache" "$dir/home" "$dir/dbgd"
 cp "$jefixture" "$dir/node/bin/jefixture"

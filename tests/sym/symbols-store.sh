@@ -22,25 +22,8 @@ if ! unshare -m true 2>/dev/null; then
 fi
 dir=$(mktemp -d /tmp/hfsymstore.XXXXXX)
 chmod 755 "$dir"
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ "$engine" = pg ] && pg_stop
-    [ -n "${HP_KEEP:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
-wait_for() { # file pattern [tenths]
-    i=0
-    while ! grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -lt "${3:-300}" ] || fail "timed out waiting for '$2' in $1"
-        sleep 0.1
-    done
-}
-hidden() { unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"; }
-hidden_bg() { exec unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$dir/node/bin" "$@"; }
+. "$HERE/hidden-env.sh"
+[ "$engine" = pg ] && cleanup_extra=pg_stop
 
 case $engine in
 sqlite) db="$dir/hf.db" ;;
@@ -61,7 +44,7 @@ MALLOC_CONF=prof:true,lg_prof_sample:0 "$dir/node/bin/jefixture" "$dir/rw/comput
 "$agent" --dumps "$dir/rw" --listen 127.0.0.1:0 > "$dir/agent.log" 2>&1 &
 pids="$pids $!"
 wait_for "$dir/agent.log" 'msg="listening"'
-aport=$(sed -n 's/.*addr=127\.0\.0\.1:\([0-9]*\).*listening.*/\1/p' "$dir/agent.log" | head -n 1)
+aport=$(port_of "$dir/agent.log")
 # A url node: no agent to ask for the program.
 echo "url http://127.0.0.1:$aport/dumps/newest?prefix=compute-node name=cn-1" > "$dir/be.list"
 
