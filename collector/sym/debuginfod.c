@@ -437,9 +437,22 @@ static int cached_older_first(const void *a, const void *b)
     return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
+/* A part file another fetch is writing (it holds the flock): not ours to
+ * remove. */
+static bool part_in_use(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    close(fd);
+    return busy;
+}
+
 /* Keep the cache under max bytes: remove the least recently used files of
- * <cache>/<build-id>/<kind> (never `keep`, the one just placed) until the
- * rest fits. Other files and folders are left alone. */
+ * <cache>/<build-id>/<kind>, and part files of interrupted downloads that no
+ * fetch is writing (never `keep`, the one just placed), until the rest
+ * fits. Other files and folders are left alone. */
 static void cache_trim(const char *cache_dir, uint64_t max, const char *keep)
 {
     DIR *top = opendir(cache_dir);
@@ -452,11 +465,13 @@ static void cache_trim(const char *cache_dir, uint64_t max, const char *keep)
     while ((de = readdir(top)) != NULL) {
         if (!valid_build_id(de->d_name))
             continue;
-        static const char *const kinds[] = { "debuginfo", "executable" };
+        static const char *const kinds[] = { "debuginfo", "executable", "debuginfo.part",
+                                             "executable.part" };
         for (size_t k = 0; k < HP_ARRAY_SIZE(kinds); k++) {
             char *path = hp_xasprintf("%s/%s/%s", cache_dir, de->d_name, kinds[k]);
             struct stat st;
-            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+                (strstr(kinds[k], ".part") && part_in_use(path))) {
                 free(path);
                 continue;
             }

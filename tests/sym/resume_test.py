@@ -12,6 +12,7 @@ loopback:
            whole file: the fetcher starts again from zero;
   bad:     a part file of garbage is in the cache; resuming onto it gives a
            file that fails the build-id check: again from zero;
+  cap:     a stale part file counts against the cache's bound;
   agent:   the real agent serves a copy that differs in its first half from
            the original; with the original's first half as the part file,
            the result is the original: the agent sent only the rest.
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bigfetch_test  # noqa: E402  (parse_args, make_big_elf, start_agent)
@@ -89,8 +91,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.connection.shutdown(2)
 
 
-def fetch(symtool, url, cache, bid):
-    p = subprocess.run([symtool, "fetch", "--server", url, "--cache-dir", cache, bid,
+def fetch(symtool, url, cache, bid, cache_max=None):
+    extra = ["--cache-max", str(cache_max)] if cache_max else []
+    p = subprocess.run([symtool, "fetch", "--server", url, "--cache-dir", cache, *extra, bid,
                         "executable"], capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout.strip(), p.stderr
 
@@ -148,6 +151,19 @@ def main():
                       "bad: resumed onto the garbage part file, then again from zero")
             check(not os.path.exists(os.path.join(cache, bid, "executable.part")),
                   "%s: no part file left behind" % mode)
+
+        # A part file nobody resumes (its server gone) counts against the
+        # cache's bound like any file, oldest first.
+        Handler.mode = "range"
+        cache = os.path.join(tmp, "cache-cap")
+        stale = os.path.join(cache, "00" * 20, "executable.part")
+        os.makedirs(os.path.dirname(stale))
+        with open(stale, "wb") as f:
+            f.write(b"\0" * (8 << 20))
+        os.utime(stale, (time.time() - 86400, time.time() - 86400))
+        rc, path, err = fetch(args.symtool, url, cache, bid, cache_max=SIZE + (1 << 20))
+        check(rc == 0 and same_file(path, Handler.data), "cap: fetched (%s)" % err.strip())
+        check(not os.path.exists(stale), "cap: the stale part file was removed to fit the bound")
 
         # The real agent: its copy differs in the first half (a byte in the
         # sparse hole), so only a Range answer can give back the original.
