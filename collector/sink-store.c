@@ -13,11 +13,11 @@
  * name is remembered, keyed by the object's build-id (or its file name when
  * the dump records none). A thread of the sink (resym_main) re-derives such
  * snapshots from their raw dumps when symbols may have arrived: at once when
- * the store's symbol folder changed (`query symbols add`), otherwise by
- * asking every source again with backoff per key (--resym-backoff, 1 min by
- * default, doubling to 1 h: a
- * node's agent back, a debuginfod server answering, another collector's
- * symbol cache). It parses and symbolizes with its own symbolizer and a
+ * the store's uploaded files (`query symbols add`, from any host: each pass
+ * mirrors them into the local folder, store_symfiles_sync) or the symbol
+ * folder changed, otherwise by asking every source again with backoff per
+ * key (--resym-backoff, 1 min by default, doubling to 1 h: a node's agent
+ * back, a debuginfod server answering, another collector's symbol cache). It parses and symbolizes with its own symbolizer and a
  * read-only connection, off the poll path; only the write (store_snapshot_
  * reindex and the coverage figure, the store's own re-derivation) takes the
  * sink's lock, a few milliseconds per snapshot, and at most RESYM_PER_PASS
