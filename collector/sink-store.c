@@ -59,7 +59,7 @@ struct resym_group {
 
 struct resym {
     pthread_t thread;
-    bool started, stop, kick; /* under mu */
+    bool started, stop, kick; /* under mu (stop also read atomically in a pass) */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     struct resym_item *items; /* under mu (record adds) */
@@ -824,7 +824,8 @@ static void resym_pass(struct store_sink *s)
         size_t done = 0, i = n;
         double last = NAN;
         bool probed = false, better = false;
-        while (i > 0 && budget && !rs->stop) {
+        /* stop is read here without mu (the pass runs unlocked). */
+        while (i > 0 && budget && !__atomic_load_n(&rs->stop, __ATOMIC_RELAXED)) {
             struct resym_item *it = &v[--i]; /* newest first */
             double ratio;
             int r = resym_one(s, it, &ratio);
@@ -955,7 +956,7 @@ static void resym_stop(struct store_sink *s)
     bool was_started = rs->started;
     if (rs->started) {
         pthread_mutex_lock(&rs->mu);
-        rs->stop = true;
+        __atomic_store_n(&rs->stop, true, __ATOMIC_RELAXED);
         pthread_cond_signal(&rs->cond);
         pthread_mutex_unlock(&rs->mu);
         pthread_join(rs->thread, NULL);
