@@ -36,6 +36,15 @@
 int agent_query_get(const char *qs, size_t qlen, const char *key, char *out, size_t outsz,
                     size_t *ret_len);
 
+/* A Range request header (RFC 9110 14.2) for a file of `size` bytes: 1 and
+ * [*ret_start, *ret_end) for one satisfiable range ("bytes=N-", "bytes=N-M",
+ * "bytes=-N", the last N bytes); 0 when the header is to be ignored and the
+ * whole file sent (not "bytes=", several ranges, malformed numbers: the
+ * RFC lets a server ignore what it does not support); -1 when the range
+ * starts at or past the end (416, with "Content-Range: bytes *\/size"). */
+int agent_range_parse(const char *v, size_t n, uint64_t size, uint64_t *ret_start,
+                      uint64_t *ret_end);
+
 /* A route is chosen on the raw path, before any decoding, so an encoded
  * "%2e%2e" or "%2f" can never be turned into a different route. */
 enum agent_route {

@@ -91,6 +91,48 @@ int agent_query_get(const char *qs, size_t qlen, const char *key, char *out, siz
     return found;
 }
 
+/* ---- ranges ---- */
+
+int agent_range_parse(const char *v, size_t n, uint64_t size, uint64_t *ret_start,
+                      uint64_t *ret_end)
+{
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n < 7 || memcmp(v, "bytes=", 6) != 0)
+        return 0;
+    v += 6;
+    n -= 6;
+    while (n > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        n--;
+    }
+    const char *dash = memchr(v, '-', n);
+    if (!dash || memchr(v, ',', n))
+        return 0;
+    size_t fl = (size_t)(dash - v), ll = n - fl - 1;
+    uint64_t first, last;
+    if (fl == 0) { /* the last N bytes */
+        if (ll == 0 || hp_parse_u64(dash + 1, ll, &last) < 0)
+            return 0;
+        if (last == 0 || size == 0)
+            return -1;
+        *ret_start = size - HP_MIN(last, size);
+        *ret_end = size;
+        return 1;
+    }
+    if (hp_parse_u64(v, fl, &first) < 0)
+        return 0;
+    if (ll == 0)
+        last = UINT64_MAX;
+    else if (hp_parse_u64(dash + 1, ll, &last) < 0 || last < first)
+        return 0;
+    if (first >= size)
+        return -1;
+    *ret_start = first;
+    *ret_end = last >= size - 1 ? size : last + 1;
+    return 1;
+}
+
 /* ---- routes ---- */
 
 static bool path_is(const char *p, size_t n, const char *lit)

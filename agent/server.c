@@ -623,24 +623,47 @@ static void gen_stop_cb(h2o_generator_t *g, h2o_req_t *req)
 static void start_stream(struct reqctx *c)
 {
     h2o_req_t *req = c->req;
-    char num[32];
-    req->res.status = 200;
-    req->res.reason = "OK";
-    req->res.content_length = c->size;
+    char num[96];
+    uint64_t total = c->size, start = 0, end = c->size;
+    /* One byte range, so a collector cut off in the middle of a 2 GB
+     * binary fetches only the rest. */
+    ssize_t hi = h2o_find_header(&req->headers, H2O_TOKEN_RANGE, -1);
+    int rr = hi >= 0 ? agent_range_parse(req->headers.entries[hi].value.base,
+                                         req->headers.entries[hi].value.len, total, &start, &end)
+                     : 0;
+    if (rr < 0) {
+        snprintf(num, sizeof(num), "bytes */%llu", (unsigned long long)total);
+        add_header(req, "content-range", num);
+        send_json_error(req, 416, "Range Not Satisfiable",
+                        "the range starts at or past the end of the file");
+        return;
+    }
+    req->res.status = rr ? 206 : 200;
+    req->res.reason = rr ? "Partial Content" : "OK";
+    c->off = start;
+    c->size = end;
+    req->res.content_length = end - start;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                    H2O_STRLIT("application/octet-stream"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ACCEPT_RANGES, NULL,
+                   H2O_STRLIT("bytes"));
+    if (rr) {
+        snprintf(num, sizeof(num), "bytes %llu-%llu/%llu", (unsigned long long)start,
+                 (unsigned long long)(end - 1), (unsigned long long)total);
+        add_header(req, "content-range", num);
+    }
     if (c->dump_name[0]) {
         add_header(req, "x-heapfleet-dump-name", c->dump_name);
         snprintf(num, sizeof(num), "%lld", (long long)c->dump_mtime_ns);
         add_header(req, "x-heapfleet-dump-mtime-ns", num);
     } else {
-        snprintf(num, sizeof(num), "%llu", (unsigned long long)c->size);
+        snprintf(num, sizeof(num), "%llu", (unsigned long long)total);
         add_header(req, "x-debuginfod-size", num);
     }
     c->gen.proceed = gen_proceed_cb;
     c->gen.stop = gen_stop_cb;
     h2o_start_response(req, &c->gen);
-    if (c->head || c->size == 0) {
+    if (c->head || c->off >= c->size) {
         h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
         return;
     }

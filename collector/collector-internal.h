@@ -11,10 +11,17 @@ struct sym_server;
 struct collector_sym_config {
     const char *binary;      /* the main executable, or NULL */
     const char *symbols_dir; /* folder of binaries and debug files, or NULL */
+    /* symbols_dir is the local mirror of the store's uploaded files
+     * (store_symfiles_sync): the sink fills it at start and keeps it in
+     * step while it runs. */
+    bool symbols_from_store;
     const struct sym_server *servers; /* --debuginfod, asked in order, before */
     size_t nservers;                  /* $DEBUGINFOD_URLS */
     const char *cache_dir;   /* downloaded binaries; NULL: the symbolizer's default */
     uint64_t cache_max;      /* their cache in all, least recently used out; 0: 16 GiB */
+    /* Snapshots stored with a build unnamed: the first wait before every
+     * source is asked again (it doubles up to 1 h), 0: 1 min. */
+    uint64_t resym_backoff_ms;
     /* Collectors sharing a fleet (a PostgreSQL --db): this one's identity
      * (NULL: HOST:PID), its lease (a collector silent this long is dead and
      * its nodes go to the others), the round interval. */

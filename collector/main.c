@@ -321,7 +321,8 @@ int main(int argc, char **argv)
     struct collector_config cfg;
     collector_config_default(&cfg);
     const char *db = NULL, *listen = "127.0.0.1:7070", *out = NULL;
-    struct collector_sym_config symcfg = { .lease_s = 30, .cache_max = UINT64_C(16) << 30 };
+    struct collector_sym_config symcfg = { .lease_s = 30, .cache_max = UINT64_C(16) << 30,
+                                           .resym_backoff_ms = 60000 };
     struct store_retain_policy retain = { .retain_s = 90 * 86400, .thin_after_s = 7 * 86400 };
     static struct dbgd_list dbgd;
     /* The installed UI files, or the source tree's when running uninstalled. */
@@ -418,6 +419,10 @@ int main(int argc, char **argv)
                         "downloaded binaries in all; the least recently used\n"
                         "are removed past it",
                         size_cb, size_show),
+        HP_OPT_CALLBACK_F(0, "resym-backoff", &symcfg.resym_backoff_ms, "DUR",
+                          "a build stored unnamed: first wait before every source\n"
+                          "is asked again (doubling up to 1h)",
+                          duration_ms_cb, duration_ms_show, 0, 1000),
         HP_OPT_GROUP("web:"),
         HP_OPT_STRING(0, "listen", &listen, "ADDR", "HTTP API and UI (off disables)"),
         HP_OPT_STRING(0, "token-file", &token_file, "FILE",
@@ -464,14 +469,16 @@ int main(int argc, char **argv)
     symcfg.interval_ms = cfg.interval_ms;
     symcfg.servers = dbgd.v;
     symcfg.nservers = dbgd.n;
-    /* The store's symbol folder (query symbols add) when no --symbols, even
-     * before it exists: an upload made while the collector runs is seen
-     * (and re-symbolizes what waited for it). */
-    static char store_syms[4096];
+    /* The store's uploaded files (query symbols add) when no --symbols,
+     * mirrored into a local folder, even when there are none yet: an upload
+     * made while the collector runs is seen (and re-symbolizes what waited
+     * for it), on SQLite and on a PostgreSQL store shared by collectors. */
+    static char *store_syms; /* for the life of the process */
     if (!symcfg.symbols_dir && !out &&
-        (size_t)snprintf(store_syms, sizeof(store_syms), "%s.symbols",
-                         store_path_default(db)) < sizeof(store_syms))
+        (store_syms = store_symfiles_dir_default(store_path_default(db))) != NULL) {
         symcfg.symbols_dir = store_syms;
+        symcfg.symbols_from_store = true;
+    }
     /* --out DIR keeps plain files (no database); otherwise everything goes
      * into the SQLite store: --db, else $HEAPFLEET_DB, else heapfleet.db. */
     struct collector_sink *sink = NULL;

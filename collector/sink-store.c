@@ -13,10 +13,11 @@
  * name is remembered, keyed by the object's build-id (or its file name when
  * the dump records none). A thread of the sink (resym_main) re-derives such
  * snapshots from their raw dumps when symbols may have arrived: at once when
- * the store's symbol folder changed (`query symbols add`), otherwise by
- * asking every source again with backoff per key (1 min doubling to 1 h: a
- * node's agent back, a debuginfod server answering, another collector's
- * symbol cache). It parses and symbolizes with its own symbolizer and a
+ * the store's uploaded files (`query symbols add`, from any host: each pass
+ * mirrors them into the local folder, store_symfiles_sync) or the symbol
+ * folder changed, otherwise by asking every source again with backoff per
+ * key (--resym-backoff, 1 min by default, doubling to 1 h: a node's agent
+ * back, a debuginfod server answering, another collector's symbol cache). It parses and symbolizes with its own symbolizer and a
  * read-only connection, off the poll path; only the write (store_snapshot_
  * reindex and the coverage figure, the store's own re-derivation) takes the
  * sink's lock, a few milliseconds per snapshot, and at most RESYM_PER_PASS
@@ -58,7 +59,7 @@ struct resym_group {
 
 struct resym {
     pthread_t thread;
-    bool started, stop, kick; /* under mu */
+    bool started, stop, kick; /* under mu (stop also read atomically in a pass) */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     struct resym_item *items; /* under mu (record adds) */
@@ -73,6 +74,9 @@ struct resym {
     char *symbols_dir;
     int64_t folder_sig;
     bool seeded;
+    bool mirror;            /* symbols_dir mirrors the store's uploaded files */
+    uint64_t backoff_min_ns; /* the first wait of a key (--resym-backoff) */
+    uint64_t mirror_err;    /* hash of the last sync error logged, 0 none */
 };
 
 struct store_sink {
@@ -463,7 +467,9 @@ static int record_locked(struct store_sink *s, const struct collector_result *r,
         if (rc == 0 && sr == 0 && r->dump)
             for (size_t i = 0; i < st.nobjects; i++) {
                 const struct sym_object_status *o = &st.objects[i];
-                if (!o->used && o->addresses && !o->resolved && !strstr(o->message, "names only"))
+                /* No file, or a file that named none of its addresses
+                 * (stripped, its debug file not found yet). */
+                if (o->addresses && !o->resolved && !strstr(o->message, "names only"))
                     resym_note(s, snap_id, object_key(o), ratio, &src);
             }
         node_src_free(&src);
@@ -557,6 +563,33 @@ static bool store_sink_lost(struct collector_sink *base, uint64_t n)
 #define RESYM_SEED_DAYS 7
 #define RESYM_SEED_MAX 256
 
+/* Bring the local mirror of the store's uploaded symbol files up to date
+ * (store_symfiles_sync); a failure is logged once until it changes. 0 or
+ * <0; *ret_added files were written. */
+static int mirror_sync(struct store *st, const char *dir, uint64_t *last_err,
+                       size_t *ret_added)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    size_t added = 0;
+    int r = store_symfiles_sync(st, dir, &added, &err);
+    if (r < 0) {
+        const char *m = err.data ? err.data : hp_strerror(r);
+        uint64_t h = hp_hash_bytes(m, strlen(m), 1) | 1;
+        if (h != *last_err)
+            hp_log_warn("sink", "dir=%s err=\"%s\" msg=\"the store's symbol files were not all "
+                        "copied to the local folder\"", dir, m);
+        *last_err = h;
+    } else {
+        *last_err = 0;
+    }
+    if (added)
+        hp_log_info("sink", "dir=%s files=%zu msg=\"symbol files from the store copied to the "
+                    "local folder\"", dir, added);
+    hp_buf_release(&err);
+    *ret_added = added;
+    return r;
+}
+
 /* The symbol folder's state: `query symbols add` renames a name link into
  * the folder and a file under .build-id/xx/, which moves these mtimes. */
 static int64_t folder_sig(const char *dir)
@@ -583,7 +616,7 @@ static struct resym_group *group_get(struct resym *rs, const char *key)
     struct resym_group *g = &rs->groups[rs->ngroups++];
     g->key = hp_xstrdup(key);
     g->next_ns = 0;
-    g->backoff_ns = RESYM_BACKOFF_MIN_NS;
+    g->backoff_ns = rs->backoff_min_ns;
     return g;
 }
 
@@ -762,8 +795,12 @@ static void item_free(struct resym_item *it)
 static void resym_pass(struct store_sink *s)
 {
     struct resym *rs = &s->resym;
+    /* Files uploaded into the store (by any host) since the last pass. */
+    size_t synced = 0;
+    if (rs->mirror)
+        (void)mirror_sync(rs->rd, rs->symbols_dir, &rs->mirror_err, &synced);
     int64_t sig = folder_sig(rs->symbols_dir);
-    bool folder_changed = sig != rs->folder_sig;
+    bool folder_changed = sig != rs->folder_sig || synced > 0;
     rs->folder_sig = sig;
     /* Keys of the waiting items. */
     pthread_mutex_lock(&rs->mu);
@@ -787,7 +824,8 @@ static void resym_pass(struct store_sink *s)
         size_t done = 0, i = n;
         double last = NAN;
         bool probed = false, better = false;
-        while (i > 0 && budget && !rs->stop) {
+        /* stop is read here without mu (the pass runs unlocked). */
+        while (i > 0 && budget && !__atomic_load_n(&rs->stop, __ATOMIC_RELAXED)) {
             struct resym_item *it = &v[--i]; /* newest first */
             double ratio;
             int r = resym_one(s, it, &ratio);
@@ -816,7 +854,7 @@ static void resym_pass(struct store_sink *s)
         }
         if (better) {
             gr->next_ns = 0; /* the rest next pass */
-            gr->backoff_ns = RESYM_BACKOFF_MIN_NS;
+            gr->backoff_ns = rs->backoff_min_ns;
         } else if (probed) {
             gr->next_ns = now + gr->backoff_ns;
             gr->backoff_ns = HP_MIN(gr->backoff_ns * 2, RESYM_BACKOFF_MAX_NS);
@@ -875,9 +913,12 @@ static int rs_cache_load_cb(void *ctx, const char *build_id, uint64_t vaddr,
 
 /* Start the thread (after the sink is built). Failing to is logged, not
  * fatal: polls go on, re-symbolization is `query reindex`'s again. */
-static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so)
+static void resym_start(struct store_sink *s, const char *db, const struct sym_options *so,
+                        bool mirror, uint64_t backoff_ms)
 {
     struct resym *rs = &s->resym;
+    rs->backoff_min_ns = backoff_ms ? HP_MIN(backoff_ms * 1000000, RESYM_BACKOFF_MAX_NS)
+                                    : RESYM_BACKOFF_MIN_NS;
     pthread_mutex_init(&rs->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -899,6 +940,7 @@ static void resym_start(struct store_sink *s, const char *db, const struct sym_o
     o.cache_ops = &rs->cache_ops;
     rs->sym = sym_new(&o);
     rs->symbols_dir = dup0(so->symbols_dir);
+    rs->mirror = mirror && rs->symbols_dir;
     rs->folder_sig = folder_sig(rs->symbols_dir);
     rs->kick = true; /* the first pass at once: what was left unnamed before */
     if (pthread_create(&rs->thread, NULL, resym_main, s) != 0) {
@@ -914,7 +956,7 @@ static void resym_stop(struct store_sink *s)
     bool was_started = rs->started;
     if (rs->started) {
         pthread_mutex_lock(&rs->mu);
-        rs->stop = true;
+        __atomic_store_n(&rs->stop, true, __ATOMIC_RELAXED);
         pthread_cond_signal(&rs->cond);
         pthread_mutex_unlock(&rs->mu);
         pthread_join(rs->thread, NULL);
@@ -1101,8 +1143,15 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
         .debuginfod_cache_max_bytes = symcfg ? symcfg->cache_max : 0,
         .cache_ops = &s->cache_ops,
     };
+    /* The store's uploads before the first poll, so it finds them. */
+    bool mirror = symcfg && symcfg->symbols_from_store && symcfg->symbols_dir;
+    if (mirror) {
+        uint64_t last_err = 0;
+        size_t added;
+        (void)mirror_sync(st, symcfg->symbols_dir, &last_err, &added);
+    }
     s->sym = sym_new(&so);
-    resym_start(s, db, &so);
+    resym_start(s, db, &so, mirror, symcfg ? symcfg->resym_backoff_ms : 0);
     s->base.record = store_sink_record;
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;

@@ -9,6 +9,8 @@
 #include "query/query.h"
 #include "store/hp-opt.h"
 
+struct store;
+
 struct query_cli {
     const char *prog;       /* "query top" etc., for messages */
     const char *binary;     /* --binary FILE */
@@ -124,9 +126,13 @@ int query_cmd_import(int argc, char **argv);
 int query_cmd_reindex(int argc, char **argv);
 /* query symbols add|list (cmd-symbols.c). */
 int query_cmd_symbols(int argc, char **argv);
-/* The store's symbol folder for database `db` (NULL: the default):
- * "<db>.symbols", malloc'ed. */
+/* The local folder the store `db` (NULL: the default) mirrors its uploaded
+ * symbol files into (store_symfiles_dir_default), malloc'ed, or NULL. */
 char *query_symbols_dir(const char *db);
+/* Mirror the open store's uploaded symbol files into that folder (a
+ * failure is said on stderr: what was copied is still used). 0 with
+ * *ret_dir (malloc'ed), or HP_ENOTFOUND when there is no such folder. */
+int query_symbols_mirror(struct store *st, const char *db, char **ret_dir);
 int query_cmd_nodes(int argc, char **argv);
 int query_cmd_collectors(int argc, char **argv);
 int query_cmd_migrate(int argc, char **argv);
@@ -138,7 +144,6 @@ int query_store_load(const char *db, const char *selector, struct profile **ret,
 /* When NAME is not a node of the open store S, appends " (did you mean
  * \"be-17\"?)" to err for the closest stored name within a few edits
  * (nothing when none is close). */
-struct store;
 void query_node_hint(struct store *s, const char *name, struct hp_buf *err);
 
 #endif

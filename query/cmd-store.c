@@ -468,16 +468,13 @@ int query_cmd_reindex(int argc, char **argv)
         return rc;
     char **sel = argv;
     rc = 1;
-    /* The store's symbol folder (query symbols add) when none is given. */
     char *store_syms = NULL;
-    struct stat sst;
-    if (!symbols) {
-        store_syms = query_symbols_dir(c.db);
-        if (stat(store_syms, &sst) == 0 && S_ISDIR(sst.st_mode))
-            symbols = store_syms;
-    }
     if (open_db(&c, STORE_OPEN_WRITE, &s) < 0)
         goto out;
+    /* The store's files (query symbols add) when no --symbols is given,
+     * mirrored into a local folder first. */
+    if (!symbols && query_symbols_mirror(s, c.db, &store_syms) == 0)
+        symbols = store_syms;
     int r;
     if (nsel == 0) {
         if ((r = store_nodes_list(s, collect_nodes_cb, &nodes, &err)) < 0) {

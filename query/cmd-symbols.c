@@ -1,31 +1,26 @@
-/* `query symbols`: the store's symbol folder, for pipelines that build BEs
- * with debug info and ship them stripped.
+/* `query symbols`: the store's uploaded symbol files, for pipelines that
+ * build BEs with debug info and ship them stripped.
  *
  *   query symbols add [--db PATH] [--reindex] FILE...
  *   query symbols list [--db PATH]
  *
+ * add puts each file into the database itself (store.h, "uploaded symbol
+ * files"), by its GNU build-id (a file without one is refused: nothing could
+ * ever be checked against it) and its name (a separate debug file's ".debug"
+ * dropped), for dumps that record no build-id (jemalloc's), whose candidates
+ * are then checked against the dump's executable mappings. Both engines
+ * alike: every collector and `query` sharing the database (an SQLite file
+ * or PostgreSQL) mirrors the files into a local folder
+ * (store_symfiles_sync) and symbolizes with them; the collector also
+ * re-symbolizes, in the background, the snapshots that waited for them.
+ *
  * list also says, per build, which nodes' snapshots use it (by the build-id
  * their mappings record, else by the file names that point at the build)
  * and how many of those are named, reading the newest USAGE_PER_NODE
- * snapshots of each node and their notes (query.h's grammar).
- *
- * The folder sits next to the database (<db>.symbols) in the layout of
- * --symbols DIR: .build-id/xx/rest.debug holds each file by its GNU
- * build-id (a file without one is refused: nothing could ever be checked
- * against it), and <basename> points at the newest file of that name, for
- * dumps that record no build-id (jemalloc's), whose candidates are then
- * checked against the dump's executable mappings. The collector and
- * `query reindex` use the folder when no --symbols is given. Files are
- * copied to a temporary name and renamed, so a reader never sees half a
- * file. */
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
+ * snapshots of each node and their notes (query.h's grammar). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "collector/sym/sym.h"
 #include "query/cli.h"
@@ -35,58 +30,40 @@
 
 char *query_symbols_dir(const char *db)
 {
-    return hp_xasprintf("%s.symbols", store_path_default(db));
+    return store_symfiles_dir_default(store_path_default(db));
 }
 
-static int copy_file(const char *from, const char *to, struct hp_buf *err)
+int query_symbols_mirror(struct store *st, const char *db, char **ret_dir)
 {
-    char *tmp = hp_xasprintf("%s.tmp.%ld", to, (long)getpid());
-    int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, r = 0;
-    if (in < 0) {
-        hp_err_printf(err, "%s: %s", from, strerror(errno));
-        r = HP_ERR(errno);
-        goto out;
-    }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        hp_err_printf(err, "%s: %s", tmp, strerror(errno));
-        r = HP_ERR(errno);
-        goto out;
-    }
-    char buf[1 << 16];
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof(buf));
-        if (n == 0)
-            break;
-        if (n < 0 || write(out, buf, (size_t)n) != n) {
-            hp_err_printf(err, "copying %s: %s", from, strerror(errno));
-            r = HP_ERR(EIO);
-            goto out;
-        }
-    }
-    if (close(out) != 0) {
-        out = -1;
-        hp_err_printf(err, "%s: %s", tmp, strerror(errno));
-        r = HP_ERR(EIO);
-        goto out;
-    }
-    out = -1;
-    if (rename(tmp, to) != 0) {
-        hp_err_printf(err, "%s: %s", to, strerror(errno));
-        r = HP_ERR(errno);
-    }
-out:
-    if (in >= 0)
-        close(in);
-    if (out >= 0)
-        close(out);
+    char *dir = query_symbols_dir(db);
+    if (!dir)
+        return HP_ENOTFOUND;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_symfiles_sync(st, dir, NULL, &err);
     if (r < 0)
-        unlink(tmp);
-    free(tmp);
-    return r;
+        fprintf(stderr, "query: the store's symbol files were not all copied to %s: %s\n",
+                dir, err.data ? err.data : hp_strerror(r));
+    hp_buf_release(&err);
+    *ret_dir = dir;
+    return 0;
 }
 
-static int add_one(const char *dir, const char *file, struct hp_buf *err)
+struct stored_find {
+    const char *build_id;
+    bool found, has_debug;
+};
+
+static int stored_find_cb(const struct store_symfile *f, void *ctx)
+{
+    struct stored_find *c = ctx;
+    if (strcmp(f->build_id, c->build_id) != 0)
+        return 0;
+    c->found = true;
+    c->has_debug = f->has_debug;
+    return 1;
+}
+
+static int add_one(struct store *st, const char *file, struct hp_buf *err)
 {
     struct sym_elf_identity id;
     int r = sym_elf_identity_read(file, &id, err);
@@ -97,40 +74,35 @@ static int add_one(const char *dir, const char *file, struct hp_buf *err)
                            "matched to a node's binary", file);
         return HP_EMISMATCH;
     }
-    char *sub = hp_xasprintf("%s/.build-id/%.2s", dir, id.build_id);
-    char *dest = hp_xasprintf("%s/%s.debug", sub, id.build_id + 2);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    char *link = hp_xasprintf("%s/%s", dir, base);
-    char *target = hp_xasprintf(".build-id/%.2s/%s.debug", id.build_id, id.build_id + 2);
-    char *tmplink = hp_xasprintf("%s.tmp.%ld", link, (long)getpid());
-    if ((r = hp_mkdir_p(sub)) < 0) {
-        hp_err_printf(err, "%s: %s", sub, hp_strerror(r));
-        goto out;
+    /* A stripped executable does not replace its debug file: both carry
+     * the same build-id, and the debug file names more. */
+    struct stored_find have = { .build_id = id.build_id };
+    if ((r = store_symfiles_list(st, stored_find_cb, &have, err)) < 0)
+        return r;
+    if (have.found && have.has_debug && !id.has_debug_info) {
+        printf("kept %s: the store already has it with debug info (%s has none)\n",
+               id.build_id, file);
+        return 0;
     }
-    if ((r = copy_file(file, dest, err)) < 0)
-        goto out;
     /* A separate debug file keeps its image's name only by convention
      * (doris_be.debug): name it after the image. */
-    size_t bl = strlen(link);
-    if (bl > 6 && strcmp(link + bl - 6, ".debug") == 0)
-        link[bl - 6] = '\0';
-    unlink(tmplink);
-    if (symlink(target, tmplink) != 0 || rename(tmplink, link) != 0) {
-        hp_err_printf(err, "%s: %s", link, strerror(errno));
-        unlink(tmplink);
-        r = HP_ERR(errno);
-        goto out;
-    }
-    printf("added %s %s (%s, %llu bytes)\n", id.build_id, file,
-           id.has_debug_info ? "with debug info" : "no debug info: symbol table only",
-           (unsigned long long)id.size);
-out:
-    free(sub);
-    free(dest);
-    free(link);
-    free(target);
-    free(tmplink);
+    const char *base = strrchr(file, '/');
+    char *name = hp_xstrdup(base ? base + 1 : file);
+    size_t bl = strlen(name);
+    if (bl > 6 && strcmp(name + bl - 6, ".debug") == 0)
+        name[bl - 6] = '\0';
+    struct store_symfile f = {
+        .build_id = id.build_id,
+        .name = name,
+        .size = (int64_t)id.size,
+        .has_debug = id.has_debug_info,
+    };
+    r = store_symfile_put(st, &f, file, err);
+    if (r == 0)
+        printf("added %s %s (%s, %llu bytes)\n", id.build_id, file,
+               id.has_debug_info ? "with debug info" : "no debug info: symbol table only",
+               (unsigned long long)id.size);
+    free(name);
     return r;
 }
 
@@ -141,9 +113,10 @@ static int cmd_add(int argc, char **argv)
     static const struct hp_opt_usage u = {
         .prog = "query symbols add",
         .usage = "query symbols add [--db PATH] [--reindex] FILE...",
-        .text = "Copies executables or separate debug files into the store's symbol folder\n"
-                "(<db>.symbols), keyed by their build-id. The collector and query reindex\n"
-                "use it when no --symbols is given.\n",
+        .text = "Puts executables or separate debug files into the store (the SQLite file\n"
+                "or PostgreSQL database itself), keyed by their build-id. Every collector\n"
+                "and query sharing the store uses them when no --symbols is given, and\n"
+                "collectors re-symbolize the snapshots that waited for them.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_STRING(0, "db", &db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
@@ -156,24 +129,31 @@ static int cmd_add(int argc, char **argv)
         return rc;
     if (n == 0)
         return hp_opt_usage_error(&u, "no files given");
-    char *dir = query_symbols_dir(db);
+    struct store *st = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_open(store_path_default(db), STORE_OPEN_WRITE, &st, &err);
+    if (r < 0) {
+        fprintf(stderr, "query symbols add: %s\n", err.data ? err.data : hp_strerror(r));
+        hp_buf_release(&err);
+        return 1;
+    }
     int failed = 0;
     for (int i = 0; i < n; i++) {
-        struct hp_buf err = HP_BUF_INIT(0);
-        int r = add_one(dir, argv[i], &err);
+        hp_buf_reset(&err);
+        r = add_one(st, argv[i], &err);
         if (r < 0) {
             fprintf(stderr, "query symbols add: %s\n", err.len ? err.data : hp_strerror(r));
             failed++;
         }
-        hp_buf_release(&err);
     }
+    hp_buf_release(&err);
+    store_close(st);
     rc = failed ? 1 : 0;
     if (reindex && !failed) {
-        char *args[] = { "reindex", "--db", (char *)store_path_default(db), "--symbols", dir,
-                         NULL };
-        rc = query_cmd_reindex(5, args);
+        /* reindex mirrors the store's files itself (no --symbols given). */
+        char *args[] = { "reindex", "--db", (char *)store_path_default(db), NULL };
+        rc = query_cmd_reindex(3, args);
     }
-    free(dir);
     return rc;
 }
 
@@ -307,9 +287,9 @@ static int cmd_list(int argc, char **argv)
     static const struct hp_opt_usage u = {
         .prog = "query symbols list",
         .usage = "query symbols list [--db PATH]",
-        .text = "Lists the store's symbol folder: each build-id, its size, whether it has\n"
-                "debug info, the names that point at it, and the nodes whose snapshots\n"
-                "use it (the newest 50 of each node) with how many of those are named.\n",
+        .text = "Lists the store's symbol files: each build-id, its size, whether it has\n"
+                "debug info, its name, and the nodes whose snapshots use it (the newest\n"
+                "50 of each node) with how many of those are named.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_STRING(0, "db", &db, "PATH", "SQLite file or postgresql:// URI ($HEAPFLEET_DB sets the default)"),
@@ -320,74 +300,41 @@ static int cmd_list(int argc, char **argv)
         return rc;
     if (n > 0)
         return hp_opt_usage_error(&u, "unexpected argument \"%s\"", argv[0]);
-    char *dir = query_symbols_dir(db);
-    char *bid_dir = hp_xasprintf("%s/.build-id", dir);
-    /* The snapshots, loaded once for every build. A store that cannot be
-     * opened leaves the column at "-": the folder is still listed. */
     struct usage use = { 0 };
-    if (store_open(store_path_default(db), STORE_OPEN_READ, &use.st, NULL) == 0) {
-        if (store_nodes_list(use.st, usage_node_cb, &use, NULL) < 0)
-            use.n = 0;
-        for (size_t i = 0; i < use.n; i++)
-            if (store_snapshot_load(use.st, use.v[i].id, &use.v[i].p, NULL) < 0)
-                use.v[i].p = NULL;
+    struct store_symfile *files = NULL;
+    size_t nfiles = 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_open(store_path_default(db), STORE_OPEN_READ, &use.st, &err);
+    if (r == 0)
+        r = store_symfiles_all(use.st, &files, &nfiles, &err);
+    if (r < 0) {
+        fprintf(stderr, "query symbols list: %s\n", err.data ? err.data : hp_strerror(r));
+        hp_buf_release(&err);
+        store_close(use.st);
+        return 1;
     }
-    printf("%-42s %12s  %-5s  %-16s %s\n", "BUILD-ID", "BYTES", "DEBUG", "NAMES", "USED BY");
-    DIR *top = hp_opendir(bid_dir);
-    size_t count = 0;
-    for (struct dirent *a; top && (a = readdir(top)) != NULL;) {
-        if (strlen(a->d_name) != 2)
-            continue;
-        char *sub = hp_xasprintf("%s/%s", bid_dir, a->d_name);
-        DIR *d = hp_opendir(sub);
-        for (struct dirent *b; d && (b = readdir(d)) != NULL;) {
-            size_t bl = strlen(b->d_name);
-            if (bl < 7 || strcmp(b->d_name + bl - 6, ".debug") != 0)
-                continue;
-            char *path = hp_xasprintf("%s/%s", sub, b->d_name);
-            struct sym_elf_identity id;
-            if (sym_elf_identity_read(path, &id, NULL) == 0) {
-                char *target = hp_xasprintf(".build-id/%s/%s", a->d_name, b->d_name);
-                struct hp_buf names = HP_BUF_INIT(0);
-                DIR *t = hp_opendir(dir);
-                for (struct dirent *c; t && (c = readdir(t)) != NULL;) {
-                    char *lp = hp_xasprintf("%s/%s", dir, c->d_name);
-                    char buf[512];
-                    ssize_t ln = readlink(lp, buf, sizeof(buf) - 1);
-                    if (ln > 0) {
-                        buf[ln] = '\0';
-                        if (strcmp(buf, target) == 0)
-                            hp_buf_printf(&names, "%s%s", names.len ? " " : "", c->d_name);
-                    }
-                    free(lp);
-                }
-                if (t)
-                    closedir(t);
-                struct hp_buf used = HP_BUF_INIT(0);
-                usage_of(&use, id.build_id, names.data, &used);
-                printf("%-42s %12llu  %-5s  %-16s %s\n", id.build_id,
-                       (unsigned long long)id.size, id.has_debug_info ? "yes" : "no",
-                       names.len ? names.data : "-", used.data);
-                hp_buf_release(&used);
-                count++;
-                hp_buf_release(&names);
-                free(target);
-            }
-            free(path);
-        }
-        if (d)
-            closedir(d);
-        free(sub);
+    hp_buf_release(&err);
+    /* The snapshots, loaded once for every build. */
+    if (nfiles && store_nodes_list(use.st, usage_node_cb, &use, NULL) < 0)
+        use.n = 0;
+    for (size_t i = 0; i < use.n; i++)
+        if (store_snapshot_load(use.st, use.v[i].id, &use.v[i].p, NULL) < 0)
+            use.v[i].p = NULL;
+    printf("%-42s %12s  %-5s  %-16s %s\n", "BUILD-ID", "BYTES", "DEBUG", "NAME", "USED BY");
+    for (size_t i = 0; i < nfiles; i++) {
+        const struct store_symfile *f = &files[i];
+        struct hp_buf used = HP_BUF_INIT(0);
+        usage_of(&use, f->build_id, f->name, &used);
+        printf("%-42s %12lld  %-5s  %-16s %s\n", f->build_id, (long long)f->size,
+               f->has_debug ? "yes" : "no", f->name, used.data);
+        hp_buf_release(&used);
     }
-    if (top)
-        closedir(top);
-    fprintf(stderr, "%zu build%s in %s\n", count, count == 1 ? "" : "s", dir);
+    fprintf(stderr, "%zu build%s in the store\n", nfiles, nfiles == 1 ? "" : "s");
     for (size_t i = 0; i < use.n; i++)
         profile_free(use.v[i].p);
     free(use.v);
+    store_symfiles_free(files, nfiles);
     store_close(use.st);
-    free(bid_dir);
-    free(dir);
     return 0;
 }
 

@@ -70,6 +70,9 @@ const struct store_backend STORE_BE(backend) = {
 #endif
     .symcache_get = store_symcache_get,
     .symcache_put = store_symcache_put,
+    .symfile_put = store_symfile_put,
+    .symfiles_list = store_symfiles_list,
+    .symfile_export = store_symfile_export,
 #ifdef STORE_BACKEND_PG
     .batch_begin = pg_batch_begin,
     .batch_commit = pg_batch_commit,

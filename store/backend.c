@@ -235,6 +235,24 @@ int store_symcache_put(struct store *s, const char *build_id, uint64_t address,
     return s->be->symcache_put(s, build_id, address, frames, n, err);
 }
 
+int store_symfile_put(struct store *s, const struct store_symfile *f, const char *path,
+                      struct hp_buf *err)
+{
+    return s->be->symfile_put(s, f, path, err);
+}
+
+int store_symfiles_list(struct store *s, int (*cb)(const struct store_symfile *f, void *ctx),
+                        void *ctx, struct hp_buf *err)
+{
+    return s->be->symfiles_list(s, cb, ctx, err);
+}
+
+int store_symfile_export(struct store *s, const struct store_symfile *f, int fd,
+                         struct hp_buf *err)
+{
+    return s->be->symfile_export(s, f, fd, err);
+}
+
 static int fleet_unsupported(struct store *s, struct hp_buf *err)
 {
     hp_err_printf(err,

@@ -48,6 +48,10 @@ static const struct copy_table tables[] = {
     { "function_totals_rest", "snapshot_id, size, data", 3, "snapshot_id", true, false },
     { "node_stats", "snapshot_id, seq, stat_id, value", 4, "snapshot_id", false, false },
     { "symbol_cache", "build_id, address, frames_packed, created_at", 4, NULL, false, false },
+    /* Chunks before the row that lists them (store/symfiles.c). */
+    { "symbol_file_chunks", "build_id, seq, size, data", 4, NULL, false, false },
+    { "symbol_files", "build_id, name, size, has_debug, nchunks, added_at", 6, NULL, false,
+      false },
 };
 
 static int src_error(struct store *from, const char *what, struct hp_buf *err)

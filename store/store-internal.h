@@ -195,7 +195,19 @@ extern const int store_nmigrations;
       "SELECT frames_packed FROM symbol_cache WHERE build_id = ?1 AND address = ?2")           \
     X(SYMCACHE_PUT,                                                                            \
       "INSERT OR REPLACE INTO symbol_cache(build_id, address, frames_packed, created_at)"      \
-      " VALUES (?1, ?2, ?3, ?4)")
+      " VALUES (?1, ?2, ?3, ?4)")                                                              \
+    X(SYMFILE_UNLIST, "DELETE FROM symbol_files WHERE build_id = ?1")                         \
+    X(SYMFILE_CHUNKS_DELETE, "DELETE FROM symbol_file_chunks WHERE build_id = ?1")             \
+    X(SYMFILE_CHUNK_PUT,                                                                       \
+      "INSERT INTO symbol_file_chunks(build_id, seq, size, data) VALUES (?1, ?2, ?3, ?4)")     \
+    X(SYMFILE_CHUNK_GET,                                                                       \
+      "SELECT size, data FROM symbol_file_chunks WHERE build_id = ?1 AND seq = ?2")            \
+    X(SYMFILE_LIST_PUT,                                                                        \
+      "INSERT INTO symbol_files(build_id, name, size, has_debug, nchunks, added_at)"           \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                                      \
+    X(SYMFILE_LIST,                                                                            \
+      "SELECT build_id, name, size, has_debug, nchunks, added_at FROM symbol_files"            \
+      " ORDER BY build_id")
 
 enum store_stmt_id {
 #define STORE_STMT_ENUM(name, sql) STMT_##name,
@@ -235,6 +247,9 @@ struct store_backend {
     __typeof__(store_retain) *retain;
     __typeof__(store_symcache_get) *symcache_get;
     __typeof__(store_symcache_put) *symcache_put;
+    __typeof__(store_symfile_put) *symfile_put;
+    __typeof__(store_symfiles_list) *symfiles_list;
+    __typeof__(store_symfile_export) *symfile_export;
     __typeof__(store_batch_begin) *batch_begin;
     __typeof__(store_batch_commit) *batch_commit;
     __typeof__(store_batch_open) *batch_open;

@@ -402,6 +402,61 @@ int store_symcache_put(struct store *s, const char *build_id, uint64_t address,
                        const struct profile_frame *frames, uint32_t n, struct hp_buf *err)
     HP_MUST_CHECK;
 
+/* ---- uploaded symbol files ------------------------------------------------------
+ *
+ * Executables and separate debug files put into the store by `query symbols
+ * add`, keyed by GNU build-id, so every collector and `query` sharing the
+ * database (SQLite file or PostgreSQL) symbolizes with them. The symbolizer
+ * reads files, so each process mirrors them into a local folder
+ * (store_symfiles_sync) and uses that folder as its --symbols DIR. */
+
+struct store_symfile {
+    const char *build_id; /* lowercase hex */
+    const char *name;     /* file name the dumps' mappings use ("doris_be") */
+    int64_t size;         /* bytes */
+    bool has_debug;       /* carries DWARF */
+    int64_t added_at;     /* ms since the epoch */
+};
+
+/* Store the file at `path` as f (f->size is taken from the file; the
+ * caller has checked that the file carries f->build_id). Streamed in
+ * chunks: memory stays at a few MiB whatever the size. Replaces an earlier
+ * file of the same build-id; the file is listed only once its every chunk
+ * is stored, each chunk its own transaction, so collectors are not held up
+ * for the whole upload. Writer only. 0 or <0 with err. */
+int store_symfile_put(struct store *s, const struct store_symfile *f, const char *path,
+                      struct hp_buf *err) HP_MUST_CHECK;
+/* Every listed file, by build-id; cb returns non-zero to stop. Any handle. */
+int store_symfiles_list(struct store *s, int (*cb)(const struct store_symfile *f, void *ctx),
+                        void *ctx, struct hp_buf *err) HP_MUST_CHECK;
+/* The same list as one malloc'ed array (names copied); free it with
+ * store_symfiles_free. 0 or <0 with err. */
+int store_symfiles_all(struct store *s, struct store_symfile **ret, size_t *ret_n,
+                       struct hp_buf *err) HP_MUST_CHECK;
+void store_symfiles_free(struct store_symfile *v, size_t n);
+/* Write the stored bytes of `f` (as listed) to the open descriptor fd, a
+ * chunk at a time. 0, HP_ECORRUPT when a chunk is missing or does not
+ * decode, or another <0 with err. Any handle. */
+int store_symfile_export(struct store *s, const struct store_symfile *f, int fd,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
+/* Mirror the store's files into `dir` in the layout of --symbols DIR:
+ * DIR/.build-id/xx/rest.debug by build-id and DIR/<name> a link to the
+ * newest file of that name. Files already there with the listed size are
+ * kept; new ones are written to a temporary name and renamed. *ret_added
+ * (may be NULL): how many files were written. Files in DIR the store does
+ * not list are left alone (an older heapfleet's uploads, or --symbols
+ * content). 0 or <0 with err (a file that failed is named). */
+int store_symfiles_sync(struct store *s, const char *dir, size_t *ret_added,
+                        struct hp_buf *err) HP_MUST_CHECK;
+
+/* The local folder a process mirrors the store `db` into: "<db>.symbols"
+ * next to an SQLite file (where `query symbols add` put files before they
+ * went into the database, so those keep working); for a PostgreSQL URI,
+ * "$XDG_CACHE_HOME/heapfleet/symbols/<hash of the URI>" (else under
+ * ~/.cache). malloc'ed; NULL when no home folder is known. */
+char *store_symfiles_dir_default(const char *db);
+
 /* ---- collectors sharing a fleet (PostgreSQL only) ----------------------------
  *
  * Any number of collectors with the same node list and the same PostgreSQL

@@ -6,11 +6,14 @@
  * /identity?path= lookup that tells which build a node has at a path.
  *
  * The symbolizer runs on a worker thread, so a blocking easy handle is the
- * right tool here. Every transfer has a connect timeout, a total timeout, a
- * low-speed abort and a size cap; a download is written to a temporary file
+ * right tool here. Every transfer has a connect timeout, a low-speed abort
+ * and a size cap; a download is written to <cache>/<build-id>/<kind>.part
  * and only renamed into the cache once it parsed as ELF and carried the
  * requested build-id, so a garbage or truncated answer never poisons the
- * cache. One download per build-id and kind at a time in the process (a
+ * cache. An interrupted download resumes from the part file with a Range
+ * request (at once, and in the next fetch or process), and starts over from
+ * zero when the server ignores Range or the resumed file fails its check
+ * (fetch_one). One download per build-id and kind at a time in the process (a
  * second node of the same build waits for the first and finds the file);
  * the cache as a whole stays under cache_max_bytes, the least recently
  * used files (by mtime, set again on every hit) removed first. */
@@ -25,13 +28,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Where one transfer's body goes: the part file, from `n` on. */
 struct sink {
-    FILE *f;
+    int fd;
     uint64_t n, max;
-    bool too_big;
+    bool too_big, write_failed;
+    /* Content-Range of a 206: its first byte and the file's size (-1: none) */
+    int64_t range_first, range_total;
 };
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -42,8 +50,39 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
         s->too_big = true;
         return 0;
     }
+    for (size_t done = 0; done < len;) {
+        ssize_t w = pwrite(s->fd, ptr + done, len - done, (off_t)(s->n + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->write_failed = true;
+            return 0;
+        }
+        done += (size_t)w;
+    }
     s->n += len;
-    return fwrite(ptr, 1, len, s->f);
+    return len;
+}
+
+/* Headers of a transfer: a new status line starts over (redirects), and
+ * "Content-Range: bytes FIRST-LAST/TOTAL" is kept. */
+static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct sink *s = ud;
+    size_t len = size * nmemb;
+    if (len >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+        s->range_first = s->range_total = -1;
+    } else if (len > 14 && strncasecmp(ptr, "content-range:", 14) == 0) {
+        unsigned long long first, last, total;
+        char line[160];
+        snprintf(line, sizeof(line), "%.*s", (int)HP_MIN(len, sizeof(line) - 1), ptr);
+        if (sscanf(line + 14, " bytes %llu-%llu/%llu", &first, &last, &total) == 3 &&
+            first <= last && last < total && total <= INT64_MAX) {
+            s->range_first = (int64_t)first;
+            s->range_total = (int64_t)total;
+        }
+    }
+    return len;
 }
 
 static void curl_global_cb(void)
@@ -141,6 +180,115 @@ static void set_common(CURL *c, const struct sym_server *sv, long timeout, char 
     }
 }
 
+/* How one transfer ended. */
+enum xfer {
+    XFER_DONE,     /* 200 or 206: the part file holds the whole answer */
+    XFER_CUT,      /* the body stopped early (connection cut, stalled) */
+    XFER_RESTART,  /* the part file cannot be resumed: start from zero */
+    XFER_FAILED,   /* r and err say why; the part file is kept */
+    XFER_DROP,     /* r and err say why; the part file is useless */
+};
+
+/* One GET of url into fd from byte `have` on (a Range request when
+ * have > 0). *ret_n: the part file's length after it. */
+static enum xfer transfer(const struct sym_dbgd_options *o, const struct sym_server *sv,
+                          const char *url, int fd, uint64_t have, uint64_t *ret_n, int *ret_r,
+                          struct hp_buf *err)
+{
+    struct sink s = { .fd = fd, .n = have, .max = o->max_bytes ? o->max_bytes : (UINT64_C(4) << 30),
+                      .range_first = -1, .range_total = -1 };
+    if (have >= s.max) { /* a part file past the cap: not this file's */
+        *ret_n = have;
+        *ret_r = HP_EHTTP;
+        return XFER_RESTART;
+    }
+    CURL *c = curl_easy_init();
+    if (!c) {
+        *ret_r = HP_EHTTP;
+        *ret_n = have;
+        return XFER_FAILED;
+    }
+    long timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+    char ebuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
+    set_common(c, sv, timeout, ebuf);
+    /* A 2 GB binary streams to disk at whatever pace the link allows: no
+     * total timeout; the connect timeout and the low-speed limit (under
+     * 1 KiB/s for timeout_ms) catch a server that is down or stalls. */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(s.max - have));
+    if (have)
+        curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)have);
+    struct curl_slist *hdrs = auth_headers(sv, err);
+    if (hdrs)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode cr = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    *ret_n = s.n;
+    *ret_r = HP_EHTTP;
+    if (s.too_big || cr == CURLE_FILESIZE_EXCEEDED) {
+        hp_err_printf(err, "%s: larger than the %llu byte limit", url, (unsigned long long)s.max);
+        *ret_r = HP_ETOOBIG;
+        return XFER_DROP;
+    }
+    if (s.write_failed) {
+        hp_err_printf(err, "%s: writing the download at byte %llu: %s", url,
+                      (unsigned long long)s.n, strerror(errno));
+        *ret_r = HP_ERR(EIO);
+        return XFER_FAILED;
+    }
+    /* A server that ignores Range answers 200 with the whole file, which
+     * curl refuses to append (CURLE_RANGE_ERROR); 416: the part file is
+     * longer than the file. Both: from zero. */
+    if (have && (cr == CURLE_RANGE_ERROR || status == 416))
+        return XFER_RESTART;
+    if (have && status == 206 && s.range_first >= 0 && (uint64_t)s.range_first != have)
+        return XFER_RESTART;
+    if (cr != CURLE_OK) {
+        hp_err_printf(err, "%s: %s%s", url, cr == CURLE_OPERATION_TIMEDOUT ? "timed out: " : "",
+                      ebuf[0] ? ebuf : curl_easy_strerror(cr));
+        return (status == 200 || status == 206) && s.n > have ? XFER_CUT : XFER_FAILED;
+    }
+    if (status == 404) {
+        *ret_r = HP_ENOTFOUND;
+        return XFER_DROP;
+    }
+    if (status == 401 || status == 403) {
+        hp_err_printf(err, "%s: HTTP status %ld (token refused)", url, status);
+        return XFER_DROP;
+    }
+    if (status != 200 && status != 206) {
+        hp_err_printf(err, "%s: HTTP status %ld", url, status);
+        return XFER_FAILED;
+    }
+    if (status == 206 && s.range_total >= 0 && s.n != (uint64_t)s.range_total) {
+        hp_err_printf(err, "%s: %llu of %lld bytes", url, (unsigned long long)s.n,
+                      (long long)s.range_total);
+        return XFER_CUT;
+    }
+    *ret_r = 0;
+    return XFER_DONE;
+}
+
+/* Transfers that end early but brought bytes are resumed at once, up to
+ * this many times per fetch; the part file stays for the next fetch. */
+#define FETCH_RESUMES 4
+
+/* Download url into dest through <dest>.part: an interrupted transfer (a
+ * cut connection, a stall, a restarted process) resumes from the part
+ * file's length with a Range request; the server ignoring Range, a 416, or
+ * a whole file that fails the build-id check after a resume start over
+ * from zero, once. The part file is locked (flock) while it is written:
+ * another process fetching the same file at the same moment uses a file of
+ * its own and starts from zero. Nothing reaches dest unless it parsed as
+ * ELF with the requested build-id. */
 static int fetch_one(const struct sym_dbgd_options *o, const struct sym_server *sv,
                      const char *build_id, const char *kind, const char *dest,
                      struct hp_buf *err)
@@ -150,82 +298,85 @@ static int fetch_one(const struct sym_dbgd_options *o, const struct sym_server *
     while (sl > 0 && server[sl - 1] == '/')
         sl--;
     char *url = hp_xasprintf("%.*s/buildid/%s/%s", (int)sl, server, build_id, kind);
-    struct curl_slist *hdrs = NULL;
-    char *tmp = hp_xasprintf("%s.tmp.%ld", dest, (long)getpid());
+    char *part = hp_xasprintf("%s.part", dest);
     int r = 0;
-    CURL *c = NULL;
-    struct sink s = { .max = o->max_bytes ? o->max_bytes : (UINT64_C(4) << 30) };
-    s.f = fopen(tmp, "wbe");
-    if (!s.f) {
-        hp_err_printf(err, "%s: cannot write %s: %s", url, tmp, strerror(errno));
+    int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        free(part);
+        part = hp_xasprintf("%s.tmp.%ld", dest, (long)getpid());
+        fd = open(part, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) {
+        hp_err_printf(err, "%s: cannot write %s: %s", url, part, strerror(errno));
         r = HP_ERR(errno);
         goto out;
     }
-    c = curl_easy_init();
-    if (!c) {
-        r = HP_EHTTP;
-        goto out;
+    struct stat st;
+    uint64_t have = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    bool restarted = false, drop = false;
+    struct hp_buf terr = HP_BUF_INIT(0); /* the last transfer's reason */
+    for (int resumes = 0;;) {
+        uint64_t n;
+        hp_buf_reset(&terr);
+        enum xfer x = transfer(o, sv, url, fd, have, &n, &r, &terr);
+        if (x == XFER_DONE) {
+            if (ftruncate(fd, (off_t)n) != 0) {
+                r = HP_ERR(errno);
+                break;
+            }
+            /* Resumed onto a part file that was not this file's beginning:
+             * the whole fails its check; once more from zero. */
+            struct hp_buf why = HP_BUF_INIT(0);
+            r = verify(part, build_id, &why, url);
+            if (r < 0 && have && !restarted) {
+                hp_log_info("sym", "url=%s bytes=%llu msg=\"a resumed download failed its check; "
+                            "starting again from zero\"", url, (unsigned long long)have);
+                hp_buf_release(&why);
+                restarted = true;
+                have = 0;
+                continue;
+            }
+            if (r < 0)
+                hp_buf_puts(&terr, why.data ? why.data : "");
+            hp_buf_release(&why);
+            drop = r < 0;
+            break;
+        }
+        if (x == XFER_RESTART && !restarted) {
+            restarted = true;
+            have = 0;
+            continue;
+        }
+        if (x == XFER_CUT && n > have && resumes++ < FETCH_RESUMES) {
+            hp_log_info("sym", "url=%s bytes=%llu msg=\"download interrupted; resuming\"", url,
+                        (unsigned long long)n);
+            have = n;
+            continue;
+        }
+        if (x == XFER_RESTART) {
+            hp_err_printf(&terr, "%s: the server cannot resume this download", url);
+            r = HP_EHTTP;
+        }
+        drop = x == XFER_DROP || x == XFER_RESTART;
+        if (x == XFER_CUT && ftruncate(fd, (off_t)n) != 0)
+            drop = true;
+        break;
     }
-    long timeout = o->timeout_ms > 0 ? o->timeout_ms : 10000;
-    char ebuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    set_common(c, sv, timeout, ebuf);
-    /* A 2 GB binary streams to disk at whatever pace the link allows: no
-     * total timeout; the connect timeout and the low-speed limit (under
-     * 1 KiB/s for timeout_ms) catch a server that is down or stalls. */
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
-    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s.max);
-    hdrs = auth_headers(sv, err);
-    if (hdrs)
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    CURLcode cr = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (fclose(s.f) != 0 && cr == CURLE_OK)
-        cr = CURLE_WRITE_ERROR;
-    s.f = NULL;
-    if (s.too_big || cr == CURLE_FILESIZE_EXCEEDED) {
-        hp_err_printf(err, "%s: larger than the %llu byte limit", url,
-                      (unsigned long long)s.max);
-        r = HP_ETOOBIG;
-        goto out;
-    }
-    if (cr != CURLE_OK) {
-        hp_err_printf(err, "%s: %s%s", url, cr == CURLE_OPERATION_TIMEDOUT ? "timed out: " : "",
-                      ebuf[0] ? ebuf : curl_easy_strerror(cr));
-        r = HP_EHTTP;
-        goto out;
-    }
-    if (status == 404) {
-        r = HP_ENOTFOUND;
-        goto out;
-    }
-    if (status == 401 || status == 403) {
-        hp_err_printf(err, "%s: HTTP status %ld (token refused)", url, status);
-        r = HP_EHTTP;
-        goto out;
-    }
-    if (status != 200) {
-        hp_err_printf(err, "%s: HTTP status %ld", url, status);
-        r = HP_EHTTP;
-        goto out;
-    }
-    r = verify(tmp, build_id, err, url);
-    if (r == 0 && rename(tmp, dest) != 0) {
+    if (r == 0 && rename(part, dest) != 0) {
         hp_err_printf(err, "%s: cannot place in cache: %s", dest, strerror(errno));
         r = HP_ERR(errno);
+        drop = true;
     }
+    /* A private temporary file is never resumed. */
+    if (r != 0 && (drop || strstr(part, ".tmp.")))
+        unlink(part);
+    close(fd);
+    if (r != 0 && terr.len)
+        hp_buf_puts(err, terr.data);
+    hp_buf_release(&terr);
 out:
-    if (s.f)
-        fclose(s.f);
-    if (r != 0)
-        unlink(tmp);
-    if (c)
-        curl_easy_cleanup(c);
-    curl_slist_free_all(hdrs);
-    free(tmp);
+    free(part);
     free(url);
     return r;
 }
@@ -286,9 +437,22 @@ static int cached_older_first(const void *a, const void *b)
     return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
+/* A part file another fetch is writing (it holds the flock): not ours to
+ * remove. */
+static bool part_in_use(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    close(fd);
+    return busy;
+}
+
 /* Keep the cache under max bytes: remove the least recently used files of
- * <cache>/<build-id>/<kind> (never `keep`, the one just placed) until the
- * rest fits. Other files and folders are left alone. */
+ * <cache>/<build-id>/<kind>, and part files of interrupted downloads that no
+ * fetch is writing (never `keep`, the one just placed), until the rest
+ * fits. Other files and folders are left alone. */
 static void cache_trim(const char *cache_dir, uint64_t max, const char *keep)
 {
     DIR *top = opendir(cache_dir);
@@ -301,11 +465,13 @@ static void cache_trim(const char *cache_dir, uint64_t max, const char *keep)
     while ((de = readdir(top)) != NULL) {
         if (!valid_build_id(de->d_name))
             continue;
-        static const char *const kinds[] = { "debuginfo", "executable" };
+        static const char *const kinds[] = { "debuginfo", "executable", "debuginfo.part",
+                                             "executable.part" };
         for (size_t k = 0; k < HP_ARRAY_SIZE(kinds); k++) {
             char *path = hp_xasprintf("%s/%s/%s", cache_dir, de->d_name, kinds[k]);
             struct stat st;
-            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+                (strstr(kinds[k], ".part") && part_in_use(path))) {
                 free(path);
                 continue;
             }

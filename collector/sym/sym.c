@@ -1330,6 +1330,33 @@ void sym_forget_failures(struct symbolizer *s)
     /* Build-ids the agents did not know may be known now. */
     for (size_t i = 0; i < s->nidents; i++)
         s->idents[i].until_ns = 0;
+    /* Objects whose image was found without debug info: their debug file
+     * may be there now (a debuginfod server that answered 404 serves it, a
+     * folder got it). Drop them and forget the routes to them, so the next
+     * lookup opens the image again and asks for its debug info; what they
+     * resolved is resolved again. */
+    size_t k = 0;
+    for (size_t i = 0; i < s->nobjs; i++) {
+        struct sym_obj *o = s->objs[i];
+        if (o->dw) {
+            s->objs[k++] = o;
+            continue;
+        }
+        for (size_t j = 0; j < s->nroutes; j++) {
+            struct sym_route *rt = &s->routes[j];
+            if (rt->obj != o)
+                continue;
+            free(rt->image);
+            rt->image = NULL;
+            route_forget(rt);
+            rt->obj = NULL;
+        }
+        obj_free(o);
+    }
+    s->nobjs = k;
+    /* Servers skipped after a transport failure (a node's agent that was
+     * down, a debuginfod server unreachable) are asked again at once. */
+    memset(&s->backoff, 0, sizeof(s->backoff));
 }
 
 /* ---- batch API --------------------------------------------------------------- */

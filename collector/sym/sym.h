@@ -222,10 +222,13 @@ int sym_profile(struct symbolizer *s, struct profile *p, struct sym_stats *ret_s
 int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_node *node,
                      struct sym_stats *ret_stats, struct hp_buf *err);
 
-/* Forget every object no source could supply, so the next profile asks the
- * local folders and remote sources again at once (files added to a symbols
- * folder, an agent back): without this a local failure stands for the life
- * of the symbolizer and a remote one for a minute. Same thread rules. */
+/* Forget every object no source could supply, and every object found
+ * without debug info (with what it resolved), and the servers skipped after
+ * a transport failure, so the next profile asks the local folders and
+ * remote sources again at once (files added to a symbols folder, an agent
+ * back, a debuginfod server that now has the debug file): without this a
+ * local failure stands for the life of the symbolizer and a remote one for
+ * a minute. Same thread rules. */
 void sym_forget_failures(struct symbolizer *s);
 
 /* One resolved address of sym_batch_resolve(): frames innermost first, in

@@ -155,8 +155,9 @@ static size_t body_cb(char *p, size_t sz, size_t n, void *arg)
 }
 
 /* GET http://127.0.0.1:port + target, with an optional bearer token. */
-static void http_get(const struct agent_proc *a, const char *target, const char *token,
-                     struct resp *r)
+/* GET with a token (or NULL) and one more header line (or NULL). */
+static void http_get_h(const struct agent_proc *a, const char *target, const char *token,
+                       const char *header, struct resp *r)
 {
     char *url = hp_xasprintf("http://127.0.0.1:%d%s", a->port, target);
     r->body = HP_BUF_INIT(256u << 20);
@@ -166,6 +167,8 @@ static void http_get(const struct agent_proc *a, const char *target, const char 
     char *auth = token ? hp_xasprintf("Authorization: Bearer %s", token) : NULL;
     if (auth)
         h = curl_slist_append(h, auth);
+    if (header)
+        h = curl_slist_append(h, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* send "../" as written */
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
@@ -183,6 +186,12 @@ static void http_get(const struct agent_proc *a, const char *target, const char 
     curl_slist_free_all(h);
     free(auth);
     free(url);
+}
+
+static void http_get(const struct agent_proc *a, const char *target, const char *token,
+                     struct resp *r)
+{
+    http_get_h(a, target, token, NULL, r);
 }
 
 static void resp_release(struct resp *r)
@@ -640,6 +649,62 @@ static void test_agent_http_buildid_serves_binary(void **state)
     http_get(&main_agent, "/buildid/00112233445566778899aabbccddeeff00112233/executable", NULL, &r);
     assert_int_equal(r.status, 404);
     resp_release(&r);
+}
+
+/* Range requests on a build's file (issue 15: a collector cut off in the
+ * middle of a big binary resumes): one range gives 206 with those bytes
+ * and Content-Range; a start past the end 416; several ranges or garbage
+ * are ignored (the whole file, 200). */
+static void test_agent_http_buildid_range(void **state)
+{
+    char real[4096], id[256];
+    assert_non_null(realpath(fixture_exe, real));
+    readelf_build_id(real, id, sizeof(id));
+    char *data = NULL;
+    size_t len;
+    assert_int_equal(hp_file_read(real, 256u << 20, &data, &len, NULL), 0);
+    assert_true(len > 5000);
+    char *t = hp_xasprintf("/buildid/%s/executable", id);
+    struct resp r;
+    http_get_h(&main_agent, t, NULL, "Range: bytes=1000-", &r);
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.body.len, len - 1000);
+    assert_memory_equal(r.body.data, data + 1000, len - 1000);
+    char want[128];
+    snprintf(want, sizeof(want), "content-range: bytes 1000-%zu/%zu", len - 1, len);
+    assert_non_null(strcasestr(r.headers.data, want));
+    resp_release(&r);
+
+    http_get_h(&main_agent, t, NULL, "Range: bytes=10-19", &r);
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.body.len, 10);
+    assert_memory_equal(r.body.data, data + 10, 10);
+    resp_release(&r);
+
+    http_get_h(&main_agent, t, NULL, "Range: bytes=-100", &r);
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.body.len, 100);
+    assert_memory_equal(r.body.data, data + len - 100, 100);
+    resp_release(&r);
+
+    char *past = hp_xasprintf("Range: bytes=%zu-", len);
+    http_get_h(&main_agent, t, NULL, past, &r);
+    assert_int_equal(r.status, 416);
+    snprintf(want, sizeof(want), "content-range: bytes */%zu", len);
+    assert_non_null(strcasestr(r.headers.data, want));
+    resp_release(&r);
+    free(past);
+
+    static const char *const ignored[] = { "Range: bytes=0-1,5-9", "Range: items=0-4",
+                                           "Range: bytes=x-", "Range: bytes=9-2" };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(ignored); i++) {
+        http_get_h(&main_agent, t, NULL, ignored[i], &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body.len, len);
+        resp_release(&r);
+    }
+    free(t);
+    free(data);
 }
 
 /* A shared library named in the dumps' MAPPED_LIBRARIES (libc, ~2 MB) comes
@@ -1213,6 +1278,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agent_http_buildid_serves_mapped_library),
         cmocka_unit_test(test_agent_http_serves_only_live_maps),
         cmocka_unit_test(test_agent_http_client_abort_and_head),
+        cmocka_unit_test(test_agent_http_buildid_range),
         cmocka_unit_test(test_agent_http_debuginfod_client),
         cmocka_unit_test(test_agent_http_stops_with_stalled_client),
         cmocka_unit_test(test_agent_http_proc_from_pid_file),

@@ -161,6 +161,33 @@ static void test_route_matches_exactly(void **state)
     assert_int_equal(agent_route_match(p, strlen(p), id), AGENT_ROUTE_NONE);
 }
 
+static void test_range_parse(void **state)
+{
+    uint64_t a = 7, b = 7;
+#define RANGE(text, size) agent_range_parse(text, strlen(text), size, &a, &b)
+    assert_int_equal(RANGE("bytes=100-", 1000), 1);
+    assert_true(a == 100 && b == 1000);
+    assert_int_equal(RANGE("bytes=0-0", 1000), 1);
+    assert_true(a == 0 && b == 1);
+    assert_int_equal(RANGE("bytes=10-5000", 1000), 1); /* clipped to the file */
+    assert_true(a == 10 && b == 1000);
+    assert_int_equal(RANGE("bytes=-10", 1000), 1);
+    assert_true(a == 990 && b == 1000);
+    assert_int_equal(RANGE("bytes=-5000", 1000), 1);
+    assert_true(a == 0 && b == 1000);
+    assert_int_equal(RANGE("bytes=1000-", 1000), -1);
+    assert_int_equal(RANGE("bytes=-0", 1000), -1);
+    assert_int_equal(RANGE("bytes=0-", 0), -1);
+    a = b = 7;
+    static const char *const ignored[] = { "bytes=", "bytes=-", "bytes=1-2,4-5", "items=1-2",
+                                           "bytes=a-", "bytes=5-2", "bytes=1-x",
+                                           "bytes=99999999999999999999-" };
+    for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+        assert_int_equal(RANGE(ignored[i], 1000), 0);
+    assert_true(a == 7 && b == 7); /* untouched unless 1 */
+#undef RANGE
+}
+
 static void test_proc_parses_status_and_rollup(void **state)
 {
     static const char status[] = "Name:\tdoris_be\nUmask:\t0022\nState:\tS (sleeping)\n"
@@ -250,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_query_decodes_values),
         cmocka_unit_test(test_query_rejects_malformed),
         cmocka_unit_test(test_route_matches_exactly),
+        cmocka_unit_test(test_range_parse),
         cmocka_unit_test(test_proc_parses_status_and_rollup),
         cmocka_unit_test(test_proc_start_time),
         cmocka_unit_test(test_maps_paths_distinct),

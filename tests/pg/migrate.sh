@@ -25,6 +25,8 @@ for k in 1 2 3; do
     "$Q" import --db "$S" --node be2 --kind starrocks --time "$(at $((5 - k)))" a$((k + 1)).heap \
         2>/dev/null
 done
+# An uploaded symbol file (query symbols add) goes along too.
+HOME="$T/home" "$Q" symbols add --db "$S" "$J" >add.txt 2>&1 || fail "symbols add: $(cat add.txt)"
 printf 'junk\n' >junk.heap
 "$Q" import --db "$S" --node be2 --time "$(at 1)" junk.heap 2>/dev/null && fail "junk imported"
 
@@ -32,7 +34,9 @@ printf 'junk\n' >junk.heap
 grep -q "^snapshots .* 7 rows in the source, *7 copied now, *7 in the target: ok" mig.txt ||
     fail "snapshots not all copied: $(cat mig.txt)"
 grep -q "MISMATCH" mig.txt && fail "mismatch: $(cat mig.txt)"
-[ "$(grep -c ': ok$' mig.txt)" = 14 ] || fail "not every table checked: $(cat mig.txt)"
+[ "$(grep -c ': ok$' mig.txt)" = 16 ] || fail "not every table checked: $(cat mig.txt)"
+grep -q "^symbol_files .* 1 rows in the source, *1 copied now, *1 in the target: ok" mig.txt ||
+    fail "the uploaded symbol file was not copied: $(cat mig.txt)"
 
 same() {
     "$Q" "$@" --db "$S" >a.txt 2>&1 || echo "exit $?" >>a.txt
@@ -46,6 +50,7 @@ check_same() {
     same diff "be2@$(at 3)" be2
     same trend be1 --since 2d --format csv
     same leaks --since 2d
+    same symbols list
 }
 check_same
 echo "ok: migrated, counts checked, same answers"
@@ -71,3 +76,9 @@ if "$Q" migrate --from "$S" --to "$PGURI" >mig3.txt 2>mig3.err; then
 fi
 grep -q "table sample_sets has 7 rows, the source .* 6: not the same store" mig3.err || fail "unclear: $(cat mig3.err)"
 echo "ok: ids continue; a diverged target is refused"
+
+# The uploaded file read back from PostgreSQL is the one uploaded, byte for byte.
+HOME="$T/home" "$Q" reindex --db "$PGURI" '#1' >reindex.txt 2>&1 || fail "reindex: $(cat reindex.txt)"
+f=$(find "$T/home/.cache/heapfleet/symbols" -name "$(basename "$J")" | head -n 1)
+[ -n "$f" ] && cmp -s "$f" "$J" || fail "the uploaded file does not read back from PostgreSQL"
+echo "ok: the uploaded symbol file reads back from PostgreSQL"

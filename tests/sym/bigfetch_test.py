@@ -47,7 +47,25 @@ def make_big_elf(src, dst):
     os.chmod(dst, 0o755)
 
 
-def main():
+def start_agent(agent, tmp, dumps, bins, extra=()):
+    """The real agent on a free loopback port, serving --binaries bins;
+    (process, port), port None when it did not start within 20 s."""
+    log = open(os.path.join(tmp, "agent.log"), "w+")
+    proc = subprocess.Popen([agent, "--dumps", dumps, "--binaries", bins, "--listen",
+                             "127.0.0.1:0", *extra], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        log.seek(0)
+        m = re.search(r"addr=127\.0\.0\.1:(\d+).*listening", log.read())
+        if m:
+            return proc, m.group(1)
+        time.sleep(0.05)
+    return proc, None
+
+
+def parse_args():
+    """--symtool, --agent and --fixture; None (after saying so) when
+    readelf, which the fetch tests check build-ids with, is missing."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--symtool", required=True)
     ap.add_argument("--agent", required=True)
@@ -55,6 +73,13 @@ def main():
     args = ap.parse_args()
     if not shutil.which("readelf"):
         print("SKIP: readelf not installed")
+        return None
+    return args
+
+
+def main():
+    args = parse_args()
+    if args is None:
         return SKIP
     tmp = tempfile.mkdtemp(prefix="hf-bigfetch-")
     agent = None
@@ -75,19 +100,8 @@ def main():
         bid = m.group(1)
         with open(os.path.join(tmp, "token"), "w") as f:
             f.write("big-%d\n" % os.getpid())
-        log = open(os.path.join(tmp, "agent.log"), "w+")
-        agent = subprocess.Popen([args.agent, "--dumps", dumps, "--binaries", bins, "--listen",
-                                  "127.0.0.1:0", "--token-file", os.path.join(tmp, "token")],
-                                 stdout=log, stderr=subprocess.STDOUT)
-        port = None
-        deadline = time.monotonic() + 20
-        while port is None and time.monotonic() < deadline:
-            log.seek(0)
-            m = re.search(r"addr=127\.0\.0\.1:(\d+).*listening", log.read())
-            if m:
-                port = m.group(1)
-            else:
-                time.sleep(0.05)
+        agent, port = start_agent(args.agent, tmp, dumps, bins,
+                                  ("--token-file", os.path.join(tmp, "token")))
         if port is None:
             fail("agent did not start")
         cmd = [args.symtool, "fetch", "--server", "http://127.0.0.1:%s" % port,
