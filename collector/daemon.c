@@ -187,6 +187,11 @@ struct collector_daemon {
     uv_timer_t unlogged_timer; /* looks again while snapshot lines wait */
     uv_timer_t grace_timer;
     size_t fleet_pending;       /* claims in flight (shared fleets) */
+    /* Shared fleets: the first round runs at start, in the round already
+     * under way (its key, until claimed; 0 none), then the timer is set on
+     * the interval's multiples (realign). */
+    int64_t first_round_key;
+    bool realign;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_mutex_t sink_mu;
     uint64_t records; /* sink record calls so far (under sink_mu) */
@@ -1659,7 +1664,8 @@ static void round_claim_or_begin(struct collector_daemon *d)
         return;
     }
     struct fleet_work *fw = hp_xcalloc(1, sizeof(*fw));
-    fw->round_key = round_key_now(d);
+    fw->round_key = d->first_round_key ? d->first_round_key : round_key_now(d);
+    d->first_round_key = 0;
     for (struct dnode *dn = d->nodes; dn; dn = dn->next)
         if (!dn->removed)
             fw->n++;
@@ -1679,6 +1685,11 @@ static void round_cb(uv_timer_t *t)
     struct collector_daemon *d = hp_container_of(t, struct collector_daemon, round_timer);
     if (d->stopping)
         return;
+    if (d->realign) { /* the first round: the next ones on the interval's multiples */
+        d->realign = false;
+        uint64_t iv = d->cfg->interval_ms;
+        uv_timer_start(&d->round_timer, round_cb, iv - (uint64_t)hp_wall_ms() % iv, iv);
+    }
     if (d->nfes) {
         d->round_waiting_fe = true;
         fe_discover_all(d);
@@ -2053,15 +2064,30 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
                 cfg->max_inflight, cfg->once ? "yes" : "no");
 
     /* The first round starts now; later ones every interval. Collectors
-     * sharing a fleet start theirs on multiples of the interval, so their
-     * rounds (and round keys) line up. */
-    uint64_t first = 0;
-    if (sink && sink->claim && !cfg->once && cfg->interval_ms)
-        first = cfg->interval_ms - (uint64_t)hp_wall_ms() % cfg->interval_ms;
-    if (cfg->once)
+     * sharing a fleet run later rounds on multiples of the interval, so
+     * their rounds (and round keys) line up. Their first round starts now
+     * too (a collector started or taking over with --interval 1h must not be
+     * blind for up to an hour), as part of the round already under way: it
+     * claims under that round's key, and the database grants no node another
+     * collector claimed in it (never twice in a round). With less than a
+     * quarter of that round left (its polls would run into the next one) it
+     * waits for the next multiple instead: at most a quarter interval. */
+    uint64_t iv = cfg->interval_ms;
+    if (cfg->once || !iv) {
         uv_timer_start(&d->round_timer, round_cb, 0, 0);
-    else
-        uv_timer_start(&d->round_timer, round_cb, first, cfg->interval_ms);
+    } else if (sink && sink->claim) {
+        int64_t now = hp_wall_ms();
+        uint64_t left = iv - (uint64_t)now % iv;
+        if (left >= iv / 4) {
+            d->first_round_key = now / (int64_t)iv;
+            d->realign = true;
+            uv_timer_start(&d->round_timer, round_cb, 0, 0);
+        } else {
+            uv_timer_start(&d->round_timer, round_cb, left, iv);
+        }
+    } else {
+        uv_timer_start(&d->round_timer, round_cb, 0, iv);
+    }
 
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (sink && sink->close) {

@@ -1063,6 +1063,17 @@ static void store_sink_close(struct collector_sink *base)
         pthread_mutex_unlock(&s->fleet_mu);
         pthread_join(s->hb_thread, NULL);
         pthread_cond_destroy(&s->hb_cond);
+        /* A clean stop hands its nodes over at the others' next round
+         * rather than after the lease (a crash still waits for it). */
+        struct hp_buf err = HP_BUF_INIT(0);
+        if (store_fleet_leave(s->fleet, &s->me, &err) < 0)
+            hp_log_warn("sink", "collector=%s err=\"%s\" msg=\"could not mark the collector "
+                        "stopped; its nodes move when its lease runs out\"", s->me.id,
+                        err.data ? err.data : "?");
+        else
+            hp_log_info("sink", "collector=%s msg=\"stopped: its nodes go to the other "
+                        "collectors at their next round\"", s->me.id);
+        hp_buf_release(&err);
         store_close(s->fleet);
         pthread_mutex_destroy(&s->fleet_mu);
     }

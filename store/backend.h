@@ -56,6 +56,8 @@
 #define store_fleet_claim STORE_BE(fleet_claim)
 #define store_fleet_list STORE_BE(fleet_list)
 #define store_fleet_claim_owner STORE_BE(fleet_claim_owner)
+#define store_fleet_leave STORE_BE(fleet_leave)
+#define store_ping STORE_BE(ping)
 /* read.c's engine-free helpers are compiled twice too */
 #define store_time_parse STORE_BE(time_parse)
 #define store_time_format STORE_BE(time_format)

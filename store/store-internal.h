@@ -212,6 +212,7 @@ struct store_backend {
     const char *name; /* "sqlite", "postgresql" */
     __typeof__(store_close) *close;
     __typeof__(store_check) *check;
+    __typeof__(store_ping) *ping;
     __typeof__(store_usage_get) *usage_get;
     __typeof__(store_node_upsert) *node_upsert;
     __typeof__(store_node_find) *node_find;
@@ -243,6 +244,7 @@ struct store_backend {
     __typeof__(store_fleet_claim) *fleet_claim;
     __typeof__(store_fleet_list) *fleet_list;
     __typeof__(store_fleet_claim_owner) *fleet_claim_owner;
+    __typeof__(store_fleet_leave) *fleet_leave;
 };
 extern const struct store_backend sqlstore_backend, pgstore_backend;
 

@@ -67,6 +67,9 @@ int store_schema_version_latest(void);
 /* PRAGMA integrity_check: 0 when "ok", HP_ECORRUPT with the first problems
  * in err otherwise. */
 int store_check(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+/* Does the database answer? 0, or <0 with err (PostgreSQL: a connection the
+ * server closed is made again first, so 0 means writes can go on). */
+int store_ping(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- nodes --------------------------------------------------------------- */
 
@@ -413,7 +416,8 @@ int store_symcache_put(struct store *s, const char *build_id, uint64_t address,
  * those the database grants: a (node, round_key) claim is unique, so no node
  * is polled twice in a round however the collectors' views differ. A dead
  * collector stops heartbeating; after its lease the others' next round
- * hashes its nodes to them. On SQLite these return HP_EUSAGE (one collector
+ * hashes its nodes to them. One stopped cleanly says so (store_fleet_leave)
+ * and its nodes move at the others' next round. On SQLite these return HP_EUSAGE (one collector
  * per SQLite file). Any handle opened for writing; one thread at a time. */
 struct store_collector_row {
     char id[128];
@@ -425,7 +429,8 @@ struct store_collector_row {
     int64_t claimed;                  /* nodes it claimed in that round */
     int64_t polls_ok, polls_failed, store_errors; /* since it started */
     char last_error[256];
-    bool alive;                       /* heartbeat within its lease (list only) */
+    int64_t stopped_at;               /* ms: it stopped cleanly (list only); 0 running */
+    bool alive;                       /* heartbeat within its lease, not stopped (list only) */
 };
 /* Insert or refresh this collector's row (heartbeat_at = now). */
 int store_fleet_heartbeat(struct store *s, const struct store_collector_row *me,
@@ -438,6 +443,12 @@ int store_fleet_claim(struct store *s, const struct store_collector_row *me, int
 typedef int (*store_collector_cb)(const struct store_collector_row *row, void *ctx);
 /* Every collector that ever heartbeated, by id. */
 int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct hp_buf *err)
+    HP_MUST_CHECK;
+/* A clean stop: mark this collector stopped (stopped_at = now), so it is no
+ * longer alive and the others' next round takes its nodes without waiting
+ * for its lease to run out. Its claims of the rounds it already began stay
+ * (a node is still never polled twice in one round). */
+int store_fleet_leave(struct store *s, const struct store_collector_row *me, struct hp_buf *err)
     HP_MUST_CHECK;
 /* Who polled a node in a round: the collector's id into out, 1 found, 0 none. */
 int store_fleet_claim_owner(struct store *s, const char *node, int64_t round_key, char *out,

@@ -1,0 +1,124 @@
+#!/bin/sh
+# Collectors joining and leaving a fleet shared through PostgreSQL (issue 19):
+#  - a collector's first round starts soon after it starts, in the round
+#    already under way (not at the next multiple of the interval: with
+#    --interval 1h that was up to an hour of blindness), and a collector
+#    joining mid-round polls no node another one claimed in that round;
+#  - a collector stopped cleanly (SIGTERM) gives its nodes up: the other
+#    takes them at its next round, long before the stopped one's lease
+#    (60 s here) would have run out, and `query collectors` says "stopped".
+# The database is the witness: every poll leaves one snapshot row.
+#   handover.sh COLLECTOR FAKENODE QUERY
+set -eu
+C=$(realpath "$1")
+F=$(realpath "$2")
+Q=$(realpath "$3")
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pg-env.sh"
+T=$(mktemp -d /tmp/hfhandover.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [ -n "${KEEP:-}" ] || pg_stop
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    for f in "$T"/c*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
+    exit 1
+}
+pg_start "$T/pg"
+cd "$T"
+IV=6000 # --interval, ms
+N=8
+
+"$F" --list be.list --dir dumps --cache --stacks 8 starrocksx$N >ports.txt 2>fakenode.err &
+PIDS="$PIDS $!"
+i=0
+while ! grep -q ready ports.txt 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q ready ports.txt || fail "fakenode did not start: $(cat fakenode.err)"
+
+start_collector() {
+    "$C" --nodes be.list --db "$PGURI" --interval 6s --lease 60s --collector-id "$1" \
+        --listen off --retain 0 --thin-after 0 --no-progress >"$1.log" 2>&1 &
+    echo $! >"$1.pid"
+    PIDS="$PIDS $!"
+}
+sql() { pg_psql -c "$1"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# Sleep until $1 ms into a round (the next round if that moment has passed).
+wait_into_round() {
+    k=$(( $(now_ms) / IV ))
+    [ "$(now_ms)" -lt $((k * IV + $1)) ] || k=$((k + 1))
+    while [ "$(now_ms)" -lt $((k * IV + $1)) ]; do sleep 0.05; done
+}
+wait_round_end() {
+    end=$((($1 + 1) * IV + 1500))
+    while [ "$(now_ms)" -lt "$end" ]; do sleep 0.2; done
+}
+# Every node polled exactly once in each round of [$1, $2].
+check_rounds() {
+    bad=$(sql "SELECT n.name || ' round ' || (s.taken_at / $IV) || ': ' || count(*)
+               FROM snapshots s JOIN nodes n ON n.id = s.node_id
+               WHERE s.taken_at / $IV BETWEEN $1 AND $2
+               GROUP BY n.name, s.taken_at / $IV HAVING count(*) <> 1")
+    [ -z "$bad" ] || fail "$3: polled more than once in a round: $bad"
+    for k in $(seq "$1" "$2"); do
+        got=$(sql "SELECT count(DISTINCT node_id) FROM snapshots WHERE taken_at / $IV = $k")
+        [ "$got" = $N ] || fail "$3: round $k polled $got of $N nodes"
+    done
+}
+claimers() {
+    sql "SELECT string_agg(DISTINCT collector, ',' ORDER BY collector) FROM poll_claims
+         WHERE round_key BETWEEN $1 AND $2"
+}
+
+# ---- a collector's first round: soon after it starts, not at the boundary ----
+wait_into_round 500
+started=$(now_ms)
+k0=$((started / IV))
+start_collector c1
+wait_round_end $k0
+first=$(sql "SELECT coalesce(min(taken_at), 0) FROM snapshots")
+[ "$first" -gt 0 ] && [ "$first" -lt $(((k0 + 1) * IV)) ] ||
+    fail "c1 started at $started ms (round $k0) but polled first at $first ms, not in that round"
+check_rounds $k0 $k0 "c1's first round"
+echo "ok: c1 started $((started - k0 * IV)) ms into round $k0, first poll $((first - started)) ms later"
+
+# ---- a second collector joins mid-round: nothing polled twice ----
+wait_into_round 1500
+k1=$(( $(now_ms) / IV ))
+start_collector c2
+# Its first round claims in round k1, where c1 has claimed every node.
+i=0
+while ! grep -q 'msg="claimed"' c2.log && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "round_key=$k1 nodes=$N mine=0 msg=\"claimed\"" c2.log ||
+    fail "c2 joined in round $k1: its first claim was not for that round with nothing granted: $(grep 'msg="claimed"' c2.log)"
+wait_round_end $((k1 + 2))
+check_rounds $k1 $((k1 + 2)) "c2 joined"
+[ "$(claimers $((k1 + 1)) $((k1 + 2)))" = "c1,c2" ] ||
+    fail "c2 joined: rounds $((k1 + 1))..$((k1 + 2)) claimed by $(claimers $((k1 + 1)) $((k1 + 2)))"
+echo "ok: c2 joined in round $k1; rounds $k1..$((k1 + 2)) each node once, shared from $((k1 + 1))"
+
+# ---- c2 stops cleanly: c1 takes its nodes at its next round ----
+wait_into_round 3000
+kill -TERM "$(cat c2.pid)"
+i=0
+while kill -0 "$(cat c2.pid)" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -0 "$(cat c2.pid)" 2>/dev/null && fail "c2 did not exit within 30 s of SIGTERM"
+stopped=$(now_ms)
+# The first round that starts after the stop is c1's alone and complete:
+# within one interval of the stop, where the lease would have kept c2's
+# nodes unpolled for 60 s.
+k2=$((stopped / IV + 1))
+wait_round_end $((k2 + 1))
+check_rounds $k2 $((k2 + 1)) "after c2 stopped"
+[ "$(claimers $k2 $((k2 + 1)))" = "c1" ] ||
+    fail "after c2 stopped: rounds $k2..$((k2 + 1)) claimed by $(claimers $k2 $((k2 + 1)))"
+"$Q" collectors --db "$PGURI" >collectors.txt
+grep -q "^c2 .* stopped " collectors.txt || fail "query collectors: c2 not stopped: $(cat collectors.txt)"
+grep -q "^c1 .* alive " collectors.txt || fail "query collectors: c1 not alive: $(cat collectors.txt)"
+took=$((k2 * IV - stopped))
+echo "ok: c2 stopped at $stopped ms; c1 polled all $N nodes from round $k2 ($took ms later; lease 60000 ms)"
