@@ -547,6 +547,17 @@ static bool store_sink_lost(struct collector_sink *base, uint64_t n)
     return lost;
 }
 
+/* Worker: the store answers again (PostgreSQL: the writer's connection,
+ * cut by a server restart, is made again here). */
+static int store_sink_ready(struct collector_sink *base, struct hp_buf *err)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    pthread_mutex_lock(&s->work_mu);
+    int r = store_ping(s->st, err);
+    pthread_mutex_unlock(&s->work_mu);
+    return r;
+}
+
 /* ---- re-symbolization (see the file comment) ---- */
 
 #define RESYM_PER_PASS 8
@@ -1118,6 +1129,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;
     s->base.lost = store_sink_lost;
+    s->base.ready = store_sink_ready;
     s->base.close = store_sink_close;
     if (store_is_postgres(db)) {
         if ((r = store_open(db, STORE_OPEN_WRITE, &s->fleet, err)) < 0) {
