@@ -51,6 +51,7 @@ const struct store_backend STORE_BE(backend) = {
     .snapshot_load = store_snapshot_load,
     .snapshots_samples = store_snapshots_samples,
     .stacks_load = store_stacks_load,
+    .snapshot_load_top = store_snapshot_load_top,
     .snapshot_raw = store_snapshot_raw,
     .snapshot_info = store_snapshot_info,
     .selector_resolve = store_selector_resolve,

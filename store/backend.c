@@ -147,6 +147,13 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
     return s->be->snapshots_samples(s, ids, n, cb, ctx, err);
 }
 
+int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
+                            enum profile_value rank, struct profile **ret,
+                            struct store_pruned *ret_pruned, struct hp_buf *err)
+{
+    return s->be->snapshot_load_top(s, id, max_stacks, rank, ret, ret_pruned, err);
+}
+
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
                       struct profile **ret, struct hp_buf *err)
 {

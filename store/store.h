@@ -215,6 +215,20 @@ struct store_snapshot_info {
  * (failed attempt). *ret is owned by the caller (profile_free). */
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
     HP_MUST_CHECK;
+/* What store_snapshot_load_top left out. */
+struct store_pruned {
+    int64_t stacks_total;   /* the snapshot's all-threads samples (one per stack) */
+    int64_t stacks_dropped; /* 0: nothing was left out */
+    double dropped[PV_COUNT]; /* their un-sampled values */
+};
+/* store_snapshot_load for views with a budget: at most `max_stacks` stacks
+ * (0: all), the heaviest by `rank` (un-sampled; ties: stored order), in
+ * stored order, with their per-thread samples; *ret_pruned says what the
+ * rest held. Memory and time go with max_stacks plus one small record per
+ * stored sample (no stack, location or name of a dropped stack is read). */
+int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
+                            enum profile_value rank, struct profile **ret,
+                            struct store_pruned *ret_pruned, struct hp_buf *err) HP_MUST_CHECK;
 /* The series analyses' path (query leaks): a snapshot's samples by stored
  * stack id, without rebuilding its stacks, and the stacks separately, once
  * for every snapshot that shares them.
