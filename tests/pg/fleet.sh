@@ -14,31 +14,13 @@ F=$(realpath "$2")
 Q=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pg-env.sh"
-T=$(mktemp -d /tmp/hffleet.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ -n "${KEEP:-}" ] || pg_stop
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T"/c*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
-    exit 1
-}
-pg_start "$T/pg"
-cd "$T"
+. "$HERE/fleet-lib.sh"
+fleet_begin hffleet
 IV=5000      # --interval, ms
 LEASE=2000   # --lease, ms
 N=12
 
-"$F" --list be.list --dir dumps --cache --stacks 8 starrocksx$N >ports.txt 2>fakenode.err &
-PIDS="$PIDS $!"
-i=0
-while ! grep -q ready ports.txt 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-grep -q ready ports.txt || fail "fakenode did not start: $(cat fakenode.err)"
+fleet_fakenodes $N
 
 # A port free a moment ago; another test may take it before c1 listens, so
 # c1 is started again on a new one when its listen fails.
@@ -67,29 +49,6 @@ start_collector() {
         tries=$((tries + 1))
     done
     PIDS="$PIDS $pid"
-}
-sql() { pg_psql -c "$1"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# Wait until round key $1 is over (its start + interval + a margin).
-wait_round_end() {
-    end=$((($1 + 1) * IV + 1500))
-    while [ "$(now_ms)" -lt "$end" ]; do sleep 0.2; done
-}
-# Rounds in [$1, $2] (keys): every node polled exactly once in each.
-check_rounds() {
-    bad=$(sql "SELECT n.name || ' round ' || (s.taken_at / $IV) || ': ' || count(*)
-               FROM snapshots s JOIN nodes n ON n.id = s.node_id
-               WHERE s.taken_at / $IV BETWEEN $1 AND $2
-               GROUP BY n.name, s.taken_at / $IV HAVING count(*) <> 1")
-    [ -z "$bad" ] || fail "$3: polled more than once in a round: $bad"
-    for k in $(seq "$1" "$2"); do
-        got=$(sql "SELECT count(DISTINCT node_id) FROM snapshots WHERE taken_at / $IV = $k")
-        [ "$got" = $N ] || fail "$3: round $k polled $got of $N nodes"
-    done
-}
-claimers() {
-    sql "SELECT string_agg(DISTINCT collector, ',' ORDER BY collector) FROM poll_claims
-         WHERE round_key BETWEEN $1 AND $2"
 }
 
 # ---- three collectors ----

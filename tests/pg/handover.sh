@@ -15,30 +15,12 @@ F=$(realpath "$2")
 Q=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pg-env.sh"
-T=$(mktemp -d /tmp/hfhandover.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ -n "${KEEP:-}" ] || pg_stop
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T"/c*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
-    exit 1
-}
-pg_start "$T/pg"
-cd "$T"
+. "$HERE/fleet-lib.sh"
+fleet_begin hfhandover
 IV=6000 # --interval, ms
 N=8
 
-"$F" --list be.list --dir dumps --cache --stacks 8 starrocksx$N >ports.txt 2>fakenode.err &
-PIDS="$PIDS $!"
-i=0
-while ! grep -q ready ports.txt 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-grep -q ready ports.txt || fail "fakenode did not start: $(cat fakenode.err)"
+fleet_fakenodes $N
 
 start_collector() {
     "$C" --nodes be.list --db "$PGURI" --interval 6s --lease 60s --collector-id "$1" \
@@ -46,33 +28,11 @@ start_collector() {
     echo $! >"$1.pid"
     PIDS="$PIDS $!"
 }
-sql() { pg_psql -c "$1"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # Sleep until $1 ms into a round (the next round if that moment has passed).
 wait_into_round() {
     k=$(( $(now_ms) / IV ))
     [ "$(now_ms)" -lt $((k * IV + $1)) ] || k=$((k + 1))
     while [ "$(now_ms)" -lt $((k * IV + $1)) ]; do sleep 0.05; done
-}
-wait_round_end() {
-    end=$((($1 + 1) * IV + 1500))
-    while [ "$(now_ms)" -lt "$end" ]; do sleep 0.2; done
-}
-# Every node polled exactly once in each round of [$1, $2].
-check_rounds() {
-    bad=$(sql "SELECT n.name || ' round ' || (s.taken_at / $IV) || ': ' || count(*)
-               FROM snapshots s JOIN nodes n ON n.id = s.node_id
-               WHERE s.taken_at / $IV BETWEEN $1 AND $2
-               GROUP BY n.name, s.taken_at / $IV HAVING count(*) <> 1")
-    [ -z "$bad" ] || fail "$3: polled more than once in a round: $bad"
-    for k in $(seq "$1" "$2"); do
-        got=$(sql "SELECT count(DISTINCT node_id) FROM snapshots WHERE taken_at / $IV = $k")
-        [ "$got" = $N ] || fail "$3: round $k polled $got of $N nodes"
-    done
-}
-claimers() {
-    sql "SELECT string_agg(DISTINCT collector, ',' ORDER BY collector) FROM poll_claims
-         WHERE round_key BETWEEN $1 AND $2"
 }
 
 # ---- a collector's first round: soon after it starts, not at the boundary ----
