@@ -46,6 +46,7 @@
  * quarters of the round (its polls would run into the next one). */
 #define STORE_RETRY_MAX 2
 #define STORE_PROBE_MS 500u
+#define STORE_RETRY_ONCE_MS 30000u
 
 void collector_config_default(struct collector_config *c)
 {
@@ -1327,6 +1328,16 @@ static void round_check_done(struct collector_daemon *d);
 static void shutdown_maybe_finish(struct collector_daemon *d);
 static void store_probe(struct collector_daemon *d);
 
+/* How long into a round a lost poll may still be made again: three
+ * quarters of the interval (--once: STORE_RETRY_ONCE_MS, not a whole
+ * interval of waiting for a database that is gone). */
+static uint64_t store_retry_budget_ns(const struct collector_daemon *d)
+{
+    uint64_t ms = d->cfg->once || !d->cfg->interval_ms ? STORE_RETRY_ONCE_MS
+                                                       : d->cfg->interval_ms / 4 * 3;
+    return ms * 1000000u;
+}
+
 /* May a poll of `round` whose snapshot the store lost be made again? Only
  * one the current round counts, while that round is in its first three
  * quarters, STORE_RETRY_MAX times per node and round. */
@@ -1336,8 +1347,7 @@ static bool store_retry_allowed(const struct collector_daemon *d, const struct d
     if (!dn || !counts || d->stopping || dn->removed || round != d->round || !d->round_t0_ns ||
         dn->store_retries >= STORE_RETRY_MAX)
         return false;
-    uint64_t budget_ms = d->cfg->interval_ms ? d->cfg->interval_ms / 4 * 3 : 60000;
-    return hp_now_ns() - d->round_t0_ns < budget_ms * 1000000u;
+    return hp_now_ns() - d->round_t0_ns < store_retry_budget_ns(d);
 }
 
 /* The node (idle, pending in its round again) waits for the store. */
@@ -1404,8 +1414,7 @@ static void store_probe_after_cb(uv_work_t *w, int status)
                 slot_acquire_or_queue(dn);
             }
     } else if (!d->stopping) {
-        uint64_t budget_ms = d->cfg->interval_ms ? d->cfg->interval_ms / 4 * 3 : 60000;
-        if (!d->round_t0_ns || hp_now_ns() - d->round_t0_ns >= budget_ms * 1000000u) {
+        if (!d->round_t0_ns || hp_now_ns() - d->round_t0_ns >= store_retry_budget_ns(d)) {
             struct hp_buf why = HP_BUF_INIT(0);
             hp_buf_printf(&why, "the store did not answer within the round (%s)",
                           p->err.data ? p->err.data : hp_strerror(p->r));
