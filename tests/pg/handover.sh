@@ -4,6 +4,7 @@
 #    already under way (not at the next multiple of the interval: with
 #    --interval 1h that was up to an hour of blindness), and a collector
 #    joining mid-round polls no node another one claimed in that round;
+#    one started in the last quarter of a round waits for the next;
 #  - a collector stopped cleanly (SIGTERM) gives its nodes up: the other
 #    takes them at its next round, long before the stopped one's lease
 #    (60 s here) would have run out, and `query collectors` says "stopped".
@@ -82,3 +83,17 @@ grep -q "^c2 .* stopped " collectors.txt || fail "query collectors: c2 not stopp
 grep -q "^c1 .* alive " collectors.txt || fail "query collectors: c1 not alive: $(cat collectors.txt)"
 took=$((k2 * IV - stopped))
 echo "ok: c2 stopped at $stopped ms; c1 polled all $N nodes from round $k2 ($took ms later; lease 60000 ms)"
+
+# ---- started in the last quarter of a round: its first round is the next ----
+# (its polls would run into the next round otherwise; it waits at most a
+# quarter interval)
+wait_into_round 5000
+k3=$(( $(now_ms) / IV ))
+start_collector c3
+i=0
+while ! grep -q 'msg="claimed"' c3.log && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "round_key=$((k3 + 1)) nodes=$N mine=[0-9]* msg=\"claimed\"" c3.log ||
+    fail "c3 started 5000 ms into round $k3 (of $IV): its first claim was not for round $((k3 + 1)): $(grep 'msg="claimed"' c3.log)"
+wait_round_end $((k3 + 1))
+check_rounds $k3 $((k3 + 1)) "c3 joined late in a round"
+echo "ok: c3 started in the last quarter of round $k3; its first round was $((k3 + 1))"
