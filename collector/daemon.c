@@ -40,6 +40,13 @@
 #define SPREAD_MAX_MS (5u * 60 * 1000)
 #define BACKOFF_MAX_MS (60u * 1000)
 #define SHUTDOWN_GRACE_MS 8000u
+/* A poll whose snapshot the store lost (a PostgreSQL restart, a failed
+ * commit) is polled again in its round, at most this many times, once the
+ * store answers (asked every STORE_PROBE_MS), and not after the first three
+ * quarters of the round (its polls would run into the next one). */
+#define STORE_RETRY_MAX 2
+#define STORE_PROBE_MS 500u
+#define STORE_RETRY_ONCE_MS 30000u
 
 void collector_config_default(struct collector_config *c)
 {
@@ -120,6 +127,8 @@ struct dnode {
     void *waiter_arg;
     bool off_round; /* that job was asked for outside the schedule */
     bool fresh;     /* added by the last reload or discovery, not yet polled */
+    bool store_wait;       /* DN_WAITING to poll again once the store answers */
+    uint8_t store_retries; /* polls again this round after the store lost one */
 };
 
 struct job {
@@ -187,6 +196,13 @@ struct collector_daemon {
     uv_timer_t unlogged_timer; /* looks again while snapshot lines wait */
     uv_timer_t grace_timer;
     size_t fleet_pending;       /* claims in flight (shared fleets) */
+    uv_timer_t retry_timer;     /* asks the store again (nodes store_wait) */
+    bool probe_pending;         /* sink->ready in flight */
+    /* Shared fleets: the first round runs at start, in the round already
+     * under way (its key, until claimed; 0 none), then the timer is set on
+     * the interval's multiples (realign). */
+    int64_t first_round_key;
+    bool realign;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_mutex_t sink_mu;
     uint64_t records; /* sink record calls so far (under sink_mu) */
@@ -195,6 +211,8 @@ struct collector_daemon {
     struct unlogged {
         uint64_t seq;
         char *line;
+        uint64_t round; /* the poll's, and whether it counts in it */
+        bool counts;
     } *unlogged;
     size_t nunlogged, unlogged_cap;
     uint64_t spread_ms;
@@ -1304,6 +1322,131 @@ static void delete_after_fetch(struct collector_daemon *d, const struct job *j)
     free(url);
 }
 
+/* ---- polls the store lost: again in their round ------------------------ */
+
+static void round_check_done(struct collector_daemon *d);
+static void shutdown_maybe_finish(struct collector_daemon *d);
+static void store_probe(struct collector_daemon *d);
+
+/* How long into a round a lost poll may still be made again: three
+ * quarters of the interval (--once: STORE_RETRY_ONCE_MS, not a whole
+ * interval of waiting for a database that is gone). */
+static uint64_t store_retry_budget_ns(const struct collector_daemon *d)
+{
+    uint64_t ms = d->cfg->once || !d->cfg->interval_ms ? STORE_RETRY_ONCE_MS
+                                                       : d->cfg->interval_ms / 4 * 3;
+    return ms * 1000000u;
+}
+
+/* May a poll of `round` whose snapshot the store lost be made again? Only
+ * one the current round counts, while that round is in its first three
+ * quarters, STORE_RETRY_MAX times per node and round. */
+static bool store_retry_allowed(const struct collector_daemon *d, const struct dnode *dn,
+                                uint64_t round, bool counts)
+{
+    if (!dn || !counts || d->stopping || dn->removed || round != d->round || !d->round_t0_ns ||
+        dn->store_retries >= STORE_RETRY_MAX)
+        return false;
+    return hp_now_ns() - d->round_t0_ns < store_retry_budget_ns(d);
+}
+
+/* The node (idle, pending in its round again) waits for the store. */
+static void store_retry_start(struct collector_daemon *d, struct dnode *dn)
+{
+    dn->store_retries++;
+    dn->store_wait = true;
+    dn->state = DN_WAITING;
+    hp_log_warn("collector",
+                "node=%s round=%llu retry=%u msg=\"the store lost this poll's snapshot; polling "
+                "the node again in this round once the store answers\"",
+                dn->cfg->name, (unsigned long long)d->round, (unsigned)dn->store_retries);
+    store_probe(d);
+}
+
+/* The nodes still waiting for the store are failures of their round. */
+static void store_wait_give_up(struct collector_daemon *d, const char *why)
+{
+    for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
+        if (!dn->store_wait)
+            continue;
+        dn->store_wait = false;
+        if (dn->state != DN_WAITING)
+            continue;
+        dn->state = DN_IDLE;
+        d->round_failed++;
+        d->failed_total++;
+        if (d->round_pending)
+            d->round_pending--;
+        hp_log_error("collector", "node=%s round=%llu status=not_stored msg=\"not polled again: %s\"",
+                     dn->cfg->name, (unsigned long long)d->round, why);
+        dnode_tell_cancelled(dn, why);
+    }
+}
+
+static void retry_timer_cb(uv_timer_t *t)
+{
+    store_probe(hp_container_of(t, struct collector_daemon, retry_timer));
+}
+
+struct store_probe {
+    uv_work_t work;
+    struct collector_daemon *d;
+    int r;
+    struct hp_buf err;
+};
+
+static void store_probe_work_cb(uv_work_t *w)
+{
+    struct store_probe *p = hp_container_of(w, struct store_probe, work);
+    struct collector_sink *sink = p->d->sink;
+    p->r = sink && sink->ready ? sink->ready(sink, &p->err) : 0;
+}
+
+static void store_probe_after_cb(uv_work_t *w, int status)
+{
+    struct store_probe *p = hp_container_of(w, struct store_probe, work);
+    struct collector_daemon *d = p->d;
+    d->probe_pending = false;
+    if (!d->stopping && status == 0 && p->r == 0) {
+        for (struct dnode *dn = d->nodes; dn; dn = dn->next)
+            if (dn->store_wait && dn->state == DN_WAITING) {
+                dn->store_wait = false;
+                slot_acquire_or_queue(dn);
+            }
+    } else if (!d->stopping) {
+        if (!d->round_t0_ns || hp_now_ns() - d->round_t0_ns >= store_retry_budget_ns(d)) {
+            struct hp_buf why = HP_BUF_INIT(0);
+            hp_buf_printf(&why, "the store did not answer within the round (%s)",
+                          p->err.data ? p->err.data : hp_strerror(p->r));
+            store_wait_give_up(d, why.data);
+            hp_buf_release(&why);
+            round_check_done(d);
+        } else {
+            hp_log_debug("collector", "err=\"%s\" msg=\"the store does not answer yet\"",
+                         p->err.data ? p->err.data : "?");
+            (void)uv_timer_start(&d->retry_timer, retry_timer_cb, STORE_PROBE_MS, 0);
+        }
+    }
+    hp_buf_release(&p->err);
+    free(p);
+    shutdown_maybe_finish(d);
+}
+
+/* Ask the sink (on a worker) whether the store takes writes again. */
+static void store_probe(struct collector_daemon *d)
+{
+    if (d->probe_pending || d->stopping || uv_is_active((uv_handle_t *)&d->retry_timer))
+        return;
+    struct store_probe *p = hp_xcalloc(1, sizeof(*p));
+    p->d = d;
+    hp_buf_init(&p->err, 0);
+    d->probe_pending = true;
+    if (uv_queue_work(&d->loop, &p->work, store_probe_work_cb, store_probe_after_cb) < 0) {
+        hp_log_error("collector", "msg=\"uv_queue_work failed\"");
+        abort();
+    }
+}
+
 static void unlogged_cb(uv_timer_t *t);
 
 /* Log the "snapshot" lines of polls whose record the sink has settled
@@ -1316,10 +1459,21 @@ static void snapshot_log_settled(struct collector_daemon *d)
     for (; k < d->nunlogged && d->unlogged[k].seq <= settled; k++) {
         if (d->sink && d->sink->lost && d->sink->lost(d->sink, d->unlogged[k].seq)) {
             /* Its write batch failed to commit (the sink said why). */
-            char *name = d->unlogged[k].line + strlen("node=");
-            hp_log_error("collector", "node=%.*s status=not_stored msg=\"snapshot lost with "
+            const char *at = d->unlogged[k].line + strlen("node=");
+            char *name = hp_xstrndup(at, strcspn(at, " "));
+            hp_log_error("collector", "node=%s status=not_stored msg=\"snapshot lost with "
                                       "its write batch\"",
-                         (int)strcspn(name, " "), name);
+                         name);
+            /* It counted as stored in its round: now it is pending again. */
+            struct dnode *dn = dnode_find(d, name);
+            if (store_retry_allowed(d, dn, d->unlogged[k].round, d->unlogged[k].counts) &&
+                dn->state == DN_IDLE) {
+                if (d->round_ok)
+                    d->round_ok--;
+                d->round_pending++;
+                store_retry_start(d, dn);
+            }
+            free(name);
         } else {
             hp_log_info("collector", "%s", d->unlogged[k].line);
         }
@@ -1342,10 +1496,10 @@ static void unlogged_cb(uv_timer_t *t)
 /* A poll's "snapshot" line (owned), logged once its record is durable:
  * a crash between the two must not leave a line for a snapshot the store
  * does not have. */
-static void snapshot_log(struct collector_daemon *d, uint64_t seq, char *line)
+static void snapshot_log(struct collector_daemon *d, const struct job *j, char *line)
 {
     d->unlogged = hp_xgrow(d->unlogged, &d->unlogged_cap, d->nunlogged + 1, sizeof(*d->unlogged));
-    d->unlogged[d->nunlogged++] = (struct unlogged){ seq, line };
+    d->unlogged[d->nunlogged++] = (struct unlogged){ j->record_seq, line, j->round, !j->off_round };
     snapshot_log_settled(d);
 }
 
@@ -1368,14 +1522,17 @@ static void after_work_cb(uv_work_t *w, int status)
      * claim what the store does not have. The node itself answered, so its
      * failures in a row are not counted up. */
     bool stored = ok && !j->sink_error;
-    if (j->round == d->round && !j->off_round) {
+    /* ... unless the node is polled again in the round once the store
+     * answers: then the round waits for that poll instead. */
+    bool again = ok && j->sink_error && store_retry_allowed(d, dn, j->round, !j->off_round);
+    if (j->round == d->round && !j->off_round && !again) {
         d->round_bytes += bytes;
         if (stored)
             d->round_ok++;
         else
             d->round_failed++;
     }
-    if (!stored) /* --once exits 1 */
+    if (!stored && !again) /* --once exits 1 */
         d->failed_total++;
     dn->consecutive_failures = ok ? 0 : dn->consecutive_failures + 1;
     if (j->dump_hash) {
@@ -1390,7 +1547,7 @@ static void after_work_cb(uv_work_t *w, int status)
             j->node->name, poll_kind_name(j->node->kind), (unsigned long long)j->round,
             (unsigned long long)ms, j->dump_len, j->format ? j->format : "unparsed", j->nsamples,
             hp_fmt_bytes(j->inuse_bytes, b1, sizeof(b1)), j->nfigures);
-        snapshot_log(d, j->record_seq, line);
+        snapshot_log(d, j, line);
         if (j->fig_err.len) {
             hp_log_warn("collector", "node=%s err=%s msg=\"memory figures incomplete\"",
                         j->node->name, logq(&q, j->fig_err.data));
@@ -1416,7 +1573,7 @@ static void after_work_cb(uv_work_t *w, int status)
     bool job_counts = !j->off_round;
     dn->job = NULL;
     dn->state = DN_IDLE;
-    if (dn->waiter_cb) {
+    if (dn->waiter_cb && !again) { /* else told when the poll made again ends */
         int st = ok && j->sink_error ? HP_ESTORE : j->status;
         const char *why = j->error;
         if (ok && j->sink_error)
@@ -1442,7 +1599,9 @@ static void after_work_cb(uv_work_t *w, int status)
         dnode_unlink(d, dn);
         uv_close((uv_handle_t *)&dn->timer, dnode_close_cb);
     }
-    if (job_round == d->round && job_counts && d->round_pending)
+    if (again)
+        store_retry_start(d, dn); /* still pending in its round */
+    else if (job_round == d->round && job_counts && d->round_pending)
         d->round_pending--;
     slot_release(d);
     if (d->active == 0 && d->sink && d->sink->flush) {
@@ -1659,7 +1818,8 @@ static void round_claim_or_begin(struct collector_daemon *d)
         return;
     }
     struct fleet_work *fw = hp_xcalloc(1, sizeof(*fw));
-    fw->round_key = round_key_now(d);
+    fw->round_key = d->first_round_key ? d->first_round_key : round_key_now(d);
+    d->first_round_key = 0;
     for (struct dnode *dn = d->nodes; dn; dn = dn->next)
         if (!dn->removed)
             fw->n++;
@@ -1679,6 +1839,11 @@ static void round_cb(uv_timer_t *t)
     struct collector_daemon *d = hp_container_of(t, struct collector_daemon, round_timer);
     if (d->stopping)
         return;
+    if (d->realign) { /* the first round: the next ones on the interval's multiples */
+        d->realign = false;
+        uint64_t iv = d->cfg->interval_ms;
+        uv_timer_start(&d->round_timer, round_cb, iv - (uint64_t)hp_wall_ms() % iv, iv);
+    }
     if (d->nfes) {
         d->round_waiting_fe = true;
         fe_discover_all(d);
@@ -1691,6 +1856,7 @@ static void round_cb(uv_timer_t *t)
 
 static void round_begin(struct collector_daemon *d)
 {
+    store_wait_give_up(d, "the next round started first");
     if (d->round_t0_ns) {
         hp_log_warn("collector",
                     "round=%llu pending=%zu msg=\"previous round still running at the "
@@ -1717,6 +1883,7 @@ static void round_begin(struct collector_daemon *d)
             continue;
         }
         d->round_total++;
+        dn->store_retries = 0;
         if (dn->state != DN_IDLE) {
             d->round_skipped++;
             hp_log_warn("collector",
@@ -1919,11 +2086,13 @@ static void daemon_stop(struct collector_daemon *d, const char *why)
     uv_timer_stop(&d->round_timer);
     uv_timer_stop(&d->progress_timer);
     uv_timer_stop(&d->unlogged_timer); /* the close settles the rest */
+    uv_timer_stop(&d->retry_timer);
     /* Nodes waiting for their start time or a slot simply do not start. */
     for (struct dnode *dn = d->nodes; dn; dn = dn->next) {
         if (dn->state == DN_WAITING || dn->state == DN_QUEUED) {
             uv_timer_stop(&dn->timer);
             dn->state = DN_IDLE;
+            dn->store_wait = false;
             if (d->round_pending && !dn->off_round)
                 d->round_pending--;
             dnode_tell_cancelled(dn, "the collector is stopping");
@@ -1943,7 +2112,8 @@ static void daemon_stop(struct collector_daemon *d, const char *why)
 
 static void shutdown_maybe_finish(struct collector_daemon *d)
 {
-    if (!d->stopping || d->closed || d->active || d->reloading || d->fleet_pending)
+    if (!d->stopping || d->closed || d->active || d->reloading || d->fleet_pending ||
+        d->probe_pending)
         return;
     d->closed = true;
     poll_fetcher_close(d->fetcher);
@@ -1956,6 +2126,7 @@ static void shutdown_maybe_finish(struct collector_daemon *d)
     uv_close((uv_handle_t *)&d->round_timer, NULL);
     uv_close((uv_handle_t *)&d->progress_timer, NULL);
     uv_close((uv_handle_t *)&d->unlogged_timer, NULL);
+    uv_close((uv_handle_t *)&d->retry_timer, NULL);
     uv_timer_stop(&d->grace_timer);
     uv_close((uv_handle_t *)&d->grace_timer, NULL);
     uv_close((uv_handle_t *)&d->sig_term, NULL);
@@ -2021,6 +2192,7 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
     uv_timer_init(&d->loop, &d->round_timer);
     uv_timer_init(&d->loop, &d->progress_timer);
     uv_timer_init(&d->loop, &d->unlogged_timer);
+    uv_timer_init(&d->loop, &d->retry_timer);
     uv_timer_init(&d->loop, &d->grace_timer);
     uv_unref((uv_handle_t *)&d->grace_timer);
     uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
@@ -2053,15 +2225,30 @@ int collector_daemon_run(const struct collector_config *cfg, struct collector_si
                 cfg->max_inflight, cfg->once ? "yes" : "no");
 
     /* The first round starts now; later ones every interval. Collectors
-     * sharing a fleet start theirs on multiples of the interval, so their
-     * rounds (and round keys) line up. */
-    uint64_t first = 0;
-    if (sink && sink->claim && !cfg->once && cfg->interval_ms)
-        first = cfg->interval_ms - (uint64_t)hp_wall_ms() % cfg->interval_ms;
-    if (cfg->once)
+     * sharing a fleet run later rounds on multiples of the interval, so
+     * their rounds (and round keys) line up. Their first round starts now
+     * too (a collector started or taking over with --interval 1h must not be
+     * blind for up to an hour), as part of the round already under way: it
+     * claims under that round's key, and the database grants no node another
+     * collector claimed in it (never twice in a round). With less than a
+     * quarter of that round left (its polls would run into the next one) it
+     * waits for the next multiple instead: at most a quarter interval. */
+    uint64_t iv = cfg->interval_ms;
+    if (cfg->once || !iv) {
         uv_timer_start(&d->round_timer, round_cb, 0, 0);
-    else
-        uv_timer_start(&d->round_timer, round_cb, first, cfg->interval_ms);
+    } else if (sink && sink->claim) {
+        int64_t now = hp_wall_ms();
+        uint64_t left = iv - (uint64_t)now % iv;
+        if (left >= iv / 4) {
+            d->first_round_key = now / (int64_t)iv;
+            d->realign = true;
+            uv_timer_start(&d->round_timer, round_cb, 0, 0);
+        } else {
+            uv_timer_start(&d->round_timer, round_cb, left, iv);
+        }
+    } else {
+        uv_timer_start(&d->round_timer, round_cb, 0, iv);
+    }
 
     uv_run(&d->loop, UV_RUN_DEFAULT);
     if (sink && sink->close) {

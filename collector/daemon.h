@@ -112,6 +112,11 @@ struct collector_sink {
      * commit that failed after the record joined it)? Any thread. NULL:
      * never. */
     bool (*lost)(struct collector_sink *s, uint64_t n);
+    /* Does the store take writes again? 0, or <0 with err. Asked before a
+     * poll whose snapshot the store lost (its write failed, or its write
+     * batch) is polled again in the same round. Worker thread; may run while
+     * record runs. NULL: always. */
+    int (*ready)(struct collector_sink *s, struct hp_buf *err);
 };
 
 /* A dump parser, run on worker threads (ingest_parse fits after a cast-free

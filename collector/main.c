@@ -434,8 +434,8 @@ int main(int argc, char **argv)
         HP_OPT_STRING(0, "static", &static_dir, "DIR",
                       "the UI's files (none: API only)"),
         HP_OPT_UINT(0, "max-view-stacks", &max_view_stacks, 0, (uint64_t)1 << 32, "N",
-                    "snapshots with more stacks are not drawn (top, tree,\n"
-                    "diff...): a clear 413 instead of seconds and GBs (0: off)"),
+                    "views (top, tree, diff...) of a snapshot with more\n"
+                    "stacks draw its heaviest N, and say what they dropped (0: off)"),
         HP_OPT_STRING(0, "rules", &rules_file, "FILE",
                       "discrepancy rules on top of each kind's built-in ones,\n"
                       "for the API and /metrics (query/INTERNALS.md)"),

@@ -553,6 +553,17 @@ static bool store_sink_lost(struct collector_sink *base, uint64_t n)
     return lost;
 }
 
+/* Worker: the store answers again (PostgreSQL: the writer's connection,
+ * cut by a server restart, is made again here). */
+static int store_sink_ready(struct collector_sink *base, struct hp_buf *err)
+{
+    struct store_sink *s = hp_container_of(base, struct store_sink, base);
+    pthread_mutex_lock(&s->work_mu);
+    int r = store_ping(s->st, err);
+    pthread_mutex_unlock(&s->work_mu);
+    return r;
+}
+
 /* ---- re-symbolization (see the file comment) ---- */
 
 #define RESYM_PER_PASS 8
@@ -1105,6 +1116,17 @@ static void store_sink_close(struct collector_sink *base)
         pthread_mutex_unlock(&s->fleet_mu);
         pthread_join(s->hb_thread, NULL);
         pthread_cond_destroy(&s->hb_cond);
+        /* A clean stop hands its nodes over at the others' next round
+         * rather than after the lease (a crash still waits for it). */
+        struct hp_buf err = HP_BUF_INIT(0);
+        if (store_fleet_leave(s->fleet, &s->me, &err) < 0)
+            hp_log_warn("sink", "collector=%s err=\"%s\" msg=\"could not mark the collector "
+                        "stopped; its nodes move when its lease runs out\"", s->me.id,
+                        err.data ? err.data : "?");
+        else
+            hp_log_info("sink", "collector=%s msg=\"stopped: its nodes go to the other "
+                        "collectors at their next round\"", s->me.id);
+        hp_buf_release(&err);
         store_close(s->fleet);
         pthread_mutex_destroy(&s->fleet_mu);
     }
@@ -1156,6 +1178,7 @@ int collector_storesink_new(const char *db, const struct collector_sym_config *s
     s->base.flush = store_sink_flush;
     s->base.settled = store_sink_settled;
     s->base.lost = store_sink_lost;
+    s->base.ready = store_sink_ready;
     s->base.close = store_sink_close;
     if (store_is_postgres(db)) {
         if ((r = store_open(db, STORE_OPEN_WRITE, &s->fleet, err)) < 0) {

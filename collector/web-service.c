@@ -82,12 +82,12 @@ static int svc_list_snapshots(void *ctx, const char *node, int64_t since_ms, siz
                                                err);
 }
 
-static int svc_load_snapshot(void *ctx, const struct web_selector *sel, struct hp_arena *a,
-                             struct web_snapshot_info *ret_info, struct profile **ret_profile,
-                             struct hp_buf *err)
+static int svc_load_snapshot(void *ctx, const struct web_selector *sel, enum profile_value rank,
+                             struct hp_arena *a, struct web_snapshot_info *ret_info,
+                             struct profile **ret_profile, struct hp_buf *err)
 {
     struct web_service *w = ctx;
-    return web_source_store_ops.load_snapshot(w->src, sel, a, ret_info, ret_profile, err);
+    return web_source_store_ops.load_snapshot(w->src, sel, rank, a, ret_info, ret_profile, err);
 }
 
 static int svc_load_stored(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,

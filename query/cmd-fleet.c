@@ -15,8 +15,8 @@ static int print_collector_cb(const struct store_collector_row *row, void *ctx)
     char hb[40], started[40];
     store_time_format(row->heartbeat_at, hb, sizeof(hb));
     store_time_format(row->started_at, started, sizeof(started));
-    printf("%-24s %-20s %8lld  %-5s  %-20s %7.1fs  %-20s %10lld %7lld %8lld %8lld %8lld  %s\n",
-           row->id, row->host, (long long)row->pid, row->alive ? "alive" : "dead", hb,
+    printf("%-24s %-20s %8lld  %-7s  %-20s %7.1fs  %-20s %10lld %7lld %8lld %8lld %8lld  %s\n",
+           row->id, row->host, (long long)row->pid, row->alive ? "alive" : row->stopped_at ? "stopped" : "dead", hb,
            (double)(now - row->heartbeat_at) / 1000.0, started, (long long)row->round_key,
            (long long)row->claimed, (long long)row->polls_ok, (long long)row->polls_failed,
            (long long)row->store_errors, row->last_error);
@@ -30,7 +30,8 @@ int query_cmd_collectors(int argc, char **argv)
         .prog = "query collectors",
         .usage = "query collectors [--db postgresql://...]",
         .text = "Lists the collectors sharing the fleet through PostgreSQL: identity,\n"
-                "whether their lease holds (alive/dead), last heartbeat, the round they\n"
+                "whether their lease holds (alive; dead: its lease ran out; stopped: it\n"
+                "stopped cleanly and gave its nodes up), last heartbeat, the round they\n"
                 "last claimed and how many nodes, polls and store errors since start.\n",
     };
     const struct hp_opt opts[] = {
@@ -47,7 +48,7 @@ int query_cmd_collectors(int argc, char **argv)
     int r = store_open(db, STORE_OPEN_READ, &s, &err);
     if (r == 0) {
         int64_t now = hp_wall_ms();
-        printf("%-24s %-20s %8s  %-5s  %-20s %8s  %-20s %10s %7s %8s %8s %8s  %s\n", "COLLECTOR",
+        printf("%-24s %-20s %8s  %-7s  %-20s %8s  %-20s %10s %7s %8s %8s %8s  %s\n", "COLLECTOR",
                "HOST", "PID", "LEASE", "HEARTBEAT", "AGE", "STARTED", "ROUND", "CLAIMED", "OK",
                "FAILED", "STORE_ERR", "LAST ERROR");
         r = store_fleet_list(s, print_collector_cb, &now, &err);

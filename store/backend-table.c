@@ -39,6 +39,7 @@ const struct store_backend STORE_BE(backend) = {
 #endif
     .close = store_close,
     .check = store_check,
+    .ping = store_ping,
     .usage_get = store_usage_get,
     .node_upsert = store_node_upsert,
     .node_find = store_node_find,
@@ -50,6 +51,7 @@ const struct store_backend STORE_BE(backend) = {
     .snapshot_load = store_snapshot_load,
     .snapshots_samples = store_snapshots_samples,
     .stacks_load = store_stacks_load,
+    .snapshot_load_top = store_snapshot_load_top,
     .snapshot_raw = store_snapshot_raw,
     .snapshot_info = store_snapshot_info,
     .selector_resolve = store_selector_resolve,
@@ -65,6 +67,7 @@ const struct store_backend STORE_BE(backend) = {
     .fleet_claim = store_fleet_claim,
     .fleet_list = store_fleet_list,
     .fleet_claim_owner = store_fleet_claim_owner,
+    .fleet_leave = store_fleet_leave,
 #else
     .retain = store_retain,
 #endif

@@ -60,6 +60,11 @@ int store_check(struct store *s, struct hp_buf *err)
     return s->be->check(s, err);
 }
 
+int store_ping(struct store *s, struct hp_buf *err)
+{
+    return s->be->ping(s, err);
+}
+
 int store_usage_get(struct store *s, struct store_usage *ret, struct hp_buf *err)
 {
     return s->be->usage_get(s, ret, err);
@@ -140,6 +145,13 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
                             void *ctx, struct hp_buf *err)
 {
     return s->be->snapshots_samples(s, ids, n, cb, ctx, err);
+}
+
+int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
+                            enum profile_value rank, struct profile **ret,
+                            struct store_pruned *ret_pruned, struct hp_buf *err)
+{
+    return s->be->snapshot_load_top(s, id, max_stacks, rank, ret, ret_pruned, err);
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
@@ -279,6 +291,11 @@ int store_fleet_claim(struct store *s, const struct store_collector_row *me, int
 int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct hp_buf *err)
 {
     return s->be->fleet_list ? s->be->fleet_list(s, cb, ctx, err) : fleet_unsupported(s, err);
+}
+
+int store_fleet_leave(struct store *s, const struct store_collector_row *me, struct hp_buf *err)
+{
+    return s->be->fleet_leave ? s->be->fleet_leave(s, me, err) : fleet_unsupported(s, err);
 }
 
 int store_fleet_claim_owner(struct store *s, const char *node, int64_t round_key, char *out,

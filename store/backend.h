@@ -37,6 +37,7 @@
 #define store_snapshot_load STORE_BE(snapshot_load)
 #define store_snapshots_samples STORE_BE(snapshots_samples)
 #define store_stacks_load STORE_BE(stacks_load)
+#define store_snapshot_load_top STORE_BE(snapshot_load_top)
 #define store_snapshot_raw STORE_BE(snapshot_raw)
 #define store_snapshot_info STORE_BE(snapshot_info)
 #define store_selector_resolve STORE_BE(selector_resolve)
@@ -59,6 +60,8 @@
 #define store_fleet_claim STORE_BE(fleet_claim)
 #define store_fleet_list STORE_BE(fleet_list)
 #define store_fleet_claim_owner STORE_BE(fleet_claim_owner)
+#define store_fleet_leave STORE_BE(fleet_leave)
+#define store_ping STORE_BE(ping)
 /* read.c's engine-free helpers are compiled twice too */
 #define store_time_parse STORE_BE(time_parse)
 #define store_time_format STORE_BE(time_format)

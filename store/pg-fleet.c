@@ -44,7 +44,8 @@ static int heartbeat(struct store *s, const struct store_collector_row *me, int6
                   " round_key = CASE WHEN ?8 > 0 THEN ?8 ELSE collectors.round_key END,"
                   " claimed = CASE WHEN ?8 > 0 THEN ?9 ELSE collectors.claimed END,"
                   " polls_ok = excluded.polls_ok, polls_failed = excluded.polls_failed,"
-                  " store_errors = excluded.store_errors, last_error = excluded.last_error",
+                  " store_errors = excluded.store_errors, last_error = excluded.last_error,"
+                  " stopped_at = 0",
                   &st, err);
     if (r < 0)
         return r;
@@ -95,7 +96,8 @@ int store_fleet_claim(struct store *s, const struct store_collector_row *me, int
     char **live = NULL;
     size_t nlive = 0, cap = 0;
     sqlite3_stmt *st;
-    if ((r = adhoc(s, "SELECT id FROM collectors WHERE heartbeat_at >= ?1 - lease_ms ORDER BY id",
+    if ((r = adhoc(s, "SELECT id FROM collectors WHERE heartbeat_at >= ?1 - lease_ms"
+                   " AND stopped_at = 0 ORDER BY id",
                    &st, err)) < 0)
         return r;
     pgq_bind_int64(st, 1, now);
@@ -184,8 +186,8 @@ int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct h
     sqlite3_stmt *st;
     int r = adhoc(s,
                   "SELECT id, host, pid, started_at, heartbeat_at, lease_ms, interval_ms,"
-                  " round_key, claimed, polls_ok, polls_failed, store_errors, last_error"
-                  " FROM collectors ORDER BY id",
+                  " round_key, claimed, polls_ok, polls_failed, store_errors, last_error,"
+                  " stopped_at FROM collectors ORDER BY id",
                   &st, err);
     if (r < 0)
         return r;
@@ -205,12 +207,29 @@ int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct h
         row.polls_failed = pgq_column_int64(st, 10);
         row.store_errors = pgq_column_int64(st, 11);
         store_col_text(st, 12, row.last_error, sizeof(row.last_error));
-        row.alive = row.heartbeat_at >= now - row.lease_ms;
+        row.stopped_at = pgq_column_int64(st, 13);
+        row.alive = row.heartbeat_at >= now - row.lease_ms && row.stopped_at == 0;
         if ((r = cb(&row, ctx)) != 0)
             break;
     }
     pgq_finalize(st);
     return r < 0 ? r : r == 1 ? 0 : r;
+}
+
+int store_fleet_leave(struct store *s, const struct store_collector_row *me, struct hp_buf *err)
+{
+    int r;
+    if ((r = store_require_writer(s, "a collector's stop", err)) < 0)
+        return r;
+    /* Its last figures too: `query collectors` shows how it ended. */
+    if ((r = heartbeat(s, me, 0, 0, err)) < 0)
+        return r;
+    sqlite3_stmt *st;
+    if ((r = adhoc(s, "UPDATE collectors SET stopped_at = ?2 WHERE id = ?1", &st, err)) < 0)
+        return r;
+    pgq_bind_text(st, 1, me->id, -1, NULL);
+    pgq_bind_int64(st, 2, hp_wall_ms());
+    return run(s, st, "marking the collector stopped", err);
 }
 
 int store_fleet_claim_owner(struct store *s, const char *node, int64_t round_key, char *out,

@@ -532,9 +532,77 @@ static int snap_sample_set(struct store *s, int64_t id, struct blob_cache *cache
     return blob_load_depth(s, STMT_SS_GET, ss_id, 0, cache, ret, ret_len, err);
 }
 
-/* store_snapshot_load, or with `only` (n stack ids) store_stacks_load: the
- * snapshot's header and mappings with one zero sample per stack of `only`. */
+struct ranked {
+    double v;
+    size_t i;
+};
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v > y->v ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* store_snapshot_load_top's cut, before any stack is read: keep the `max`
+ * heaviest all-threads samples sm[0..*ns) by `rank`, and the per-thread
+ * samples sm[*ns..*nall) of their stacks, in stored order; what the rest
+ * held (un-sampled with p's header) into *pr. */
+static void prune_samples(const struct profile *p, struct store_sample *sm, size_t *ns,
+                          size_t *nall, size_t max, enum profile_value rank,
+                          struct store_pruned *pr)
+{
+    memset(pr, 0, sizeof(*pr));
+    pr->stacks_total = (int64_t)*ns;
+    if (!max || *ns <= max)
+        return;
+    struct ranked *rk = hp_xmalloc(*ns * sizeof(*rk));
+    for (size_t i = 0; i < *ns; i++) {
+        struct profile_sample ps = { 0 };
+        memcpy(ps.raw, sm[i].raw, sizeof(ps.raw));
+        profile_sample_unsample(p, &ps);
+        rk[i] = (struct ranked){ ps.value[rank], i };
+    }
+    hp_qsort(rk, *ns, sizeof(*rk), ranked_cmp);
+    bool *keep = hp_xcalloc(*ns, sizeof(*keep));
+    for (size_t k = 0; k < max; k++)
+        keep[rk[k].i] = true;
+    free(rk);
+    struct hp_map64 kept;
+    hp_map64_init(&kept);
+    size_t j = 0;
+    for (size_t i = 0; i < *ns; i++) {
+        if (keep[i]) {
+            uint32_t old;
+            (void)hp_map64_put(&kept, (uint64_t)sm[i].stack, 1, &old);
+            sm[j++] = sm[i];
+            continue;
+        }
+        struct profile_sample ps = { 0 };
+        memcpy(ps.raw, sm[i].raw, sizeof(ps.raw));
+        profile_sample_unsample(p, &ps);
+        for (int v = 0; v < PV_COUNT; v++)
+            pr->dropped[v] += ps.value[v];
+        pr->stacks_dropped++;
+    }
+    size_t kept_ns = j;
+    for (size_t i = *ns; i < *nall; i++) {
+        uint32_t one;
+        if (hp_map64_get(&kept, (uint64_t)sm[i].stack, &one))
+            sm[j++] = sm[i];
+    }
+    hp_map64_release(&kept);
+    free(keep);
+    *ns = kept_ns;
+    *nall = j;
+}
+
+/* store_snapshot_load, or with `only` (n stack ids) store_stacks_load, or
+ * with `max` store_snapshot_load_top: the snapshot's header and mappings
+ * with one zero sample per stack of `only`, or its heaviest `max` stacks. */
 static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t nonly,
+                        size_t max, enum profile_value rank, struct store_pruned *pruned,
                         struct profile **ret, struct hp_buf *err)
 {
     struct loader ld = { .s = s, .snap_id = id };
@@ -552,6 +620,8 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
         goto out;
     free(blob);
     blob = NULL;
+    if (pruned)
+        prune_samples(ld.p, sm, &ns, &nall, max, rank, pruned);
     if (only) {
         sm = hp_xrealloc(sm, (nonly + 1) * sizeof(*sm));
         memset(sm, 0, (nonly + 1) * sizeof(*sm));
@@ -705,13 +775,24 @@ out:
 
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
 {
-    return load_profile(s, id, NULL, 0, ret, err);
+    return load_profile(s, id, NULL, 0, 0, PV_INUSE_SPACE, NULL, ret, err);
+}
+
+int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
+                            enum profile_value rank, struct profile **ret,
+                            struct store_pruned *ret_pruned, struct hp_buf *err)
+{
+    struct store_pruned pr;
+    int r = load_profile(s, id, NULL, 0, max_stacks, rank, &pr, ret, err);
+    if (r == 0 && ret_pruned)
+        *ret_pruned = pr;
+    return r;
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
                       struct profile **ret, struct hp_buf *err)
 {
-    return load_profile(s, id, stack_ids, n, ret, err);
+    return load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL, ret, err);
 }
 
 /* How stored addresses become this snapshot's runtime addresses and

@@ -36,6 +36,11 @@ void store_col_text(sqlite3_stmt *st, int col, char *out, size_t outsz)
     snprintf(out, outsz, "%s", t ? (const char *)t : "");
 }
 
+int store_ping(struct store *s, struct hp_buf *err)
+{
+    return store_exec(s, "SELECT 1", err);
+}
+
 int store_require_writer(struct store *s, const char *what, struct hp_buf *err)
 {
     if (s->writer)

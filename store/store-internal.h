@@ -224,6 +224,7 @@ struct store_backend {
     const char *name; /* "sqlite", "postgresql" */
     __typeof__(store_close) *close;
     __typeof__(store_check) *check;
+    __typeof__(store_ping) *ping;
     __typeof__(store_usage_get) *usage_get;
     __typeof__(store_node_upsert) *node_upsert;
     __typeof__(store_node_find) *node_find;
@@ -235,6 +236,7 @@ struct store_backend {
     __typeof__(store_snapshot_load) *snapshot_load;
     __typeof__(store_snapshots_samples) *snapshots_samples;
     __typeof__(store_stacks_load) *stacks_load;
+    __typeof__(store_snapshot_load_top) *snapshot_load_top;
     __typeof__(store_snapshot_raw) *snapshot_raw;
     __typeof__(store_snapshot_info) *snapshot_info;
     __typeof__(store_selector_resolve) *selector_resolve;
@@ -258,6 +260,7 @@ struct store_backend {
     __typeof__(store_fleet_claim) *fleet_claim;
     __typeof__(store_fleet_list) *fleet_list;
     __typeof__(store_fleet_claim_owner) *fleet_claim_owner;
+    __typeof__(store_fleet_leave) *fleet_leave;
 };
 extern const struct store_backend sqlstore_backend, pgstore_backend;
 

@@ -67,6 +67,9 @@ int store_schema_version_latest(void);
 /* PRAGMA integrity_check: 0 when "ok", HP_ECORRUPT with the first problems
  * in err otherwise. */
 int store_check(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+/* Does the database answer? 0, or <0 with err (PostgreSQL: a connection the
+ * server closed is made again first, so 0 means writes can go on). */
+int store_ping(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- nodes --------------------------------------------------------------- */
 
@@ -212,6 +215,20 @@ struct store_snapshot_info {
  * (failed attempt). *ret is owned by the caller (profile_free). */
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
     HP_MUST_CHECK;
+/* What store_snapshot_load_top left out. */
+struct store_pruned {
+    int64_t stacks_total;   /* the snapshot's all-threads samples (one per stack) */
+    int64_t stacks_dropped; /* 0: nothing was left out */
+    double dropped[PV_COUNT]; /* their un-sampled values */
+};
+/* store_snapshot_load for views with a budget: at most `max_stacks` stacks
+ * (0: all), the heaviest by `rank` (un-sampled; ties: stored order), in
+ * stored order, with their per-thread samples; *ret_pruned says what the
+ * rest held. Memory and time go with max_stacks plus one small record per
+ * stored sample (no stack, location or name of a dropped stack is read). */
+int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
+                            enum profile_value rank, struct profile **ret,
+                            struct store_pruned *ret_pruned, struct hp_buf *err) HP_MUST_CHECK;
 /* The series analyses' path (query leaks): a snapshot's samples by stored
  * stack id, without rebuilding its stacks, and the stacks separately, once
  * for every snapshot that shares them.
@@ -468,7 +485,8 @@ char *store_symfiles_dir_default(const char *db);
  * those the database grants: a (node, round_key) claim is unique, so no node
  * is polled twice in a round however the collectors' views differ. A dead
  * collector stops heartbeating; after its lease the others' next round
- * hashes its nodes to them. On SQLite these return HP_EUSAGE (one collector
+ * hashes its nodes to them. One stopped cleanly says so (store_fleet_leave)
+ * and its nodes move at the others' next round. On SQLite these return HP_EUSAGE (one collector
  * per SQLite file). Any handle opened for writing; one thread at a time. */
 struct store_collector_row {
     char id[128];
@@ -480,7 +498,8 @@ struct store_collector_row {
     int64_t claimed;                  /* nodes it claimed in that round */
     int64_t polls_ok, polls_failed, store_errors; /* since it started */
     char last_error[256];
-    bool alive;                       /* heartbeat within its lease (list only) */
+    int64_t stopped_at;               /* ms: it stopped cleanly (list only); 0 running */
+    bool alive;                       /* heartbeat within its lease, not stopped (list only) */
 };
 /* Insert or refresh this collector's row (heartbeat_at = now). */
 int store_fleet_heartbeat(struct store *s, const struct store_collector_row *me,
@@ -493,6 +512,12 @@ int store_fleet_claim(struct store *s, const struct store_collector_row *me, int
 typedef int (*store_collector_cb)(const struct store_collector_row *row, void *ctx);
 /* Every collector that ever heartbeated, by id. */
 int store_fleet_list(struct store *s, store_collector_cb cb, void *ctx, struct hp_buf *err)
+    HP_MUST_CHECK;
+/* A clean stop: mark this collector stopped (stopped_at = now), so it is no
+ * longer alive and the others' next round takes its nodes without waiting
+ * for its lease to run out. Its claims of the rounds it already began stay
+ * (a node is still never polled twice in one round). */
+int store_fleet_leave(struct store *s, const struct store_collector_row *me, struct hp_buf *err)
     HP_MUST_CHECK;
 /* Who polled a node in a round: the collector's id into out, 1 found, 0 none. */
 int store_fleet_claim_owner(struct store *s, const char *node, int64_t round_key, char *out,

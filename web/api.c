@@ -118,6 +118,11 @@ static void set_fig(json_t *o, const char *k, double v)
         json_object_set_new(o, k, jnum(v));
 }
 
+static const char *unit_of(enum profile_value v)
+{
+    return v == PV_INUSE_SPACE || v == PV_ALLOC_SPACE ? "bytes" : "objects";
+}
+
 static json_t *snapshot_json(const struct web_snapshot_info *s)
 {
     json_t *o = json_object();
@@ -145,6 +150,31 @@ static json_t *snapshot_json(const struct web_snapshot_info *s)
     set_fig(f, "tracker_total", s->fig.tracker_total);
     set_fig(f, "symbolized_ratio", s->fig.symbolized_ratio);
     json_object_set_new(o, "figures", f);
+    if (s->stacks_dropped > 0) {
+        /* Over the source's view budget: what the view leaves out. */
+        enum profile_value rk = s->pruned_rank;
+        json_t *pr = json_object(), *dv = json_object();
+        json_object_set_new(pr, "stacks_total", json_integer(s->stacks_total));
+        json_object_set_new(pr, "stacks_kept", json_integer(s->stacks_total - s->stacks_dropped));
+        json_object_set_new(pr, "stacks_dropped", json_integer(s->stacks_dropped));
+        json_object_set_new(pr, "ranked_by", json_string(profile_value_name(rk)));
+        for (int i = 0; i < PV_COUNT; i++)
+            json_object_set_new(dv, profile_value_name((enum profile_value)i),
+                                jnum(round(s->dropped[i])));
+        json_object_set_new(pr, "dropped", dv);
+        char amount[32];
+        if (strcmp(unit_of(rk), "bytes") == 0)
+            hp_fmt_bytes(s->dropped[rk], amount, sizeof(amount));
+        else
+            snprintf(amount, sizeof(amount), "%.0f objects", s->dropped[rk]);
+        char *note = hp_xasprintf("%lld of %lld stacks dropped (the lightest by %s, over the "
+                                  "view budget); they hold %s",
+                                  (long long)s->stacks_dropped, (long long)s->stacks_total,
+                                  profile_value_name(rk), amount);
+        json_object_set_new(pr, "note", json_string(note));
+        free(note);
+        json_object_set_new(o, "pruned", pr);
+    }
     if (s->ntrackers) {
         json_t *a = json_array();
         for (size_t i = 0; i < s->ntrackers; i++) {
@@ -156,11 +186,6 @@ static json_t *snapshot_json(const struct web_snapshot_info *s)
         json_object_set_new(o, "trackers", a);
     }
     return o;
-}
-
-static const char *unit_of(enum profile_value v)
-{
-    return v == PV_INUSE_SPACE || v == PV_ALLOC_SPACE ? "bytes" : "objects";
 }
 
 static void figures_init_nan(struct web_snapshot_info *s)
@@ -181,7 +206,7 @@ static int load(struct web_request *r, const struct web_selector *sel,
     }
     memset(info, 0, sizeof(*info));
     figures_init_nan(info);
-    return r->src->load_snapshot(r->src_ctx, sel, &r->arena, info, ret, err);
+    return r->src->load_snapshot(r->src_ctx, sel, r->p.qo.sample, &r->arena, info, ret, err);
 }
 
 /* ---- nodes ---------------------------------------------------------------------- */
@@ -1101,7 +1126,8 @@ int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struc
         struct web_selector sel = { .id = ids[i] };
         struct web_snapshot_info info;
         memset(&info, 0, sizeof(info));
-        int rc = r->src->load_snapshot(r->src_ctx, &sel, &r->arena, &info, &L->profiles[i], err);
+        int rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info,
+                                       &L->profiles[i], err);
         if (rc == 0)
             rc = query_fold(L->profiles[i], &r->p.qo, &L->folds[i], err);
         if (rc < 0)

@@ -320,9 +320,9 @@ static int list_snapshots(void *ctx, const char *node, int64_t since_ms, size_t 
 
 /* ---- load one snapshot ---- */
 
-static int load_snapshot(void *ctx, const struct web_selector *sel, struct hp_arena *a,
-                         struct web_snapshot_info *ret_info, struct profile **ret_profile,
-                         struct hp_buf *err)
+static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile_value rank,
+                         struct hp_arena *a, struct web_snapshot_info *ret_info,
+                         struct profile **ret_profile, struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
     char text[256], when[32];
@@ -341,23 +341,22 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, struct hp_ar
     int64_t id = 0;
     struct profile *p = NULL;
     struct store_snapshot_info si;
+    struct store_pruned pr = { 0 };
     r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
     if (r == 0)
         r = store_snapshot_info(s, id, &si, err);
-    if (r == 0 && w->max_stacks && si.nsamples > 0 && (uint64_t)si.nsamples > w->max_stacks) {
-        hp_err_printf(err,
-                      "snapshot #%lld (%s) has %lld stacks, over the view budget of %llu "
-                      "(--max-view-stacks): drawing it would take seconds and GBs; "
-                      "`query top` or `query export` read it offline",
-                      (long long)id, text, (long long)si.nsamples,
-                      (unsigned long long)w->max_stacks);
-        r = HP_ETOOBIG;
-    }
+    /* Over the view budget (--max-view-stacks) only the heaviest stacks are
+     * read and drawn: the view stays bounded in time and memory, and says
+     * what it left out (web/API.md, "pruned"). */
     if (r == 0)
-        r = store_snapshot_load(s, id, &p, err);
-    if (r == 0)
+        r = store_snapshot_load_top(s, id, (size_t)w->max_stacks, rank, &p, &pr, err);
+    if (r == 0) {
         info_from_store(s, &si, a, ret_info);
-    else if (r < 0)
+        ret_info->stacks_total = pr.stacks_total;
+        ret_info->stacks_dropped = pr.stacks_dropped;
+        memcpy(ret_info->dropped, pr.dropped, sizeof(pr.dropped));
+        ret_info->pruned_rank = rank;
+    } else if (r < 0)
         unname_store(s, err);
     put_conn(w, slot);
     if (r < 0)

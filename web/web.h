@@ -75,6 +75,12 @@ struct web_snapshot_info {
     size_t ntrackers;
     struct web_raw_figure *raw;   /* every stored figure; may be NULL */
     size_t nraw;
+    /* A loaded snapshot over the source's view budget keeps only its
+     * heaviest stacks (by `pruned_rank`): how many it has, how many were
+     * dropped, and what they held (un-sampled). stacks_dropped 0: whole. */
+    int64_t stacks_total, stacks_dropped;
+    double dropped[PV_COUNT];
+    enum profile_value pruned_rank;
 };
 
 struct web_node_info {
@@ -103,10 +109,12 @@ struct web_source_ops {
                           struct hp_arena *a, struct web_snapshot_info **ret, size_t *ret_n,
                           struct hp_buf *err);
     /* Resolve a selector and load that snapshot's profile (symbolized where
-     * the source can). *ret_profile is owned by the caller (profile_free). */
-    int (*load_snapshot)(void *ctx, const struct web_selector *sel, struct hp_arena *a,
-                         struct web_snapshot_info *ret_info, struct profile **ret_profile,
-                         struct hp_buf *err);
+     * the source can). *ret_profile is owned by the caller (profile_free).
+     * A source with a view budget keeps a bigger snapshot's heaviest stacks
+     * by `rank` (the value the view draws) and says so in ret_info. */
+    int (*load_snapshot)(void *ctx, const struct web_selector *sel, enum profile_value rank,
+                         struct hp_arena *a, struct web_snapshot_info *ret_info,
+                         struct profile **ret_profile, struct hp_buf *err);
     /* Optional (the store source): fill snaps[0..n) (one node's, each
      * with its id from list_snapshots) with their samples as stack ids and
      * values for leaks, as `query leaks` reads them (query/stored.h: no

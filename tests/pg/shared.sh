@@ -54,15 +54,15 @@ grep 'name=starrocks-ok-1 ' be.list >a.list
 grep 'name=starrocks-ok-2 ' be.list >b.list
 
 # ---- the symbol cache: one collector symbolizes, another reads ----
-# Each polls its one node alone: a collector counts as alive for its lease
-# after it stopped (a clean stop does not sign off), and would keep the
-# other's node to itself for the round; so a 1 s lease, waited out.
+# Each polls its one node alone: a collector that stopped cleanly signs off
+# (stopped, not alive), so the next one's round does not leave the other's
+# node to it.
 once() {
-    "$C" --nodes "$1.list" --db "$PGURI" --once --collector-id "$2" --listen off --lease 1s \
+    "$C" --nodes "$1.list" --db "$PGURI" --once --collector-id "$2" --listen off \
         --retain 0 --thin-after 0 --no-progress --log-level debug >"$2.log" 2>&1 ||
         fail "collector $2 --once failed"
-    wait_for "\"\$Q\" collectors --db \"\$PGURI\" | grep -q '^$2 .* dead'" 100 ||
-        fail "collector $2 not dead after its lease: $("$Q" collectors --db "$PGURI")"
+    "$Q" collectors --db "$PGURI" | grep -q "^$2 .* stopped" ||
+        fail "collector $2 not stopped after its clean exit: $("$Q" collectors --db "$PGURI")"
 }
 # READ and WRITTEN: symcache_read and symcache_written of the collector's
 # one poll (collector/sink-store.c logs them per symbolized profile).

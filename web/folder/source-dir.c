@@ -422,10 +422,11 @@ static void figures_fill(const char *path, struct hp_arena *a, struct web_snapsh
     hp_buf_release(&err);
 }
 
-static int dir_load(void *ctx, const struct web_selector *sel, struct hp_arena *a,
-                    struct web_snapshot_info *ret_info, struct profile **ret_profile,
-                    struct hp_buf *err)
+static int dir_load(void *ctx, const struct web_selector *sel, enum profile_value rank,
+                    struct hp_arena *a, struct web_snapshot_info *ret_info,
+                    struct profile **ret_profile, struct hp_buf *err)
 {
+    (void)rank; /* a folder's files are parsed whole (the parser has its caps) */
     struct web_source_dir *d = ctx;
     pthread_mutex_lock(&d->mu);
     int r = scan(d, err);

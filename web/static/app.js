@@ -17,6 +17,12 @@ function setStatus(text) { document.getElementById("status").textContent = text 
 // A normal state (not enough data yet, not wired here) is a notice, not a
 // red error.
 class NormalState extends Error {}
+// A stored snapshot over the collector's view budget is drawn from its
+// heaviest stacks only (web/API.md, "pruned"): say so above the view.
+function prunedNotice(snap, label = "") {
+  return snap && snap.pruned ? `<div class="notice warn" data-test="pruned">${label}${esc(snap.pruned.note)}</div>` : "";
+}
+
 function notice(err, extra = "") {
   if (err instanceof NormalState) return `<div class="notice info" data-test="notice">${esc(err.message)}${extra}</div>`;
   const cls = err instanceof ApiError && err.status === 501 ? "notice" : "notice error";
@@ -396,6 +402,7 @@ async function snapshotPage(sel, q) {
       <span style="flex:1"></span>
       <div class="toolbar"><a class="button" href="#/compare?a=${enc(info.node + "@<=" + new Date(info.time_ms - 1).toISOString())}&b=${enc(pinned)}" title="compare with the snapshot before this one">Compare with previous</a></div>
     </div>
+    ${prunedNotice(tree.snapshot)}
     <div class="cards">
       <div class="card"><div class="label">${esc(sample.replace("_", " "))}${fq && fq !== "sample=" + sample ? " (filtered)" : ""}</div><div class="value" data-test="snapshot-total">${fmtValue(tree.total, unit)}</div></div>
       <div class="card"><div class="label">Functions</div><div class="value">${top.functions_total.toLocaleString()}</div></div>
@@ -556,6 +563,7 @@ async function comparePage(q) {
   const pinA = "#" + d.a.snapshot.id, pinB = "#" + d.b.snapshot.id;
   const fmtShare = (v) => (v > 0 ? "+" : v < 0 ? "−" : "") + fmtPct(Math.abs(v));
   res.innerHTML = `
+    ${prunedNotice(d.a.snapshot, "A: ")}${prunedNotice(d.b.snapshot, "B: ")}
     <div class="cards">
       <div class="card"><div class="label">A</div><div class="value" style="font-size:18px">${fmtValue(ta, unit)}</div><div class="small" data-test="label-a">${label(d.a)}</div></div>
       <div class="card"><div class="label">B</div><div class="value" style="font-size:18px">${fmtValue(tb, unit)}</div><div class="small" data-test="label-b">${label(d.b)}</div></div>
