@@ -7,8 +7,9 @@
  * small id, so that analyses index dense arrays by stack id and function id
  * instead of hashing strings in their inner loops.
  *
- * Every folded profile added must stay alive until qa_stacks_release: name
- * pointers are cached, and a freed profile's addresses could be reused. */
+ * Every folded profile added must stay alive until qa_stacks_release or
+ * qa_stacks_forget_source: name pointers are cached, and a freed profile's
+ * addresses could be reused. */
 #ifndef HP_QUERY_ANALYSIS_INTERNAL_H
 #define HP_QUERY_ANALYSIS_INTERNAL_H
 
@@ -50,6 +51,9 @@ struct qa_stacks {
 };
 
 void qa_stacks_init(struct qa_stacks *s);
+/* Forget the folded profiles added so far (the name-pointer cache and the
+ * previous entry's frames), so they may be freed; later adds re-intern. */
+void qa_stacks_forget_source(struct qa_stacks *s);
 /* Room for `stacks` stacks of `names` frames in all (upper bounds), so a
  * union of known size is built without growing its arrays and maps. */
 void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names);

@@ -42,11 +42,19 @@ void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names)
     hp_map64_reserve(&s->index, stacks);
 }
 
+void qa_stacks_forget_source(struct qa_stacks *s)
+{
+    hp_map64_release(&s->xlat);
+    hp_map64_init(&s->xlat);
+    s->prev_src = NULL;
+    s->prev_n = 0;
+}
+
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
     /* Every folded profile added stays alive until the union is released
-     * (analysis-internal.h), so a name pointer identifies its string across
-     * all of them and one cache serves them all. */
+     * or its sources are forgotten (analysis-internal.h), so a name pointer
+     * identifies its string across all of them and one cache serves them. */
     (void)f;
     uint32_t id;
     if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &id))

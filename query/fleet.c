@@ -84,41 +84,90 @@ static int excess_cmp(const void *a, const void *b)
     return 0;
 }
 
+struct fleet_trip {
+    uint32_t id, node;
+    double v;
+};
+
+struct query_fleet_acc {
+    struct query_fleet *F;
+    struct fleet_trip *trips;
+    size_t ntrips, cap;
+    double *totals;
+    size_t n;
+    enum profile_value v;
+};
+
+struct query_fleet_acc *query_fleet_begin(size_t n, const struct query_fleet_opts *o)
+{
+    struct query_fleet_acc *acc = hp_xcalloc(1, sizeof(*acc));
+    acc->F = hp_xcalloc(1, sizeof(*acc->F));
+    struct fleet_priv *pv = hp_xcalloc(1, sizeof(*pv));
+    acc->F->priv = pv;
+    acc->F->nnodes = n;
+    qa_stacks_init(&pv->stacks);
+    acc->totals = hp_xcalloc(n + 1, sizeof(*acc->totals));
+    acc->n = n;
+    acc->v = o->sample;
+    return acc;
+}
+
+void query_fleet_add(struct query_fleet_acc *acc, size_t i, const struct query_folded *f)
+{
+    struct fleet_priv *pv = acc->F->priv;
+    acc->totals[i] = f->total[acc->v];
+    acc->trips = hp_xgrow(acc->trips, &acc->cap, acc->ntrips + f->nentries, sizeof(*acc->trips));
+    for (size_t e = 0; e < f->nentries; e++)
+        acc->trips[acc->ntrips++] = (struct fleet_trip){
+            qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]), (uint32_t)i,
+            f->entries[e].value[acc->v]
+        };
+    /* Nothing of f is kept: the caller may free it now. */
+    qa_stacks_forget_source(&pv->stacks);
+}
+
+void query_fleet_acc_free(struct query_fleet_acc *acc)
+{
+    if (!acc)
+        return;
+    query_fleet_free(acc->F);
+    free(acc->trips);
+    free(acc->totals);
+    free(acc);
+}
+
 int query_fleet_build(const struct query_snapshot *snaps, size_t n,
                       const struct query_fleet_opts *o, struct query_fleet **ret,
                       struct hp_buf *err)
 {
-    enum profile_value v = o->sample;
     for (size_t i = 0; i < n; i++)
         if (!snaps[i].folded) {
             hp_err_printf(err, "fleet: node %s has no heap profile",
                           snaps[i].node ? snaps[i].node : "?");
             return HP_EUSAGE;
         }
+    struct query_fleet_acc *acc = query_fleet_begin(n, o);
+    for (size_t i = 0; i < n; i++)
+        query_fleet_add(acc, i, snaps[i].folded);
+    return query_fleet_finish(acc, snaps, o, ret, err);
+}
+
+int query_fleet_finish(struct query_fleet_acc *acc, const struct query_snapshot *snaps,
+                       const struct query_fleet_opts *o, struct query_fleet **ret,
+                       struct hp_buf *err)
+{
+    size_t n = acc->n;
     if (n < 3) {
         hp_err_printf(err, "fleet: %zu nodes; a fleet median needs at least 3", n);
+        query_fleet_acc_free(acc);
         return HP_EUSAGE;
     }
-    struct query_fleet *F = hp_xcalloc(1, sizeof(*F));
-    struct fleet_priv *pv = hp_xcalloc(1, sizeof(*pv));
-    F->priv = pv;
-    F->nnodes = n;
-    qa_stacks_init(&pv->stacks);
-
-    struct trip {
-        uint32_t id, node;
-        double v;
-    } *trips = NULL;
-    size_t ntrips = 0, cap = 0;
-    double *totals = hp_xmalloc(n * sizeof(*totals));
-    for (size_t i = 0; i < n; i++) {
-        const struct query_folded *f = snaps[i].folded;
-        totals[i] = f->total[v];
-        trips = hp_xgrow(trips, &cap, ntrips + f->nentries, sizeof(*trips));
-        for (size_t e = 0; e < f->nentries; e++)
-            trips[ntrips++] = (struct trip){ qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]),
-                                             (uint32_t)i, f->entries[e].value[v] };
-    }
+    struct query_fleet *F = acc->F;
+    struct fleet_priv *pv = F->priv;
+    struct fleet_trip *trips = acc->trips;
+    size_t ntrips = acc->ntrips;
+    double *totals = acc->totals;
+    free(acc);
     double *scratch = hp_xmalloc(n * sizeof(*scratch));
     struct row_sink sink = { 0 };
     judge(totals, n, snaps, o, scratch, "heap total", NULL, 0, &sink, &F->total_median);

@@ -1118,7 +1118,6 @@ int web_api_rules(const struct web_request *r, const char *kind, const struct qu
 int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
                       struct hp_buf *err)
 {
-    L->profiles = hp_xcalloc(n + 1, sizeof(*L->profiles));
     L->folds = hp_xcalloc(n + 1, sizeof(*L->folds));
     L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
     L->n = n;
@@ -1126,10 +1125,17 @@ int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struc
         struct web_selector sel = { .id = ids[i] };
         struct web_snapshot_info info;
         memset(&info, 0, sizeof(info));
-        int rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info,
-                                       &L->profiles[i], err);
+        struct profile *p = NULL;
+        int rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info, &p,
+                                       err);
         if (rc == 0)
-            rc = query_fold(L->profiles[i], &r->p.qo, &L->folds[i], err);
+            rc = query_fold(p, &r->p.qo, &L->folds[i], err);
+        /* Only the folded form is kept: /fleet over 1,000 nodes held every
+         * profile until the reply and took the collector from 43 to 340 MB
+         * (the soak's figure); the folded entries are a fraction of it. */
+        profile_free(p);
+        if (L->folds[i])
+            L->folds[i]->source = NULL;
         if (rc < 0)
             return rc;
         L->qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
@@ -1166,13 +1172,10 @@ int web_api_load_series(struct web_request *r, const struct web_snapshot_info *s
 void web_api_loaded_release(struct web_loaded *L)
 {
     query_stored_free(L->stored);
-    for (size_t i = 0; L->folds && i < L->n; i++) {
+    for (size_t i = 0; L->folds && i < L->n; i++)
         query_folded_free(L->folds[i]);
-        profile_free(L->profiles[i]);
-    }
     free(L->qs);
     free(L->folds);
-    free(L->profiles);
 }
 
 /* A node's snapshots (since, newest `limit`) loaded for a series analysis.
@@ -1269,14 +1272,16 @@ void web_h_trend(struct web_request *r)
 /* Every node's latest snapshot against the fleet, as `query fleet --format
  * json`: nodes far above the median total, functions a node holds far more
  * of than the fleet median. Nodes whose latest snapshot is older than
- * `since` are left out. At most 2,000 nodes per request. */
+ * `since` are left out. At most 2,000 nodes per request. One snapshot is
+ * loaded and folded at a time, and only its stacks' values are kept: with
+ * every profile held to the end, /fleet over 1,000 small nodes took the
+ * collector from 43 to 340 MB (the soak), and a fleet of 20k-stack BEs
+ * would take GBs. */
 void web_h_fleet(struct web_request *r)
 {
     struct hp_buf err = HP_BUF_INIT(0);
     struct web_node_info *nodes = NULL;
     size_t n = 0;
-    struct web_loaded L;
-    memset(&L, 0, sizeof(L));
     struct query_fleet *f = NULL;
     struct query_fleet_opts fo;
     query_fleet_opts_init(&fo);
@@ -1294,17 +1299,36 @@ void web_h_fleet(struct web_request *r)
         hp_err_printf(&err, "%zu nodes: more than this server compares in one request (2000)", k);
         rc = HP_ETOOBIG;
     }
-    if (rc == 0)
-        rc = web_api_load_many(r, ids, k, &L, &err);
-    if (rc == 0)
-        rc = query_fleet_build(L.qs, L.n, &fo, &f, &err);
+    struct query_snapshot *qs = hp_xcalloc(k + 1, sizeof(*qs));
+    struct query_fleet_acc *acc = rc == 0 ? query_fleet_begin(k, &fo) : NULL;
+    for (size_t i = 0; rc == 0 && i < k; i++) {
+        struct web_selector sel = { .id = ids[i] };
+        struct web_snapshot_info info;
+        memset(&info, 0, sizeof(info));
+        struct profile *p = NULL;
+        struct query_folded *fold = NULL;
+        rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info, &p, &err);
+        if (rc == 0)
+            rc = query_fold(p, &r->p.qo, &fold, &err);
+        if (rc == 0)
+            query_fleet_add(acc, i, fold);
+        query_folded_free(fold);
+        profile_free(p);
+        qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
+                                         .id = info.id };
+    }
+    if (rc == 0) {
+        rc = query_fleet_finish(acc, qs, &fo, &f, &err);
+        acc = NULL;
+    }
     if (rc == 0) {
         hp_buf_reset(&r->body);
         rc = query_render_fleet_json(f, &fo, &r->body);
     }
     reply_rendered(r, rc, &err);
+    query_fleet_acc_free(acc);
     query_fleet_free(f);
-    web_api_loaded_release(&L);
+    free(qs);
     free(ids);
     hp_buf_release(&err);
 }

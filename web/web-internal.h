@@ -93,7 +93,6 @@ void web_api_error(struct web_request *r, int status, const char *fmt, ...) HP_P
  * trend, the verdict series of /metrics): profiles and folds owned here,
  * query_snapshot views of them (names in r's arena). Worker thread. */
 struct web_loaded {
-    struct profile **profiles;
     struct query_folded **folds;
     struct query_snapshot *qs;
     size_t n;
