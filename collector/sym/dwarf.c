@@ -88,7 +88,20 @@ struct dw_cu {
     struct dw_top *tops;
     uint64_t *tops_maxhi; /* hp_interval_maxhi of tops */
     size_t ntops;
+    struct dwraw_unit raw; /* for scope_expand's narrow reader */
+    bool raw_ok;
 };
+
+/* One libdwarf handle and the ELF mapping under it (see "sections by
+ * mmap" below); each is used by one thread at a time. */
+struct dw_obj;
+static Dwarf_Debug obj_dbg(const struct dw_obj *o);
+static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
+                           const uint8_t **abbrev, size_t *abbrev_len, bool *msb);
+/* HEAPFLEET_DWARF_READER=libdwarf: inline trees through libdwarf's DIE API
+ * only (tests/sym/narrow_agree.py compares the two readers). Set once, in
+ * tracking_init, before any handle is opened. */
+static bool narrow_off;
 
 struct dw_aentry {
     uint64_t lo, hi;
@@ -99,6 +112,7 @@ struct sym_dw {
     char *path;
     int fd;
     Dwarf_Debug dbg;
+    struct dw_obj *obj; /* dbg's */
     /* dwz's common file (.gnu_debugaltlink), tied to dbg so libdwarf reads
      * DW_FORM_GNU_strp_alt strings from it; DW_FORM_GNU_ref_alt DIEs are
      * looked up in it here. -1 / NULL when there is none. */
@@ -777,13 +791,133 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
         cu->scopes[self].end = (uint32_t)cu->nscopes;
 }
 
+/* The inline tree through the narrow reader (dwraw.c): the same scopes, in
+ * the same order, as walk_die makes below a subprogram (in_sub), with
+ * libdwarf asked only for the DIEs whose ranges or call coordinates it does
+ * not decode. */
+struct nwalk {
+    Dwarf_Debug dbg;
+    struct dw_cu *cu;
+    const uint8_t *info;
+};
+
+static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth);
+
+/* A scope's ranges and call coordinates from libdwarf, for one DIE. */
+static size_t nwalk_libdwarf(struct nwalk *w, uint64_t off, bool inlined, uint32_t *call_file,
+                             uint32_t *call_line)
+{
+    struct dw_cu *cu = w->cu;
+    Dwarf_Error e = NULL;
+    Dwarf_Die die = NULL;
+    if (dwarf_offdie_b(w->dbg, off, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(w->dbg, &e);
+        return 0;
+    }
+    size_t n = die_ranges(w->dbg, die, cu->version, cu->base, &cu->ranges, &cu->nranges,
+                          &cu->ranges_cap);
+    if (n && inlined) {
+        *call_file = attr_udata(w->dbg, die, DW_AT_call_file);
+        *call_line = attr_udata(w->dbg, die, DW_AT_call_line);
+    }
+    dwarf_dealloc_die(die);
+    return n;
+}
+
+static int nwalk_die(struct nwalk *w, const struct dwraw_die *die, uint64_t *pos, int32_t parent,
+                     int depth)
+{
+    struct dw_cu *cu = w->cu;
+    if (depth > SYM_MAX_DIE_DEPTH)
+        return dwraw_skip_children(&cu->raw, w->info, pos, die);
+    int32_t self = parent;
+    if (die->tag == DW_TAG_subprogram || die->tag == DW_TAG_inlined_subroutine) {
+        bool inlined = die->tag == DW_TAG_inlined_subroutine;
+        size_t before = cu->nranges, n = 0;
+        uint64_t cf = die->call_file, cl = die->call_line;
+        uint32_t call_file = cf > UINT32_MAX ? 0 : (uint32_t)cf;
+        uint32_t call_line = cl > UINT32_MAX ? 0 : (uint32_t)cl;
+        if (die->odd) {
+            n = nwalk_libdwarf(w, die->off, inlined, &call_file, &call_line);
+        } else if (die->has_low && die->has_high) {
+            /* die_ranges' rule for low_pc/high_pc. */
+            uint64_t hi = die->high_const ? die->high + die->low : die->high;
+            if (hi > die->low && die->low != 0) {
+                cu->ranges = hp_xgrow(cu->ranges, &cu->ranges_cap, cu->nranges + 1,
+                                      sizeof(*cu->ranges));
+                cu->ranges[cu->nranges++] = (struct dw_range){ die->low, hi };
+                n = 1;
+            }
+        } else if (die->has_ranges) {
+            uint32_t f, l;
+            n = nwalk_libdwarf(w, die->off, false, &f, &l);
+        }
+        if (n == 0)
+            return dwraw_skip_children(&cu->raw, w->info, pos, die);
+        cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
+        self = (int32_t)cu->nscopes++;
+        struct dw_scope *s = &cu->scopes[self];
+        memset(s, 0, sizeof(*s));
+        s->range_off = (uint32_t)before;
+        s->nranges = (uint32_t)(cu->nranges - before);
+        s->parent = inlined ? parent : -1;
+        s->die_off = die->off;
+        if (inlined) {
+            s->inlined = true;
+            s->call_file = call_file;
+            s->call_line = call_line;
+        }
+        s->first_child = (uint32_t)self + 1;
+    } else if (!tag_descends(die->tag, cu->types_code)) {
+        return dwraw_skip_children(&cu->raw, w->info, pos, die);
+    }
+    if (die->children && nwalk_children(w, pos, self, depth + 1) < 0)
+        return -1;
+    if (self != parent)
+        cu->scopes[self].end = (uint32_t)cu->nscopes;
+    return 0;
+}
+
+/* The child list starting at *pos, through its terminating null entry. */
+static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth)
+{
+    for (;;) {
+        struct dwraw_die die;
+        int r = dwraw_die_read(&w->cu->raw, w->info, pos, &die);
+        if (r <= 0)
+            return r;
+        if (nwalk_die(w, &die, pos, parent, depth) < 0)
+            return -1;
+    }
+}
+
 /* Read the inline tree of a function recorded lazily; its scopes are
  * appended to the CU's array as one block. */
-static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
+static void scope_expand(struct dw_obj *o, struct dw_cu *cu, uint32_t idx)
 {
     if (!cu->scopes[idx].lazy)
         return;
     cu->scopes[idx].lazy = false;
+    Dwarf_Debug dbg = obj_dbg(o);
+    uint32_t start = (uint32_t)cu->nscopes;
+    size_t ranges_before = cu->nranges;
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    if (cu->raw_ok && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
+        struct nwalk nw = { .dbg = dbg, .cu = cu, .info = info };
+        uint64_t pos = cu->scopes[idx].die_off;
+        struct dwraw_die fn;
+        if (dwraw_die_read(&cu->raw, info, &pos, &fn) == 1 &&
+            (!fn.children || nwalk_children(&nw, &pos, (int32_t)idx, 1) == 0)) {
+            cu->scopes[idx].first_child = start;
+            cu->scopes[idx].end = (uint32_t)cu->nscopes;
+            return;
+        }
+        /* Malformed for the narrow reader: drop what it made, ask libdwarf. */
+        cu->nscopes = start;
+        cu->nranges = ranges_before;
+    }
     Dwarf_Error e = NULL;
     Dwarf_Die die = NULL;
     if (dwarf_offdie_b(dbg, cu->scopes[idx].die_off, 1, &die, &e) != DW_DLV_OK) {
@@ -792,7 +926,6 @@ static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
     }
     struct walk w = { .dbg = dbg, .cu = cu, .cu_base = cu->base, .in_sub = true,
                       .types_code = cu->types_code };
-    uint32_t start = (uint32_t)cu->nscopes;
     Dwarf_Die child = NULL;
     int r = dwarf_child(die, &child, &e);
     while (r == DW_DLV_OK) {
@@ -827,14 +960,24 @@ static int top_cmp(const void *a, const void *b)
 
 /* Parse one CU with the given handle. Touches only *cu (and libdwarf's
  * state of dbg), so CUs load in parallel on separate handles. */
-static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
+static void cu_load(struct dw_obj *o, struct dw_cu *cu)
 {
+    Dwarf_Debug dbg = obj_dbg(o);
     Dwarf_Error e = NULL;
     Dwarf_Die cudie = NULL;
     if (dwarf_offdie_b(dbg, cu->die_off, 1, &cudie, &e) != DW_DLV_OK) {
         dw_err_free(dbg, &e);
         cu->state = CU_FAILED;
         return;
+    }
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    Dwarf_Off uoff = 0, ulen = 0;
+    if (!narrow_off && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
+        if (dwarf_die_CU_offset_range(cudie, &uoff, &ulen, &e) == DW_DLV_OK)
+            cu->raw_ok = dwraw_unit_init(&cu->raw, info, ilen, uoff, abbrev, alen, msb) == 0;
+        dw_err_free(dbg, &e);
     }
     Dwarf_Half ver = 0, offsz = 0;
     if (dwarf_get_version_of_die(cudie, &ver, &offsz) != DW_DLV_OK)
@@ -887,6 +1030,7 @@ static void cu_release(struct dw_cu *cu)
     free(cu->ranges);
     free(cu->tops);
     free(cu->tops_maxhi);
+    dwraw_unit_release(&cu->raw);
     hp_arena_release(&cu->arena);
 }
 
@@ -1142,7 +1286,58 @@ struct dw_obj {
     struct dw_obj *next; /* open handles, under libdwarf_global_mu */
     Dwarf_Debug dbg;
     Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
+    /* .debug_info and .debug_abbrev for the narrow reader, found once */
+    int info_state; /* 0 not looked for, 1 found, -1 not usable */
+    const uint8_t *info, *abbrev;
+    size_t info_len, abbrev_len;
 };
+
+static Dwarf_Debug obj_dbg(const struct dw_obj *o)
+{
+    return o->dbg;
+}
+
+/* The bytes of an uncompressed section called `name` in this handle's
+ * mapping (libdwarf reads the same ones through obj_load_section), or NULL.
+ * Compressed sections are left to libdwarf: only it inflates .zdebug_. */
+static const uint8_t *obj_section_bytes(struct dw_obj *o, const char *name, size_t *ret_len)
+{
+    for (size_t i = 1; i < o->nsec; i++) {
+        Elf_Scn *scn = elf_getscn(o->elf, i);
+        GElf_Shdr sh;
+        if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+            continue;
+        const char *n = elf_strptr(o->elf, o->shstrndx, sh.sh_name);
+        if (!n || strcmp(n, name) != 0)
+            continue;
+        if (sh.sh_flags & SHF_COMPRESSED)
+            return NULL;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size != sh.sh_size)
+            return NULL;
+        *ret_len = d->d_size;
+        return d->d_buf;
+    }
+    return NULL;
+}
+
+static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
+                           const uint8_t **abbrev, size_t *abbrev_len, bool *msb)
+{
+    if (o->info_state == 0) {
+        o->info = obj_section_bytes(o, ".debug_info", &o->info_len);
+        o->abbrev = obj_section_bytes(o, ".debug_abbrev", &o->abbrev_len);
+        o->info_state = o->info && o->abbrev ? 1 : -1;
+    }
+    if (o->info_state < 0)
+        return false;
+    *info = o->info;
+    *info_len = o->info_len;
+    *abbrev = o->abbrev;
+    *abbrev_len = o->abbrev_len;
+    *msb = o->data == ELFDATA2MSB;
+    return true;
+}
 
 static struct dw_obj *dw_objs; /* LOCKED */
 
@@ -1309,6 +1504,8 @@ static void tracking_init(void)
 {
     const char *v = getenv("HEAPFLEET_LIBDWARF_TRACKING");
     (void)dwarf_set_de_alloc_flag(v && strcmp(v, "1") == 0 ? 1 : 0);
+    v = getenv("HEAPFLEET_DWARF_READER");
+    narrow_off = v && strcmp(v, "libdwarf") == 0;
     /* libelf's global version flag, set once here rather than by every
      * worker thread opening a handle. */
     (void)elf_version(EV_CURRENT);
@@ -1316,7 +1513,7 @@ static void tracking_init(void)
 
 static pthread_once_t tracking_once = PTHREAD_ONCE_INIT;
 
-static int open_handle(int fd, Dwarf_Debug *ret)
+static int open_handle(int fd, Dwarf_Debug *ret, struct dw_obj **ret_obj)
 {
     Dwarf_Error e = NULL;
     Dwarf_Debug dbg = NULL;
@@ -1352,6 +1549,8 @@ static int open_handle(int fd, Dwarf_Debug *ret)
         return r == DW_DLV_NO_ENTRY ? HP_ENOTFOUND : HP_EDWARF;
     }
     *ret = dbg;
+    if (ret_obj)
+        *ret_obj = o;
     return 0;
 }
 
@@ -1477,7 +1676,8 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
         return r;
     }
     Dwarf_Debug dbg = NULL;
-    r = open_handle(fd, &dbg);
+    struct dw_obj *obj = NULL;
+    r = open_handle(fd, &dbg, &obj);
     if (r < 0) {
         close(fd);
         if (r == HP_EDWARF)
@@ -1488,6 +1688,7 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
     d->path = hp_xstrdup(path);
     d->fd = fd;
     d->dbg = dbg;
+    d->obj = obj;
     d->alt_fd = -1;
     hp_map64_init(&d->cu_by_off);
     hp_map64_init(&d->names);
@@ -1509,7 +1710,7 @@ int sym_dw_set_alt(struct sym_dw *d, const char *path, struct hp_buf *err)
     int r = check_sections(fd, path, err);
     Dwarf_Debug alt = NULL;
     if (r == 0)
-        r = open_handle(fd, &alt);
+        r = open_handle(fd, &alt, NULL);
     if (r < 0) {
         close(fd);
         if (r == HP_EDWARF || r == HP_ENOTFOUND)
@@ -1579,16 +1780,16 @@ struct prep_job {
 
 /* Load CU i of the job and read the inline trees of the functions its
  * addresses fall in, all with one handle. */
-static void prep_one(Dwarf_Debug dbg, struct prep_job *j, size_t i)
+static void prep_one(struct dw_obj *o, struct prep_job *j, size_t i)
 {
     struct dw_cu *cu = &j->d->cus[j->cus[i]];
-    cu_load(dbg, cu);
+    cu_load(o, cu);
     if (cu->state != CU_LOADED)
         return;
     for (size_t k = j->first[i]; k < j->first[i] + j->count[i]; k++) {
         int32_t t = top_for(cu, j->pairs[k].addr);
         if (t >= 0)
-            scope_expand(dbg, cu, (uint32_t)t);
+            scope_expand(o, cu, (uint32_t)t);
     }
 }
 
@@ -1604,15 +1805,16 @@ static void *prep_worker(void *arg)
 {
     struct prep_job *j = arg;
     Dwarf_Debug dbg = NULL;
+    struct dw_obj *o = NULL;
     int fd = open(j->d->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    if (open_handle(fd, &dbg) < 0) {
+    if (open_handle(fd, &dbg, &o) < 0) {
         close(fd);
         return NULL;
     }
     for (size_t i; (i = prep_next(j)) != SIZE_MAX;)
-        prep_one(dbg, j, i);
+        prep_one(o, j, i);
     Dwarf_Error e = NULL;
     if (finish_handle(dbg, &e) != DW_DLV_OK && e)
         dwarf_dealloc_error(NULL, e);
@@ -1667,7 +1869,7 @@ void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threa
     }
     /* The calling thread works too, with the main handle. */
     for (size_t i; (i = prep_next(&j)) != SIZE_MAX;)
-        prep_one(d->dbg, &j, i);
+        prep_one(d->obj, &j, i);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     pthread_mutex_destroy(&j.mu);
@@ -1702,7 +1904,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
         return 0;
     struct dw_cu *cu = &d->cus[c];
     if (cu->state == CU_UNLOADED)
-        cu_load(d->dbg, cu);
+        cu_load(d->obj, cu);
     if (cu->state != CU_LOADED)
         return 0;
 
@@ -1719,7 +1921,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     /* Scope: the top-level subprogram, then down the inline chain. */
     int32_t cur = top_for(cu, addr);
     if (cur >= 0)
-        scope_expand(d->dbg, cu, (uint32_t)cur);
+        scope_expand(d->obj, cu, (uint32_t)cur);
     if (cur < 0) {
         if (!file)
             return 0;

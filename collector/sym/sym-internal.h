@@ -61,6 +61,53 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
 /* Bytes of CUs parsed so far (tests check laziness with it). */
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total);
 
+/* ---- dwraw.c: narrow .debug_info reader for inline trees ------------- */
+struct dwraw_abbrev;
+struct dwraw_spec;
+
+/* One unit's header and abbreviation table, with no pointer into the
+ * sections: every read is handed the bytes of .debug_info. */
+struct dwraw_unit {
+    uint64_t off, end;  /* the unit's bytes in .debug_info: [off, end) */
+    uint64_t die_start; /* its first DIE */
+    uint16_t version;
+    uint8_t addr_size, off_size;
+    bool msb;
+    struct dwraw_abbrev *abbrevs; /* sorted by code */
+    size_t nabbrevs;
+    struct dwraw_spec *specs;
+    size_t nspecs;
+    uint32_t *direct; /* small code -> index + 1 into abbrevs */
+    uint32_t ndirect;
+};
+
+/* What the scope walk needs of one DIE. `odd`: low_pc, high_pc, call_file
+ * or call_line is in a form this reader does not decode (the caller asks
+ * libdwarf for that DIE); has_ranges: DW_AT_ranges is there (ditto). */
+struct dwraw_die {
+    uint64_t off;
+    uint16_t tag;
+    bool children;
+    uint64_t sibling; /* DW_AT_sibling as a .debug_info offset, or 0 */
+    bool has_low, has_high, high_const, has_ranges, odd;
+    uint64_t low, high;
+    uint64_t call_file, call_line;
+};
+
+/* Parse the header of the unit at unit_off and its abbreviations. 0, or
+ * HP_EPARSE for a malformed or unsupported unit (u is then empty). */
+int dwraw_unit_init(struct dwraw_unit *u, const uint8_t *info, size_t info_len,
+                    uint64_t unit_off, const uint8_t *abbrev, size_t abbrev_len, bool msb);
+void dwraw_unit_release(struct dwraw_unit *u);
+/* Read the DIE at *pos (an offset in .debug_info inside u) into *d and move
+ * *pos past its attributes: 1, 0 for a null entry (end of a child list), -1
+ * malformed. */
+int dwraw_die_read(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
+                   struct dwraw_die *d);
+/* Move *pos (just past d's attributes) past d's children. 0, or -1. */
+int dwraw_skip_children(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
+                        const struct dwraw_die *d);
+
 /* ---- object.c ----------------------------------------------------------- */
 struct sym_load {
     uint64_t vaddr, memsz, offset, filesz;
