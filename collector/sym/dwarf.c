@@ -94,7 +94,20 @@ struct dw_cu {
 
 /* One libdwarf handle and the ELF mapping under it (see "sections by
  * mmap" below); each is used by one thread at a time. */
-struct dw_obj;
+struct dw_obj {
+    char tag; /* dwarf_finish() switches on the object's first byte (E, F, M,
+               * P for its own readers); we never call it, see finish_handle */
+    Elf *elf;
+    size_t nsec, shstrndx;
+    unsigned char class_, data;
+    struct dw_obj *next; /* open handles, under libdwarf_global_mu */
+    Dwarf_Debug dbg;
+    Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
+    /* .debug_info and .debug_abbrev for the narrow reader, found once */
+    int info_state; /* 0 not looked for, 1 found, -1 not usable */
+    const uint8_t *info, *abbrev, *line;
+    size_t info_len, abbrev_len, line_len;
+};
 static Dwarf_Debug obj_dbg(const struct dw_obj *o);
 static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
                            const uint8_t **abbrev, size_t *abbrev_len, bool *msb);
@@ -537,8 +550,65 @@ static void rows_sort(struct dw_cu *cu)
     free(seq);
 }
 
-static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
+/* libdwarf 20210528 starts the file register of a DWARF 5 line program
+ * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
+ * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
+ * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
+ * means the default, 1. Clang does use file 0 explicitly; leave it. */
+static bool zero_is_one(Dwarf_Debug dbg, Dwarf_Die cudie, unsigned line_version)
 {
+    if (line_version < 5)
+        return false;
+    const char *prod = die_string(dbg, cudie, DW_AT_producer);
+    return prod && strncmp(prod, "GNU ", 4) == 0;
+}
+
+static void row_set(struct dw_row *r, uint64_t addr, uint64_t ln, uint64_t fno, bool end,
+                    bool zero_one)
+{
+    r->addr = addr;
+    r->line = end ? 0 : (uint32_t)ln;
+    if (end)
+        fno = 0;
+    else if (fno == 0 && zero_one)
+        fno = 1;
+    r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
+}
+
+/* The rows through the narrow reader (dwraw_lines); false when it leaves
+ * this CU's program to libdwarf. */
+static bool cu_lines_narrow(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
+{
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    if (!cu->raw_ok || !o->line || !obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb))
+        return false;
+    uint64_t pos = cu->die_off;
+    struct dwraw_die die;
+    if (dwraw_die_read(&cu->raw, info, &pos, &die) != 1 || !die.has_stmt_list)
+        return false;
+    struct dwraw_row *rows = NULL;
+    size_t n = 0;
+    int ver = dwraw_lines(o->line, o->line_len, die.stmt_list, cu->raw.addr_size, msb, &rows, &n);
+    if (ver < 0)
+        return false;
+    bool zero_one = zero_is_one(obj_dbg(o), cudie, (unsigned)ver);
+    if (n) {
+        cu->rows = hp_xmalloc(n * sizeof(*cu->rows));
+        for (size_t i = 0; i < n; i++)
+            row_set(&cu->rows[i], rows[i].addr, rows[i].line, rows[i].file, rows[i].end,
+                    zero_one);
+        cu->nrows = n;
+        rows_sort(cu);
+    }
+    free(rows);
+    return true;
+}
+
+static void cu_load_lines(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
+{
+    Dwarf_Debug dbg = obj_dbg(o);
     Dwarf_Error e = NULL;
     char **files = NULL;
     Dwarf_Signed nfiles = 0;
@@ -561,6 +631,8 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
     }
     /* dwarf_srcfiles lists DWARF 5 files from entry 0, older ones from 1. */
     cu->file_base = cu->version >= 5 ? 0 : 1;
+    if (!narrow_off && cu_lines_narrow(o, cu, cudie))
+        return;
 
     Dwarf_Unsigned lver = 0;
     Dwarf_Small tcount = 0;
@@ -569,16 +641,7 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
         dw_err_free(dbg, &e);
         return;
     }
-    /* libdwarf 20210528 starts the file register of a DWARF 5 line program
-     * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
-     * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
-     * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
-     * means the default, 1. Clang does use file 0 explicitly; leave it. */
-    bool zero_is_one = false;
-    if (lver >= 5) {
-        const char *prod = die_string(dbg, cudie, DW_AT_producer);
-        zero_is_one = prod && strncmp(prod, "GNU ", 4) == 0;
-    }
+    bool zero_one = zero_is_one(dbg, cudie, (unsigned)lver);
     Dwarf_Line *lines = NULL;
     Dwarf_Signed nlines = 0;
     if (dwarf_srclines_from_linecontext(ctx, &lines, &nlines, &e) == DW_DLV_OK && nlines > 0) {
@@ -617,12 +680,7 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
                 if (dwarf_line_srcfileno(lines[i], &fno, &e) != DW_DLV_OK)
                     dw_err_free(dbg, &e);
             }
-            struct dw_row *r = &cu->rows[n++];
-            r->addr = a;
-            r->line = (uint32_t)ln;
-            if (fno == 0 && zero_is_one)
-                fno = 1;
-            r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
+            row_set(&cu->rows[n++], a, ln, fno, end, zero_one);
         }
         cu->nrows = n;
         rows_sort(cu);
@@ -995,7 +1053,7 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
         lang = 0;
     }
     cu->types_code = lang == DW_LANG_Rust;
-    cu_load_lines(dbg, cu, cudie);
+    cu_load_lines(o, cu, cudie);
     struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
     walk_die(&w, cudie, -1, 0);
     dwarf_dealloc_die(cudie);
@@ -1277,20 +1335,6 @@ static const char *qualified_name(struct sym_dw *d, uint32_t idx)
  * shared objects carry no relocations, so relocate_a_section is NULL. The
  * mapping is private and writable (copy on write), so a libdwarf that
  * wrote into a section would get its own page, never a fault. */
-struct dw_obj {
-    char tag; /* dwarf_finish() switches on the object's first byte (E, F, M,
-               * P for its own readers); we never call it, see finish_handle */
-    Elf *elf;
-    size_t nsec, shstrndx;
-    unsigned char class_, data;
-    struct dw_obj *next; /* open handles, under libdwarf_global_mu */
-    Dwarf_Debug dbg;
-    Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
-    /* .debug_info and .debug_abbrev for the narrow reader, found once */
-    int info_state; /* 0 not looked for, 1 found, -1 not usable */
-    const uint8_t *info, *abbrev;
-    size_t info_len, abbrev_len;
-};
 
 static Dwarf_Debug obj_dbg(const struct dw_obj *o)
 {
@@ -1327,6 +1371,7 @@ static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_
     if (o->info_state == 0) {
         o->info = obj_section_bytes(o, ".debug_info", &o->info_len);
         o->abbrev = obj_section_bytes(o, ".debug_abbrev", &o->abbrev_len);
+        o->line = obj_section_bytes(o, ".debug_line", &o->line_len);
         o->info_state = o->info && o->abbrev ? 1 : -1;
     }
     if (o->info_state < 0)

@@ -92,6 +92,8 @@ struct dwraw_die {
     bool has_low, has_high, high_const, has_ranges, odd;
     uint64_t low, high;
     uint64_t call_file, call_line;
+    bool has_stmt_list;
+    uint64_t stmt_list; /* DW_AT_stmt_list: offset in .debug_line */
 };
 
 /* Parse the header of the unit at unit_off and its abbreviations. 0, or
@@ -107,6 +109,19 @@ int dwraw_die_read(const struct dwraw_unit *u, const uint8_t *info, uint64_t *po
 /* Move *pos (just past d's attributes) past d's children. 0, or -1. */
 int dwraw_skip_children(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
                         const struct dwraw_die *d);
+
+/* One row of a line program; `end`: it ends a sequence (see dwraw.c for
+ * how libdwarf's epilogue_begin quirk is read). */
+struct dwraw_row {
+    uint64_t addr, line, file;
+    bool end;
+};
+
+/* The rows of the line program at `off` in .debug_line (sec), in program
+ * order, into a malloc'ed *ret_rows: the program's version (2-5), or -1 when the program is
+ * malformed or of a kind this reader leaves to libdwarf (see dwraw.c). */
+int dwraw_lines(const uint8_t *sec, size_t sec_len, uint64_t off, uint8_t cu_addr_size, bool msb,
+                struct dwraw_row **ret_rows, size_t *ret_n);
 
 /* ---- object.c ----------------------------------------------------------- */
 struct sym_load {
