@@ -88,8 +88,11 @@ struct dw_cu {
     struct dw_top *tops;
     uint64_t *tops_maxhi; /* hp_interval_maxhi of tops */
     size_t ntops;
-    struct dwraw_unit raw; /* for scope_expand's narrow reader */
+    struct dwraw_unit raw; /* for the narrow readers (dwraw.c) */
+    bool narrow;           /* use them (sym_dw_set_narrow) */
     bool raw_ok;
+    bool lines_narrow;     /* the rows came from dwraw_lines */
+    uint32_t trees_narrow; /* inline trees read by the narrow reader */
 };
 
 /* One libdwarf handle and the ELF mapping under it (see "sections by
@@ -126,6 +129,7 @@ struct sym_dw {
     int fd;
     Dwarf_Debug dbg;
     struct dw_obj *obj; /* dbg's */
+    bool narrow;        /* new CUs use the narrow readers */
     /* dwz's common file (.gnu_debugaltlink), tied to dbg so libdwarf reads
      * DW_FORM_GNU_strp_alt strings from it; DW_FORM_GNU_ref_alt DIEs are
      * looked up in it here. -1 / NULL when there is none. */
@@ -235,6 +239,7 @@ static uint32_t cu_for_offset(struct sym_dw *d, uint64_t die_off)
     struct dw_cu *cu = &d->cus[idx];
     memset(cu, 0, sizeof(*cu));
     cu->die_off = die_off;
+    cu->narrow = d->narrow;
     hp_arena_init(&cu->arena);
     (void)hp_map64_put(&d->cu_by_off, die_off, idx, &idx);
     return idx;
@@ -631,8 +636,10 @@ static void cu_load_lines(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
     }
     /* dwarf_srcfiles lists DWARF 5 files from entry 0, older ones from 1. */
     cu->file_base = cu->version >= 5 ? 0 : 1;
-    if (!narrow_off && cu_lines_narrow(o, cu, cudie))
+    if (cu_lines_narrow(o, cu, cudie)) {
+        cu->lines_narrow = true;
         return;
+    }
 
     Dwarf_Unsigned lver = 0;
     Dwarf_Small tcount = 0;
@@ -970,6 +977,7 @@ static void scope_expand(struct dw_obj *o, struct dw_cu *cu, uint32_t idx)
             (!fn.children || nwalk_children(&nw, &pos, (int32_t)idx, 1) == 0)) {
             cu->scopes[idx].first_child = start;
             cu->scopes[idx].end = (uint32_t)cu->nscopes;
+            cu->trees_narrow++;
             return;
         }
         /* Malformed for the narrow reader: drop what it made, ask libdwarf. */
@@ -1032,7 +1040,7 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
     size_t ilen, alen;
     bool msb;
     Dwarf_Off uoff = 0, ulen = 0;
-    if (!narrow_off && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
+    if (cu->narrow && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
         if (dwarf_die_CU_offset_range(cudie, &uoff, &ulen, &e) == DW_DLV_OK)
             cu->raw_ok = dwraw_unit_init(&cu->raw, info, ilen, uoff, abbrev, alen, msb) == 0;
         dw_err_free(dbg, &e);
@@ -1734,6 +1742,7 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
     d->fd = fd;
     d->dbg = dbg;
     d->obj = obj;
+    d->narrow = !narrow_off;
     d->alt_fd = -1;
     hp_map64_init(&d->cu_by_off);
     hp_map64_init(&d->names);
@@ -1796,6 +1805,22 @@ void sym_dw_free(struct sym_dw *d)
         close(d->fd);
     free(d->path);
     free(d);
+}
+
+void sym_dw_set_narrow(struct sym_dw *d, bool on)
+{
+    d->narrow = on;
+}
+
+void sym_dw_narrow_counts(const struct sym_dw *d, size_t *ret_lines, size_t *ret_trees)
+{
+    size_t l = 0, t = 0;
+    for (size_t i = 0; i < d->ncus; i++) {
+        l += d->cus[i].lines_narrow;
+        t += d->cus[i].trees_narrow;
+    }
+    *ret_lines = l;
+    *ret_trees = t;
 }
 
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total)

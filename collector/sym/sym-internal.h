@@ -58,6 +58,12 @@ void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threa
  * the count (0: no DWARF covers the address). A frame may have a NULL name
  * (line info without a subprogram). */
 int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int cap);
+/* Read line programs and inline trees with libdwarf only (false) or with
+ * the narrow readers of dwraw.c where they can (true, the default unless
+ * $HEAPFLEET_DWARF_READER is "libdwarf"); for CUs not loaded yet. */
+void sym_dw_set_narrow(struct sym_dw *d, bool on);
+/* CUs whose line table, and inline trees, the narrow readers read. */
+void sym_dw_narrow_counts(const struct sym_dw *d, size_t *ret_lines, size_t *ret_trees);
 /* Bytes of CUs parsed so far (tests check laziness with it). */
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total);
 
