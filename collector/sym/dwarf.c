@@ -91,6 +91,7 @@ struct dw_cu {
     struct dwraw_unit raw; /* for the narrow readers (dwraw.c) */
     bool narrow;           /* use them (sym_dw_set_narrow) */
     bool raw_ok;
+    bool ranges_narrow;    /* DW_AT_ranges lists read by dwraw_ranges */
     bool lines_narrow;     /* the rows came from dwraw_lines */
     uint32_t trees_narrow; /* inline trees read by the narrow reader */
 };
@@ -108,8 +109,8 @@ struct dw_obj {
     Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
     /* .debug_info and .debug_abbrev for the narrow reader, found once */
     int info_state; /* 0 not looked for, 1 found, -1 not usable */
-    const uint8_t *info, *abbrev, *line;
-    size_t info_len, abbrev_len, line_len;
+    const uint8_t *info, *abbrev, *line, *ranges, *rnglists;
+    size_t info_len, abbrev_len, line_len, ranges_len, rnglists_len;
 };
 static Dwarf_Debug obj_dbg(const struct dw_obj *o);
 static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
@@ -861,9 +862,11 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
  * libdwarf asked only for the DIEs whose ranges or call coordinates it does
  * not decode. */
 struct nwalk {
+    struct dw_obj *o;
     Dwarf_Debug dbg;
     struct dw_cu *cu;
     const uint8_t *info;
+    bool msb;
 };
 
 static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth);
@@ -886,6 +889,32 @@ static size_t nwalk_libdwarf(struct nwalk *w, uint64_t off, bool inlined, uint32
         *call_line = attr_udata(w->dbg, die, DW_AT_call_line);
     }
     dwarf_dealloc_die(die);
+    return n;
+}
+
+/* die_ranges for a DW_AT_ranges list through dwraw_ranges; SIZE_MAX when
+ * that reader leaves the list to libdwarf. */
+static size_t nwalk_ranges(struct nwalk *w, const struct dwraw_die *die)
+{
+    struct dw_cu *cu = w->cu;
+    if (!cu->ranges_narrow || !die->ranges_secoff)
+        return SIZE_MAX;
+    bool v5 = cu->version >= 5;
+    struct dwraw_range rs[64];
+    int k = dwraw_ranges(v5 ? w->o->rnglists : w->o->ranges,
+                         v5 ? w->o->rnglists_len : w->o->ranges_len, die->ranges, v5 ? 5 : 4,
+                         cu->raw.addr_size, w->msb, cu->base, rs, sizeof(rs) / sizeof(rs[0]));
+    if (k < 0)
+        return SIZE_MAX;
+    size_t n = 0;
+    for (int i = 0; i < k; i++) {
+        if (rs[i].hi > rs[i].lo && rs[i].lo != 0) {
+            cu->ranges = hp_xgrow(cu->ranges, &cu->ranges_cap, cu->nranges + 1,
+                                  sizeof(*cu->ranges));
+            cu->ranges[cu->nranges++] = (struct dw_range){ rs[i].lo, rs[i].hi };
+            n++;
+        }
+    }
     return n;
 }
 
@@ -914,8 +943,11 @@ static int nwalk_die(struct nwalk *w, const struct dwraw_die *die, uint64_t *pos
                 n = 1;
             }
         } else if (die->has_ranges) {
-            uint32_t f, l;
-            n = nwalk_libdwarf(w, die->off, false, &f, &l);
+            n = nwalk_ranges(w, die);
+            if (n == SIZE_MAX) {
+                uint32_t f, l;
+                n = nwalk_libdwarf(w, die->off, false, &f, &l);
+            }
         }
         if (n == 0)
             return dwraw_skip_children(&cu->raw, w->info, pos, die);
@@ -970,7 +1002,7 @@ static void scope_expand(struct dw_obj *o, struct dw_cu *cu, uint32_t idx)
     size_t ilen, alen;
     bool msb;
     if (cu->raw_ok && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
-        struct nwalk nw = { .dbg = dbg, .cu = cu, .info = info };
+        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb };
         uint64_t pos = cu->scopes[idx].die_off;
         struct dwraw_die fn;
         if (dwraw_die_read(&cu->raw, info, &pos, &fn) == 1 &&
@@ -1061,6 +1093,13 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
         lang = 0;
     }
     cu->types_code = lang == DW_LANG_Rust;
+    if (cu->raw_ok) {
+        /* Range lists relative to a base attribute (split DWARF) stay
+         * with libdwarf. */
+        uint64_t pos = cu->die_off;
+        struct dwraw_die top;
+        cu->ranges_narrow = dwraw_die_read(&cu->raw, info, &pos, &top) == 1 && !top.ranges_base;
+    }
     cu_load_lines(o, cu, cudie);
     struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
     walk_die(&w, cudie, -1, 0);
@@ -1380,6 +1419,8 @@ static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_
         o->info = obj_section_bytes(o, ".debug_info", &o->info_len);
         o->abbrev = obj_section_bytes(o, ".debug_abbrev", &o->abbrev_len);
         o->line = obj_section_bytes(o, ".debug_line", &o->line_len);
+        o->ranges = obj_section_bytes(o, ".debug_ranges", &o->ranges_len);
+        o->rnglists = obj_section_bytes(o, ".debug_rnglists", &o->rnglists_len);
         o->info_state = o->info && o->abbrev ? 1 : -1;
     }
     if (o->info_state < 0)

@@ -100,6 +100,9 @@ struct dwraw_die {
     uint64_t call_file, call_line;
     bool has_stmt_list;
     uint64_t stmt_list; /* DW_AT_stmt_list: offset in .debug_line */
+    bool ranges_secoff; /* DW_AT_ranges is a DW_FORM_sec_offset: */
+    uint64_t ranges;    /* its offset in .debug_ranges / .debug_rnglists */
+    bool ranges_base;   /* DW_AT_GNU_ranges_base or DW_AT_rnglists_base */
 };
 
 /* Parse the header of the unit at unit_off and its abbreviations. 0, or
@@ -115,6 +118,16 @@ int dwraw_die_read(const struct dwraw_unit *u, const uint8_t *info, uint64_t *po
 /* Move *pos (just past d's attributes) past d's children. 0, or -1. */
 int dwraw_skip_children(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
                         const struct dwraw_die *d);
+
+/* The entries of the range list at `off` of .debug_ranges (version < 5)
+ * or .debug_rnglists (5), as absolute [lo, hi) in list order, empty ones
+ * included, into out: how many, or -1 for a list this reader leaves to
+ * libdwarf (entries through .debug_addr, malformed, more than cap). */
+struct dwraw_range {
+    uint64_t lo, hi;
+};
+int dwraw_ranges(const uint8_t *sec, size_t sec_len, uint64_t off, unsigned version,
+                 uint8_t addr_size, bool msb, uint64_t base, struct dwraw_range *out, size_t cap);
 
 /* One row of a line program; `end`: it ends a sequence (see dwraw.c for
  * how libdwarf's epilogue_begin quirk is read). */

@@ -5,7 +5,9 @@
  * (little-endian) give the length of the .debug_abbrev part that follows,
  * the rest is .debug_info, walked as scope_expand walks it (children read,
  * other subtrees skipped, by DW_AT_sibling when there is one); for lines
- * the rest is .debug_line, read from offset 0 with 8-byte addresses. */
+ * the rest is .debug_line, read from offset 0 with 8-byte addresses; for
+ * range lists (bit 4) the rest is .debug_ranges (bit 8 clear) or
+ * .debug_rnglists (set), read from offset 0. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     bool msb = data[0] & 2;
+    if (data[0] & 4) {
+        size_t n = size - 1;
+        uint8_t *b = malloc(n ? n : 1);
+        if (!b)
+            return 0;
+        memcpy(b, data + 1, n);
+        struct dwraw_range rs[64];
+        int k = dwraw_ranges(b, n, 0, (data[0] & 8) ? 5 : 4, (data[0] & 16) ? 4 : 8, msb,
+                             0x1000, rs, 64);
+        if (k > 64)
+            abort();
+        free(b);
+        return 0;
+    }
     if (data[0] & 1) {
         /* A copy of exactly the input, so reading past it is caught. */
         size_t n = size - 1;
