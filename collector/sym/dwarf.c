@@ -857,16 +857,17 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
         cu->scopes[self].end = (uint32_t)cu->nscopes;
 }
 
-/* The inline tree through the narrow reader (dwraw.c): the same scopes, in
- * the same order, as walk_die makes below a subprogram (in_sub), with
- * libdwarf asked only for the DIEs whose ranges or call coordinates it does
- * not decode. */
+/* walk_die through the narrow reader (dwraw.c): the same scopes, in the
+ * same order, for a CU's functions (cu_load) and a function's inline tree
+ * (scope_expand), with libdwarf asked only for the DIEs whose ranges or
+ * call coordinates it does not decode. */
 struct nwalk {
     struct dw_obj *o;
     Dwarf_Debug dbg;
     struct dw_cu *cu;
     const uint8_t *info;
     bool msb;
+    bool in_sub; /* as walk_die's */
 };
 
 static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth);
@@ -964,12 +965,20 @@ static int nwalk_die(struct nwalk *w, const struct dwraw_die *die, uint64_t *pos
             s->call_file = call_file;
             s->call_line = call_line;
         }
+        if (!w->in_sub) {
+            s->lazy = true; /* see walk_die */
+            return dwraw_skip_children(&cu->raw, w->info, pos, die);
+        }
         s->first_child = (uint32_t)self + 1;
     } else if (!tag_descends(die->tag, cu->types_code)) {
         return dwraw_skip_children(&cu->raw, w->info, pos, die);
     }
+    bool was_in_sub = w->in_sub;
+    if (self != parent)
+        w->in_sub = true;
     if (die->children && nwalk_children(w, pos, self, depth + 1) < 0)
         return -1;
+    w->in_sub = was_in_sub;
     if (self != parent)
         cu->scopes[self].end = (uint32_t)cu->nscopes;
     return 0;
@@ -1002,7 +1011,8 @@ static void scope_expand(struct dw_obj *o, struct dw_cu *cu, uint32_t idx)
     size_t ilen, alen;
     bool msb;
     if (cu->raw_ok && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
-        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb };
+        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb,
+                            .in_sub = true };
         uint64_t pos = cu->scopes[idx].die_off;
         struct dwraw_die fn;
         if (dwraw_die_read(&cu->raw, info, &pos, &fn) == 1 &&
@@ -1101,8 +1111,24 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
         cu->ranges_narrow = dwraw_die_read(&cu->raw, info, &pos, &top) == 1 && !top.ranges_base;
     }
     cu_load_lines(o, cu, cudie);
-    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
-    walk_die(&w, cudie, -1, 0);
+    /* The CU's functions: the narrow reader, else (or when it finds the
+     * DIEs malformed) libdwarf. */
+    bool walked = false;
+    if (cu->raw_ok) {
+        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb };
+        uint64_t pos = cu->die_off;
+        struct dwraw_die top;
+        walked = dwraw_die_read(&cu->raw, info, &pos, &top) == 1 &&
+                 nwalk_die(&nw, &top, &pos, -1, 0) == 0;
+        if (!walked) {
+            cu->nscopes = 0;
+            cu->nranges = 0;
+        }
+    }
+    if (!walked) {
+        struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
+        walk_die(&w, cudie, -1, 0);
+    }
     dwarf_dealloc_die(cudie);
 
     size_t ntops = 0;
