@@ -1,24 +1,36 @@
-/* A narrow reader of .debug_info DIEs, for the one job where libdwarf's DIE
- * API was the measured bottleneck: walking the inline tree of a function
- * (dwarf.c, scope_expand). perf on tests/bench/sym-bench.sh (24 units, 14,936
- * addresses, load 5 on 2 cores): scope_expand took 55% of the cold CPU time,
- * most of it libdwarf allocating, sizing and freeing one Dwarf_Die per DIE
- * visited (dwarf_siblingof_b 22%, dwarf_attr/dwarf_lowpc/dwarf_highpc_b
- * 17%, attr_udata 8%). Everything else (CU headers, names, ranges lists,
- * line tables' file names) stays with libdwarf.
+/* Narrow readers of DWARF section bytes, each for one job where libdwarf's
+ * API was the measured bottleneck of cold symbolization (collector/sym/
+ * dwarf.c keeps libdwarf for everything else: opening, finding CUs, file
+ * names, names). Figures from perf on tests/bench/sym-bench.sh (24 units,
+ * 14,936 addresses, load 5-10 on 2 cores):
+ *  - DIEs (dwraw_unit_init, dwraw_die_read): the walk of a function's inline
+ *    tree was 55% of the cold CPU time, most of it libdwarf allocating,
+ *    sizing and freeing one Dwarf_Die per DIE visited (dwarf_siblingof_b
+ *    22%, dwarf_attr/dwarf_lowpc/dwarf_highpc_b 17%, attr_udata 8%); the
+ *    walk of a CU down to its functions was 8% once that was done.
+ *  - Line programs (dwraw_lines): dwarf_srclines_b, which builds a row
+ *    array with two allocations per row, was 42% once the trees were read
+ *    here.
+ *  - Range lists (dwraw_ranges): 30% after both, one Dwarf_Die, attribute
+ *    and list head per ranged scope.
+ * symtool addr on that program: 0.42 s of CPU with libdwarf alone, 0.12 s
+ * with these.
  *
- * The reader decodes a unit header and its abbreviation table once, then
- * reads one DIE at a time from a byte position: its tag, whether it has
- * children, DW_AT_sibling, and the few attributes the scope walk needs in
- * the forms compilers use for them (low_pc as an address, high_pc as an
- * address or a constant, call_file/call_line as constants). Any other form of
- * those attributes, and DW_AT_ranges, is flagged so the caller asks libdwarf
- * for that one DIE: the two readers agree by construction on what is flagged
- * and tests/sym/narrow_agree.py checks that they agree on the rest (C, C++
- * and Rust fixtures). Every read is bounded by the unit; a malformed DIE is
- * an error, never a read outside the section (tests/fuzz/fuzz-dwraw.c).
- * No pointer into the section is kept: the caller hands the bytes of its own
- * mapping of .debug_info with every call. */
+ * The DIE reader decodes a unit header and its abbreviation table once,
+ * then reads one DIE at a time from a byte position: its tag, whether it
+ * has children, DW_AT_sibling, and the few attributes the scope walk needs
+ * in the forms compilers use for them (low_pc as an address, high_pc as an
+ * address or a constant, call_file/call_line as constants, ranges and
+ * stmt_list as section offsets). Any other form of those is flagged so the
+ * caller asks libdwarf for that one DIE; the line and range readers answer
+ * -1 for what they do not read, and the caller asks libdwarf for the whole
+ * table or list. The readers agree with libdwarf by construction on what
+ * they hand back, and tests/sym/narrow_agree.py checks that they agree on
+ * the rest (C, C++ and Rust fixtures, DWARF 4 and 5). Every read is bounded
+ * by its unit, table or section: malformed bytes are an error, never a read
+ * outside them or a loop (tests/fuzz/fuzz-dwraw.c). No pointer into a
+ * section is kept: the caller hands the bytes of its own mapping with every
+ * call. */
 #include "collector/sym/sym-internal.h"
 
 #include <stdlib.h>
@@ -496,10 +508,7 @@ int dwraw_skip_children(const struct dwraw_unit *u, const uint8_t *info, uint64_
 
 /* ---- line programs ---------------------------------------------------- */
 
-/* The narrow line-table reader: libdwarf's dwarf_srclines_b builds a row
- * array with two allocations per row (a Dwarf_Line and a chain link), and
- * was 42% of the cold CPU time once inline trees were read here (perf,
- * sym-bench, 24 units); file names stay with libdwarf (dwarf_srcfiles).
+/* Rows of a line program; file names stay with libdwarf (dwarf_srcfiles).
  * It reads the programs compilers write (DWARF 2-5, opcode_base 10 or 13
  * with the standard operand counts, one operation per instruction) and
  * answers -1 for anything else, so the caller asks libdwarf. Rows follow
@@ -676,15 +685,12 @@ bad:
 
 /* ---- address range lists ---------------------------------------------- */
 
-/* DW_AT_ranges in DW_FORM_sec_offset, for the inline-tree walk: after the
- * two readers above, libdwarf's range lists (one Dwarf_Die, attribute and
- * list head per ranged scope) were 30% of the cold CPU time (perf,
- * sym-bench). Reads what die_ranges() in dwarf.c reads through libdwarf:
- * DWARF 4 .debug_ranges (pairs relative to the base, base selection
- * entries) and DWARF 5 .debug_rnglists entries that carry addresses
- * (offset_pair, base_address, start_end, start_length); lists that need
- * .debug_addr (the *x entries) or run past the section are left to
- * libdwarf. */
+/* DW_AT_ranges in DW_FORM_sec_offset, for the scope walk. Reads what
+ * die_ranges() in dwarf.c reads through libdwarf: DWARF 4 .debug_ranges
+ * (pairs relative to the base, base selection entries) and DWARF 5
+ * .debug_rnglists entries that carry addresses (offset_pair, base_address,
+ * start_end, start_length); lists that need .debug_addr (the *x entries)
+ * or run past the section are left to libdwarf. */
 enum { RLE_end_of_list, RLE_base_addressx, RLE_startx_endx, RLE_startx_length,
        RLE_offset_pair, RLE_base_address, RLE_start_end, RLE_start_length };
 

@@ -67,7 +67,7 @@ void sym_dw_narrow_counts(const struct sym_dw *d, size_t *ret_lines, size_t *ret
 /* Bytes of CUs parsed so far (tests check laziness with it). */
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total);
 
-/* ---- dwraw.c: narrow .debug_info reader for inline trees ------------- */
+/* ---- dwraw.c: narrow readers of DIEs, line programs and range lists -- */
 struct dwraw_abbrev;
 struct dwraw_spec;
 
