@@ -804,6 +804,31 @@ static int next_sibling(Dwarf_Debug dbg, Dwarf_Die child, Dwarf_Die *ret_next, D
     return DW_DLV_OK;
 }
 
+/* Record a subprogram or inlined subroutine whose ranges were just
+ * appended from ranges_before on; *ret_idx is its index. */
+static struct dw_scope *scope_add(struct dw_cu *cu, size_t ranges_before, int32_t parent,
+                                  uint64_t die_off, bool inlined, uint32_t call_file,
+                                  uint32_t call_line, int32_t *ret_idx)
+{
+    cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
+    int32_t self = (int32_t)cu->nscopes++;
+    struct dw_scope *s = &cu->scopes[self];
+    memset(s, 0, sizeof(*s));
+    s->range_off = (uint32_t)ranges_before;
+    s->nranges = (uint32_t)(cu->nranges - ranges_before);
+    /* A subprogram nested in another (GNU C nested functions) is a
+     * physical function of its own: it ends the inline chain. */
+    s->parent = inlined ? parent : -1;
+    s->die_off = die_off;
+    if (inlined) {
+        s->inlined = true;
+        s->call_file = call_file;
+        s->call_line = call_line;
+    }
+    *ret_idx = self;
+    return s;
+}
+
 static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
 {
     Dwarf_Error e = NULL;
@@ -823,24 +848,13 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
              * here, and nothing under it can have any. */
             return;
         }
-        cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
-        self = (int32_t)cu->nscopes++;
-        struct dw_scope *s = &cu->scopes[self];
-        memset(s, 0, sizeof(*s));
-        s->range_off = (uint32_t)before;
-        s->nranges = (uint32_t)(cu->nranges - before);
-        /* A subprogram nested in another (GNU C nested functions) is a
-         * physical function of its own: it ends the inline chain. */
-        s->parent = tag == DW_TAG_subprogram ? -1 : parent;
         Dwarf_Off off = 0;
         if (dwarf_dieoffset(die, &off, &e) != DW_DLV_OK)
             dw_err_free(w->dbg, &e);
-        s->die_off = off;
-        if (tag == DW_TAG_inlined_subroutine) {
-            s->inlined = true;
-            s->call_file = attr_udata(w->dbg, die, DW_AT_call_file);
-            s->call_line = attr_udata(w->dbg, die, DW_AT_call_line);
-        }
+        bool inlined = tag == DW_TAG_inlined_subroutine;
+        uint32_t cf = inlined ? attr_udata(w->dbg, die, DW_AT_call_file) : 0;
+        uint32_t cl = inlined ? attr_udata(w->dbg, die, DW_AT_call_line) : 0;
+        struct dw_scope *s = scope_add(cu, before, parent, off, inlined, cf, cl, &self);
         if (!w->in_sub) {
             /* A function seen from namespace level: its inline tree is read
              * only when an address lands in it (scope_expand), so a CU
@@ -967,19 +981,8 @@ static int nwalk_die(struct nwalk *w, const struct dwraw_die *die, uint64_t *pos
         }
         if (n == 0)
             return dwraw_skip_children(&cu->raw, w->info, pos, die);
-        cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
-        self = (int32_t)cu->nscopes++;
-        struct dw_scope *s = &cu->scopes[self];
-        memset(s, 0, sizeof(*s));
-        s->range_off = (uint32_t)before;
-        s->nranges = (uint32_t)(cu->nranges - before);
-        s->parent = inlined ? parent : -1;
-        s->die_off = die->off;
-        if (inlined) {
-            s->inlined = true;
-            s->call_file = call_file;
-            s->call_line = call_line;
-        }
+        struct dw_scope *s =
+            scope_add(cu, before, parent, die->off, inlined, call_file, call_line, &self);
         if (!w->in_sub) {
             s->lazy = true; /* see walk_die */
             return dwraw_skip_children(&cu->raw, w->info, pos, die);

@@ -34,17 +34,26 @@ static int walk(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos, 
     }
 }
 
+/* A copy of exactly n bytes, so reading past them is caught; NULL when
+ * out of memory. */
+static uint8_t *dup(const uint8_t *data, size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    if (b)
+        memcpy(b, data, n);
+    return b;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     bool msb = data[0] & 2;
+    size_t n = size - 1;
     if (data[0] & 4) {
-        size_t n = size - 1;
-        uint8_t *b = malloc(n ? n : 1);
+        uint8_t *b = dup(data + 1, n);
         if (!b)
             return 0;
-        memcpy(b, data + 1, n);
         struct dwraw_range rs[64];
         int k = dwraw_ranges(b, n, 0, (data[0] & 8) ? 5 : 4, (data[0] & 16) ? 4 : 8, msb,
                              0x1000, rs, 64);
@@ -54,12 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (data[0] & 1) {
-        /* A copy of exactly the input, so reading past it is caught. */
-        size_t n = size - 1;
-        uint8_t *b = malloc(n ? n : 1);
+        uint8_t *b = dup(data + 1, n);
         if (!b)
             return 0;
-        memcpy(b, data + 1, n);
         struct dwraw_row *rows = NULL;
         size_t nrows = 0;
         if (dwraw_lines(b, n, 0, 8, msb, &rows, &nrows) >= 0 && nrows && !rows)
@@ -74,14 +80,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (alen > size - 3)
         return 0;
     size_t ilen = size - 3 - alen;
-    uint8_t *abbrev = malloc(alen ? alen : 1), *info = malloc(ilen ? ilen : 1);
+    uint8_t *abbrev = dup(data + 3, alen), *info = dup(data + 3 + alen, ilen);
     if (!abbrev || !info) {
         free(abbrev);
         free(info);
         return 0;
     }
-    memcpy(abbrev, data + 3, alen);
-    memcpy(info, data + 3 + alen, ilen);
     struct dwraw_unit u;
     if (dwraw_unit_init(&u, info, ilen, 0, abbrev, alen, msb) == 0) {
         if (u.end > ilen || u.die_start > u.end)

@@ -23,21 +23,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from repeat import build_cpp, rustc_list  # noqa: E402
+from repeat import build_cpp, function_spans, rustc_list  # noqa: E402
 
 MAX_ADDRS = 40000
 
 
 def function_addrs(binary):
-    nm = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True, text=True,
-                        check=True).stdout
-    spans = []
-    for line in nm.splitlines():
-        p = line.split()
-        if len(p) == 4 and p[2] in "tTwW":
-            start, size = int(p[0], 16), int(p[1], 16)
-            if start and size:
-                spans.append((start, size))
+    spans = [(a, s) for a, s in function_spans(binary) if a and s]
     total = sum(s for _, s in spans) or 1
     step = max(1, -(-total // MAX_ADDRS))
     return [a + k for a, s in sorted(set(spans)) for k in range(0, s, step)]
