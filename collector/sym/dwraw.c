@@ -66,7 +66,49 @@ struct dwraw_abbrev {
     uint16_t tag;
     bool children;
     uint32_t first, n; /* into specs */
+    /* No attribute dwraw_die_read reports, and every form of a fixed size:
+     * such a DIE (a parameter, a variable, a call site...) is skipped by
+     * its size alone. UINT32_MAX: read it attribute by attribute. */
+    uint32_t plain_size;
 };
+
+/* The size of a form whose size depends on the unit only, or -1. */
+static int form_fixed_size(const struct dwraw_unit *u, uint64_t form)
+{
+    switch (form) {
+    case F_flag_present:
+    case F_implicit_const:
+        return 0;
+    case F_data1: case F_ref1: case F_flag: case F_strx1: case F_addrx1:
+        return 1;
+    case F_data2: case F_ref2: case F_strx2: case F_addrx2:
+        return 2;
+    case F_strx3: case F_addrx3:
+        return 3;
+    case F_data4: case F_ref4: case F_ref_sup4: case F_strx4: case F_addrx4:
+        return 4;
+    case F_data8: case F_ref8: case F_ref_sig8: case F_ref_sup8:
+        return 8;
+    case F_data16:
+        return 16;
+    case F_addr:
+        return u->addr_size;
+    case F_strp: case F_line_strp: case F_sec_offset: case F_strp_sup: case F_GNU_ref_alt:
+    case F_GNU_strp_alt:
+        return u->off_size;
+    case F_ref_addr:
+        return u->version <= 2 ? u->addr_size : u->off_size;
+    default:
+        return -1;
+    }
+}
+
+static bool attr_reported(uint64_t at)
+{
+    return at == AT_sibling || at == AT_stmt_list || at == AT_low_pc || at == AT_high_pc ||
+           at == AT_ranges || at == AT_call_file || at == AT_call_line ||
+           at == AT_rnglists_base || at == AT_GNU_ranges_base;
+}
 
 struct dwraw_spec {
     uint16_t at, form;
@@ -219,6 +261,7 @@ int dwraw_unit_init(struct dwraw_unit *u, const uint8_t *info, size_t info_len,
         *ab = (struct dwraw_abbrev){ .code = code, .tag = (uint16_t)(tag > 0xffff ? 0 : tag),
                                      .children = *a.p++ != 0,
                                      .first = (uint32_t)u->nspecs };
+        uint64_t plain = 0;
         if (u->nabbrevs && code <= u->abbrevs[u->nabbrevs - 1].code)
             sorted = false;
         for (;;) {
@@ -231,12 +274,18 @@ int dwraw_unit_init(struct dwraw_unit *u, const uint8_t *info, size_t info_len,
             int64_t ic = 0;
             if (form == F_implicit_const && rd_sleb(&a, &ic) < 0)
                 goto bad;
+            int fs = form_fixed_size(u, form);
+            if (fs < 0 || attr_reported(at) || plain > UINT32_MAX)
+                plain = UINT64_MAX;
+            else
+                plain += (uint64_t)fs;
             u->specs = hp_xgrow(u->specs, &scap, u->nspecs + 1, sizeof(*u->specs));
             u->specs[u->nspecs++] = (struct dwraw_spec){ (uint16_t)(at > 0xffff ? 0 : at),
                                                          (uint16_t)(form > 0xffff ? 0 : form),
                                                          ic };
             ab->n++;
         }
+        ab->plain_size = plain >= UINT32_MAX ? UINT32_MAX : (uint32_t)plain;
         u->nabbrevs++;
     }
     /* An abbreviation code defined twice: libdwarf takes the first one. */
@@ -400,6 +449,12 @@ int dwraw_die_read(const struct dwraw_unit *u, const uint8_t *info, uint64_t *po
         return -1;
     d->tag = ab->tag;
     d->children = ab->children;
+    if (ab->plain_size != UINT32_MAX) {
+        if ((uint64_t)(c.end - c.p) < ab->plain_size)
+            return -1;
+        *pos = (uint64_t)(c.p - info) + ab->plain_size;
+        return 1;
+    }
     bool seen_low = false, seen_high = false, seen_file = false, seen_line = false;
     for (uint32_t i = 0; i < ab->n; i++) {
         const struct dwraw_spec *s = &u->specs[ab->first + i];
