@@ -74,11 +74,9 @@ struct dw_top {
     uint32_t scope;
 };
 
-struct dw_row {
-    uint64_t addr;
-    uint32_t line;
-    uint32_t file; /* index into cu->files, UINT32_MAX at end of sequence */
-};
+/* Line rows are struct dwraw_row (sym-internal.h): the narrow reader's
+ * array becomes the CU's as it is. file is an index into cu->files (from
+ * cu->file_base), UINT32_MAX at an end of sequence. */
 
 enum { CU_UNLOADED = 0, CU_LOADED, CU_FAILED };
 
@@ -92,7 +90,7 @@ struct dw_cu {
     const char **files;
     uint32_t nfiles;
     int32_t file_base; /* file number of files[0] (1 before DWARF 5, 0 after) */
-    struct dw_row *rows;
+    struct dwraw_row *rows;
     size_t nrows;
     struct dw_scope *scopes;
     size_t nscopes, scopes_cap;
@@ -500,7 +498,7 @@ static int cu_find(struct sym_dw *d, uint64_t addr)
 
 static int row_cmp(const void *a, const void *b)
 {
-    const struct dw_row *x = a, *y = b;
+    const struct dwraw_row *x = a, *y = b;
     if (x->addr != y->addr)
         return x->addr < y->addr ? -1 : 1;
     /* At one address an end of sequence sorts before the rows that start
@@ -557,7 +555,7 @@ static void rows_sort(struct dw_cu *cu)
             if (cu->rows[k].addr < cu->rows[k - 1].addr)
                 disjoint = false;
     if (disjoint) {
-        struct dw_row *out = hp_xmalloc(n * sizeof(*out));
+        struct dwraw_row *out = hp_xmalloc(n * sizeof(*out));
         size_t w = 0;
         for (size_t i = 0; i < nseq; i++) {
             memcpy(out + w, cu->rows + seq[i].first, seq[i].n * sizeof(*out));
@@ -584,7 +582,7 @@ static bool zero_is_one(Dwarf_Debug dbg, Dwarf_Die cudie, unsigned line_version)
     return prod && strncmp(prod, "GNU ", 4) == 0;
 }
 
-static void row_set(struct dw_row *r, uint64_t addr, uint64_t ln, uint64_t fno, bool end,
+static void row_set(struct dwraw_row *r, uint64_t addr, uint64_t ln, uint64_t fno, bool end,
                     bool zero_one)
 {
     r->addr = addr;
@@ -614,16 +612,13 @@ static bool cu_lines_narrow(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
     int ver = dwraw_lines(o->line, o->line_len, die.stmt_list, cu->raw.addr_size, msb, &rows, &n);
     if (ver < 0)
         return false;
-    bool zero_one = zero_is_one(obj_dbg(o), cudie, (unsigned)ver);
-    if (n) {
-        cu->rows = hp_xmalloc(n * sizeof(*cu->rows));
+    if (zero_is_one(obj_dbg(o), cudie, (unsigned)ver))
         for (size_t i = 0; i < n; i++)
-            row_set(&cu->rows[i], rows[i].addr, rows[i].line, rows[i].file, rows[i].end,
-                    zero_one);
-        cu->nrows = n;
-        rows_sort(cu);
-    }
-    free(rows);
+            if (rows[i].file == 0)
+                rows[i].file = 1;
+    cu->rows = rows;
+    cu->nrows = n;
+    rows_sort(cu);
     return true;
 }
 
@@ -2076,7 +2071,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     const char *file = NULL;
     uint32_t line = 0;
     size_t lo = hp_search_le_u64(cu->rows, cu->nrows, sizeof(*cu->rows),
-                                 offsetof(struct dw_row, addr), addr);
+                                 offsetof(struct dwraw_row, addr), addr);
     if (lo > 0 && cu->rows[lo - 1].file != UINT32_MAX) {
         file = cu_file(cu, cu->rows[lo - 1].file);
         line = cu->rows[lo - 1].line;

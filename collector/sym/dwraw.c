@@ -629,8 +629,11 @@ int dwraw_lines(const uint8_t *sec, size_t sec_len, uint64_t off, uint8_t cu_add
     if ((uint64_t)(c.end - c.p) < obase - 1 || memcmp(c.p, std_lengths, obase - 1) != 0)
         return -1;
 
-    struct dwraw_row *rows = NULL;
-    size_t n = 0, cap = 0;
+    /* Every row takes at least one byte of the program: reserving that
+     * many (up to a bound) spares the copies of growing the array. */
+    size_t cap = HP_MIN((size_t)(c.end - prog) + 1, (size_t)1 << 20);
+    struct dwraw_row *rows = hp_xmalloc(cap * sizeof(*rows));
+    size_t n = 0;
     c.p = prog;
     uint64_t addr = 0, file = version >= 5 ? 0 : 1;
     int64_t line = 1;
@@ -722,7 +725,10 @@ int dwraw_lines(const uint8_t *sec, size_t sec_len, uint64_t off, uint8_t cu_add
         if (n >= MAX_LINE_ROWS)
             goto bad;
         rows = hp_xgrow(rows, &cap, n + 1, sizeof(*rows));
-        rows[n++] = (struct dwraw_row){ addr, (uint64_t)line, file, end };
+        struct dwraw_row *r = &rows[n++];
+        r->addr = addr;
+        r->line = end ? 0 : (uint32_t)line;
+        r->file = end ? UINT32_MAX : file > UINT32_MAX - 1 ? 0 : (uint32_t)file;
         epi = false;
         if (op == 0) { /* end_sequence: the registers start over */
             addr = 0;

@@ -129,11 +129,14 @@ struct dwraw_range {
 int dwraw_ranges(const uint8_t *sec, size_t sec_len, uint64_t off, unsigned version,
                  uint8_t addr_size, bool msb, uint64_t base, struct dwraw_range *out, size_t cap);
 
-/* One row of a line program; `end`: it ends a sequence (see dwraw.c for
- * how libdwarf's epilogue_begin quirk is read). */
+/* One row of a line program, as dwarf.c keeps them: file is UINT32_MAX
+ * where the row ends a sequence (see dwraw.c for how libdwarf's
+ * epilogue_begin quirk is read), and then line is 0; else the line is
+ * truncated to 32 bits and a file number above UINT32_MAX - 1 reads 0. */
 struct dwraw_row {
-    uint64_t addr, line, file;
-    bool end;
+    uint64_t addr;
+    uint32_t line;
+    uint32_t file;
 };
 
 /* The rows of the line program at `off` in .debug_line (sec), in program
