@@ -25,6 +25,19 @@
  * libdwarf also keeps process-wide state shared by every handle: the calls
  * that touch it run under one lock (libdwarf_global_mu, with the audit).
  *
+ * Where libdwarf's API was the measured bottleneck of the cold path, a
+ * narrow reader (dwraw.c) does that one job on the same section bytes: the
+ * line programs, the DIE walks above (a CU's functions, a function's inline
+ * tree) and their DW_AT_ranges lists. perf on tests/bench/sym-bench.sh
+ * (24 units, 14,936 addresses) before them: inline trees 55% of the cold
+ * CPU, line tables 27%; symtool addr went from 0.42 s of CPU to 0.12 s.
+ * Each falls back to libdwarf for what it does not read (compressed or
+ * unusual sections, forms, opcodes; any malformed unit), and
+ * HEAPFLEET_DWARF_READER=libdwarf (or sym_dw_set_narrow) turns them off;
+ * tests/sym/narrow_agree.py checks that both give the same frames on the
+ * C, C++ and Rust fixtures. libdwarf still opens the file, finds the CUs
+ * (aranges, CU headers), lists a CU's files and resolves names.
+ *
  * Every libdwarf error is translated here into "no information" for the
  * address or CU concerned (hostile files are expected); nothing is fatal. */
 #include "collector/sym/sym-internal.h"
@@ -61,11 +74,9 @@ struct dw_top {
     uint32_t scope;
 };
 
-struct dw_row {
-    uint64_t addr;
-    uint32_t line;
-    uint32_t file; /* index into cu->files, UINT32_MAX at end of sequence */
-};
+/* Line rows are struct dwraw_row (sym-internal.h): the narrow reader's
+ * array becomes the CU's as it is. file is an index into cu->files (from
+ * cu->file_base), UINT32_MAX at an end of sequence. */
 
 enum { CU_UNLOADED = 0, CU_LOADED, CU_FAILED };
 
@@ -79,7 +90,7 @@ struct dw_cu {
     const char **files;
     uint32_t nfiles;
     int32_t file_base; /* file number of files[0] (1 before DWARF 5, 0 after) */
-    struct dw_row *rows;
+    struct dwraw_row *rows;
     size_t nrows;
     struct dw_scope *scopes;
     size_t nscopes, scopes_cap;
@@ -88,7 +99,37 @@ struct dw_cu {
     struct dw_top *tops;
     uint64_t *tops_maxhi; /* hp_interval_maxhi of tops */
     size_t ntops;
+    struct dwraw_unit raw; /* for the narrow readers (dwraw.c) */
+    bool narrow;           /* use them (sym_dw_set_narrow) */
+    bool raw_ok;
+    bool ranges_narrow;    /* DW_AT_ranges lists read by dwraw_ranges */
+    bool lines_narrow;     /* the rows came from dwraw_lines */
+    uint32_t trees_narrow; /* inline trees read by the narrow reader */
 };
+
+/* One libdwarf handle and the ELF mapping under it (see "sections by
+ * mmap" below); each is used by one thread at a time. */
+struct dw_obj {
+    char tag; /* dwarf_finish() switches on the object's first byte (E, F, M,
+               * P for its own readers); we never call it, see finish_handle */
+    Elf *elf;
+    size_t nsec, shstrndx;
+    unsigned char class_, data;
+    struct dw_obj *next; /* open handles, under libdwarf_global_mu */
+    Dwarf_Debug dbg;
+    Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
+    /* .debug_info and .debug_abbrev for the narrow reader, found once */
+    int info_state; /* 0 not looked for, 1 found, -1 not usable */
+    const uint8_t *info, *abbrev, *line, *ranges, *rnglists;
+    size_t info_len, abbrev_len, line_len, ranges_len, rnglists_len;
+};
+static Dwarf_Debug obj_dbg(const struct dw_obj *o);
+static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
+                           const uint8_t **abbrev, size_t *abbrev_len, bool *msb);
+/* HEAPFLEET_DWARF_READER=libdwarf: inline trees through libdwarf's DIE API
+ * only (tests/sym/narrow_agree.py compares the two readers). Set once, in
+ * tracking_init, before any handle is opened. */
+static bool narrow_off;
 
 struct dw_aentry {
     uint64_t lo, hi;
@@ -99,6 +140,8 @@ struct sym_dw {
     char *path;
     int fd;
     Dwarf_Debug dbg;
+    struct dw_obj *obj; /* dbg's */
+    bool narrow;        /* new CUs use the narrow readers */
     /* dwz's common file (.gnu_debugaltlink), tied to dbg so libdwarf reads
      * DW_FORM_GNU_strp_alt strings from it; DW_FORM_GNU_ref_alt DIEs are
      * looked up in it here. -1 / NULL when there is none. */
@@ -153,6 +196,8 @@ struct sym_dw {
  *    dwarf_add_debuglink_global_paths only; never called.
  *  - dwarf_print_lines.c locallinebuf: the dwarf_print_lines family only;
  *    never called.
+ *  - dwarf_die_CU_offset_range (cu_load, for the narrow reader) reads the
+ *    DIE's CU context of its own handle only.
  *  - Read-only after load (never written): dwarfstring.c minimumnewlen and
  *    its digit tables, dwarf_tsearchhash.c primes/allowed_fill_percent,
  *    dwarf_die_deliv.c dwarfsig8zero, the expbytes table of the line
@@ -208,6 +253,7 @@ static uint32_t cu_for_offset(struct sym_dw *d, uint64_t die_off)
     struct dw_cu *cu = &d->cus[idx];
     memset(cu, 0, sizeof(*cu));
     cu->die_off = die_off;
+    cu->narrow = d->narrow;
     hp_arena_init(&cu->arena);
     (void)hp_map64_put(&d->cu_by_off, die_off, idx, &idx);
     return idx;
@@ -452,7 +498,7 @@ static int cu_find(struct sym_dw *d, uint64_t addr)
 
 static int row_cmp(const void *a, const void *b)
 {
-    const struct dw_row *x = a, *y = b;
+    const struct dwraw_row *x = a, *y = b;
     if (x->addr != y->addr)
         return x->addr < y->addr ? -1 : 1;
     /* At one address an end of sequence sorts before the rows that start
@@ -509,7 +555,7 @@ static void rows_sort(struct dw_cu *cu)
             if (cu->rows[k].addr < cu->rows[k - 1].addr)
                 disjoint = false;
     if (disjoint) {
-        struct dw_row *out = hp_xmalloc(n * sizeof(*out));
+        struct dwraw_row *out = hp_xmalloc(n * sizeof(*out));
         size_t w = 0;
         for (size_t i = 0; i < nseq; i++) {
             memcpy(out + w, cu->rows + seq[i].first, seq[i].n * sizeof(*out));
@@ -523,8 +569,62 @@ static void rows_sort(struct dw_cu *cu)
     free(seq);
 }
 
-static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
+/* libdwarf 20210528 starts the file register of a DWARF 5 line program
+ * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
+ * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
+ * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
+ * means the default, 1. Clang does use file 0 explicitly; leave it. */
+static bool zero_is_one(Dwarf_Debug dbg, Dwarf_Die cudie, unsigned line_version)
 {
+    if (line_version < 5)
+        return false;
+    const char *prod = die_string(dbg, cudie, DW_AT_producer);
+    return prod && strncmp(prod, "GNU ", 4) == 0;
+}
+
+static void row_set(struct dwraw_row *r, uint64_t addr, uint64_t ln, uint64_t fno, bool end,
+                    bool zero_one)
+{
+    r->addr = addr;
+    r->line = end ? 0 : (uint32_t)ln;
+    if (end)
+        fno = 0;
+    else if (fno == 0 && zero_one)
+        fno = 1;
+    r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
+}
+
+/* The rows through the narrow reader (dwraw_lines); false when it leaves
+ * this CU's program to libdwarf. */
+static bool cu_lines_narrow(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
+{
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    if (!cu->raw_ok || !o->line || !obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb))
+        return false;
+    uint64_t pos = cu->die_off;
+    struct dwraw_die die;
+    if (dwraw_die_read(&cu->raw, info, &pos, &die) != 1 || !die.has_stmt_list)
+        return false;
+    struct dwraw_row *rows = NULL;
+    size_t n = 0;
+    int ver = dwraw_lines(o->line, o->line_len, die.stmt_list, cu->raw.addr_size, msb, &rows, &n);
+    if (ver < 0)
+        return false;
+    if (zero_is_one(obj_dbg(o), cudie, (unsigned)ver))
+        for (size_t i = 0; i < n; i++)
+            if (rows[i].file == 0)
+                rows[i].file = 1;
+    cu->rows = rows;
+    cu->nrows = n;
+    rows_sort(cu);
+    return true;
+}
+
+static void cu_load_lines(struct dw_obj *o, struct dw_cu *cu, Dwarf_Die cudie)
+{
+    Dwarf_Debug dbg = obj_dbg(o);
     Dwarf_Error e = NULL;
     char **files = NULL;
     Dwarf_Signed nfiles = 0;
@@ -547,6 +647,10 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
     }
     /* dwarf_srcfiles lists DWARF 5 files from entry 0, older ones from 1. */
     cu->file_base = cu->version >= 5 ? 0 : 1;
+    if (cu_lines_narrow(o, cu, cudie)) {
+        cu->lines_narrow = true;
+        return;
+    }
 
     Dwarf_Unsigned lver = 0;
     Dwarf_Small tcount = 0;
@@ -555,16 +659,7 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
         dw_err_free(dbg, &e);
         return;
     }
-    /* libdwarf 20210528 starts the file register of a DWARF 5 line program
-     * at 0 instead of 1, so rows before the first DW_LNS_set_file come back
-     * as file 0. GCC never refers to file 0 explicitly (its file 0 is the
-     * CU's name, usually repeated as file 1), so for GCC-made v5 tables a 0
-     * means the default, 1. Clang does use file 0 explicitly; leave it. */
-    bool zero_is_one = false;
-    if (lver >= 5) {
-        const char *prod = die_string(dbg, cudie, DW_AT_producer);
-        zero_is_one = prod && strncmp(prod, "GNU ", 4) == 0;
-    }
+    bool zero_one = zero_is_one(dbg, cudie, (unsigned)lver);
     Dwarf_Line *lines = NULL;
     Dwarf_Signed nlines = 0;
     if (dwarf_srclines_from_linecontext(ctx, &lines, &nlines, &e) == DW_DLV_OK && nlines > 0) {
@@ -603,12 +698,7 @@ static void cu_load_lines(Dwarf_Debug dbg, struct dw_cu *cu, Dwarf_Die cudie)
                 if (dwarf_line_srcfileno(lines[i], &fno, &e) != DW_DLV_OK)
                     dw_err_free(dbg, &e);
             }
-            struct dw_row *r = &cu->rows[n++];
-            r->addr = a;
-            r->line = (uint32_t)ln;
-            if (fno == 0 && zero_is_one)
-                fno = 1;
-            r->file = end ? UINT32_MAX : (uint32_t)(fno > UINT32_MAX - 1 ? 0 : fno);
+            row_set(&cu->rows[n++], a, ln, fno, end, zero_one);
         }
         cu->nrows = n;
         rows_sort(cu);
@@ -709,6 +799,31 @@ static int next_sibling(Dwarf_Debug dbg, Dwarf_Die child, Dwarf_Die *ret_next, D
     return DW_DLV_OK;
 }
 
+/* Record a subprogram or inlined subroutine whose ranges were just
+ * appended from ranges_before on; *ret_idx is its index. */
+static struct dw_scope *scope_add(struct dw_cu *cu, size_t ranges_before, int32_t parent,
+                                  uint64_t die_off, bool inlined, uint32_t call_file,
+                                  uint32_t call_line, int32_t *ret_idx)
+{
+    cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
+    int32_t self = (int32_t)cu->nscopes++;
+    struct dw_scope *s = &cu->scopes[self];
+    memset(s, 0, sizeof(*s));
+    s->range_off = (uint32_t)ranges_before;
+    s->nranges = (uint32_t)(cu->nranges - ranges_before);
+    /* A subprogram nested in another (GNU C nested functions) is a
+     * physical function of its own: it ends the inline chain. */
+    s->parent = inlined ? parent : -1;
+    s->die_off = die_off;
+    if (inlined) {
+        s->inlined = true;
+        s->call_file = call_file;
+        s->call_line = call_line;
+    }
+    *ret_idx = self;
+    return s;
+}
+
 static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
 {
     Dwarf_Error e = NULL;
@@ -728,24 +843,13 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
              * here, and nothing under it can have any. */
             return;
         }
-        cu->scopes = hp_xgrow(cu->scopes, &cu->scopes_cap, cu->nscopes + 1, sizeof(*cu->scopes));
-        self = (int32_t)cu->nscopes++;
-        struct dw_scope *s = &cu->scopes[self];
-        memset(s, 0, sizeof(*s));
-        s->range_off = (uint32_t)before;
-        s->nranges = (uint32_t)(cu->nranges - before);
-        /* A subprogram nested in another (GNU C nested functions) is a
-         * physical function of its own: it ends the inline chain. */
-        s->parent = tag == DW_TAG_subprogram ? -1 : parent;
         Dwarf_Off off = 0;
         if (dwarf_dieoffset(die, &off, &e) != DW_DLV_OK)
             dw_err_free(w->dbg, &e);
-        s->die_off = off;
-        if (tag == DW_TAG_inlined_subroutine) {
-            s->inlined = true;
-            s->call_file = attr_udata(w->dbg, die, DW_AT_call_file);
-            s->call_line = attr_udata(w->dbg, die, DW_AT_call_line);
-        }
+        bool inlined = tag == DW_TAG_inlined_subroutine;
+        uint32_t cf = inlined ? attr_udata(w->dbg, die, DW_AT_call_file) : 0;
+        uint32_t cl = inlined ? attr_udata(w->dbg, die, DW_AT_call_line) : 0;
+        struct dw_scope *s = scope_add(cu, before, parent, off, inlined, cf, cl, &self);
         if (!w->in_sub) {
             /* A function seen from namespace level: its inline tree is read
              * only when an address lands in it (scope_expand), so a CU
@@ -777,13 +881,173 @@ static void walk_die(struct walk *w, Dwarf_Die die, int32_t parent, int depth)
         cu->scopes[self].end = (uint32_t)cu->nscopes;
 }
 
+/* walk_die through the narrow reader (dwraw.c): the same scopes, in the
+ * same order, for a CU's functions (cu_load) and a function's inline tree
+ * (scope_expand), with libdwarf asked only for the DIEs whose ranges or
+ * call coordinates it does not decode. */
+struct nwalk {
+    struct dw_obj *o;
+    Dwarf_Debug dbg;
+    struct dw_cu *cu;
+    const uint8_t *info;
+    bool msb;
+    bool in_sub; /* as walk_die's */
+};
+
+static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth);
+
+/* A scope's ranges and call coordinates from libdwarf, for one DIE. */
+static size_t nwalk_libdwarf(struct nwalk *w, uint64_t off, bool inlined, uint32_t *call_file,
+                             uint32_t *call_line)
+{
+    struct dw_cu *cu = w->cu;
+    Dwarf_Error e = NULL;
+    Dwarf_Die die = NULL;
+    if (dwarf_offdie_b(w->dbg, off, 1, &die, &e) != DW_DLV_OK) {
+        dw_err_free(w->dbg, &e);
+        return 0;
+    }
+    size_t n = die_ranges(w->dbg, die, cu->version, cu->base, &cu->ranges, &cu->nranges,
+                          &cu->ranges_cap);
+    if (n && inlined) {
+        *call_file = attr_udata(w->dbg, die, DW_AT_call_file);
+        *call_line = attr_udata(w->dbg, die, DW_AT_call_line);
+    }
+    dwarf_dealloc_die(die);
+    return n;
+}
+
+/* die_ranges for a DW_AT_ranges list through dwraw_ranges; SIZE_MAX when
+ * that reader leaves the list to libdwarf. */
+static size_t nwalk_ranges(struct nwalk *w, const struct dwraw_die *die)
+{
+    struct dw_cu *cu = w->cu;
+    if (!cu->ranges_narrow || !die->ranges_secoff)
+        return SIZE_MAX;
+    bool v5 = cu->version >= 5;
+    struct dwraw_range rs[64];
+    int k = dwraw_ranges(v5 ? w->o->rnglists : w->o->ranges,
+                         v5 ? w->o->rnglists_len : w->o->ranges_len, die->ranges, v5 ? 5 : 4,
+                         cu->raw.addr_size, w->msb, cu->base, rs, sizeof(rs) / sizeof(rs[0]));
+    if (k < 0)
+        return SIZE_MAX;
+    size_t n = 0;
+    for (int i = 0; i < k; i++) {
+        if (rs[i].hi > rs[i].lo && rs[i].lo != 0) {
+            cu->ranges = hp_xgrow(cu->ranges, &cu->ranges_cap, cu->nranges + 1,
+                                  sizeof(*cu->ranges));
+            cu->ranges[cu->nranges++] = (struct dw_range){ rs[i].lo, rs[i].hi };
+            n++;
+        }
+    }
+    return n;
+}
+
+static int nwalk_die(struct nwalk *w, const struct dwraw_die *die, uint64_t *pos, int32_t parent,
+                     int depth)
+{
+    struct dw_cu *cu = w->cu;
+    if (depth > SYM_MAX_DIE_DEPTH)
+        return dwraw_skip_children(&cu->raw, w->info, pos, die);
+    int32_t self = parent;
+    if (die->tag == DW_TAG_subprogram || die->tag == DW_TAG_inlined_subroutine) {
+        bool inlined = die->tag == DW_TAG_inlined_subroutine;
+        size_t before = cu->nranges, n = 0;
+        uint64_t cf = die->call_file, cl = die->call_line;
+        uint32_t call_file = cf > UINT32_MAX ? 0 : (uint32_t)cf;
+        uint32_t call_line = cl > UINT32_MAX ? 0 : (uint32_t)cl;
+        if (die->odd) {
+            n = nwalk_libdwarf(w, die->off, inlined, &call_file, &call_line);
+        } else if (die->has_low && die->has_high) {
+            /* die_ranges' rule for low_pc/high_pc. */
+            uint64_t hi = die->high_const ? die->high + die->low : die->high;
+            if (hi > die->low && die->low != 0) {
+                cu->ranges = hp_xgrow(cu->ranges, &cu->ranges_cap, cu->nranges + 1,
+                                      sizeof(*cu->ranges));
+                cu->ranges[cu->nranges++] = (struct dw_range){ die->low, hi };
+                n = 1;
+            }
+        } else if (die->has_ranges) {
+            n = nwalk_ranges(w, die);
+            if (n == SIZE_MAX) {
+                uint32_t f, l;
+                n = nwalk_libdwarf(w, die->off, false, &f, &l);
+            }
+        }
+        if (n == 0)
+            return dwraw_skip_children(&cu->raw, w->info, pos, die);
+        struct dw_scope *s =
+            scope_add(cu, before, parent, die->off, inlined, call_file, call_line, &self);
+        if (!w->in_sub) {
+            s->lazy = true; /* see walk_die */
+            return dwraw_skip_children(&cu->raw, w->info, pos, die);
+        }
+        s->first_child = (uint32_t)self + 1;
+    } else if (!tag_descends(die->tag, cu->types_code)) {
+        return dwraw_skip_children(&cu->raw, w->info, pos, die);
+    }
+    bool was_in_sub = w->in_sub;
+    if (self != parent)
+        w->in_sub = true;
+    if (die->children && nwalk_children(w, pos, self, depth + 1) < 0)
+        return -1;
+    w->in_sub = was_in_sub;
+    if (self != parent)
+        cu->scopes[self].end = (uint32_t)cu->nscopes;
+    return 0;
+}
+
+/* The child list starting at *pos, through its terminating null entry. */
+static int nwalk_children(struct nwalk *w, uint64_t *pos, int32_t parent, int depth)
+{
+    for (;;) {
+        struct dwraw_die die;
+        int r = dwraw_die_read(&w->cu->raw, w->info, pos, &die);
+        if (r <= 0)
+            return r;
+        if (nwalk_die(w, &die, pos, parent, depth) < 0)
+            return -1;
+    }
+}
+
 /* Read the inline tree of a function recorded lazily; its scopes are
  * appended to the CU's array as one block. */
-static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
+static void scope_expand(struct dw_obj *o, struct dw_cu *cu, uint32_t idx)
 {
     if (!cu->scopes[idx].lazy)
         return;
     cu->scopes[idx].lazy = false;
+    Dwarf_Debug dbg = obj_dbg(o);
+    uint32_t start = (uint32_t)cu->nscopes;
+    size_t ranges_before = cu->nranges;
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    if (cu->raw_ok && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
+        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb,
+                            .in_sub = true };
+        uint64_t pos = cu->scopes[idx].die_off;
+        struct dwraw_die fn;
+        if (dwraw_die_read(&cu->raw, info, &pos, &fn) == 1 &&
+            (!fn.children || nwalk_children(&nw, &pos, (int32_t)idx, 1) == 0)) {
+            cu->scopes[idx].first_child = start;
+            cu->scopes[idx].end = (uint32_t)cu->nscopes;
+            cu->trees_narrow++;
+            return;
+        }
+        /* Malformed (an abbreviation code the unit does not define, a form
+         * no DWARF version has, a DIE past the unit's end): drop what was
+         * read and leave the function without its inline tree. Not
+         * libdwarf's walk: on such a tree it can take minutes (fuzz-elf
+         * found an 18 KB file that kept it busy for more than 150 s in
+         * dwarf_siblingof_b), and for any DWARF it reads well the narrow
+         * reader does too (tests/sym/narrow_agree.py). */
+        cu->nscopes = start;
+        cu->nranges = ranges_before;
+        cu->scopes[idx].first_child = start;
+        cu->scopes[idx].end = start;
+        return;
+    }
     Dwarf_Error e = NULL;
     Dwarf_Die die = NULL;
     if (dwarf_offdie_b(dbg, cu->scopes[idx].die_off, 1, &die, &e) != DW_DLV_OK) {
@@ -792,7 +1056,6 @@ static void scope_expand(Dwarf_Debug dbg, struct dw_cu *cu, uint32_t idx)
     }
     struct walk w = { .dbg = dbg, .cu = cu, .cu_base = cu->base, .in_sub = true,
                       .types_code = cu->types_code };
-    uint32_t start = (uint32_t)cu->nscopes;
     Dwarf_Die child = NULL;
     int r = dwarf_child(die, &child, &e);
     while (r == DW_DLV_OK) {
@@ -827,14 +1090,24 @@ static int top_cmp(const void *a, const void *b)
 
 /* Parse one CU with the given handle. Touches only *cu (and libdwarf's
  * state of dbg), so CUs load in parallel on separate handles. */
-static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
+static void cu_load(struct dw_obj *o, struct dw_cu *cu)
 {
+    Dwarf_Debug dbg = obj_dbg(o);
     Dwarf_Error e = NULL;
     Dwarf_Die cudie = NULL;
     if (dwarf_offdie_b(dbg, cu->die_off, 1, &cudie, &e) != DW_DLV_OK) {
         dw_err_free(dbg, &e);
         cu->state = CU_FAILED;
         return;
+    }
+    const uint8_t *info, *abbrev;
+    size_t ilen, alen;
+    bool msb;
+    Dwarf_Off uoff = 0, ulen = 0;
+    if (cu->narrow && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
+        if (dwarf_die_CU_offset_range(cudie, &uoff, &ulen, &e) == DW_DLV_OK)
+            cu->raw_ok = dwraw_unit_init(&cu->raw, info, ilen, uoff, abbrev, alen, msb) == 0;
+        dw_err_free(dbg, &e);
     }
     Dwarf_Half ver = 0, offsz = 0;
     if (dwarf_get_version_of_die(cudie, &ver, &offsz) != DW_DLV_OK)
@@ -852,9 +1125,31 @@ static void cu_load(Dwarf_Debug dbg, struct dw_cu *cu)
         lang = 0;
     }
     cu->types_code = lang == DW_LANG_Rust;
-    cu_load_lines(dbg, cu, cudie);
-    struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
-    walk_die(&w, cudie, -1, 0);
+    if (cu->raw_ok) {
+        /* Range lists relative to a base attribute (split DWARF) stay
+         * with libdwarf. */
+        uint64_t pos = cu->die_off;
+        struct dwraw_die top;
+        cu->ranges_narrow = dwraw_die_read(&cu->raw, info, &pos, &top) == 1 && !top.ranges_base;
+    }
+    cu_load_lines(o, cu, cudie);
+    /* The CU's functions: the narrow reader where it reads the unit's
+     * header and abbreviations, else libdwarf. A unit it finds malformed
+     * further on keeps its line table but lists no functions (see
+     * scope_expand for why libdwarf is not asked then). */
+    if (cu->raw_ok) {
+        struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb };
+        uint64_t pos = cu->die_off;
+        struct dwraw_die top;
+        if (dwraw_die_read(&cu->raw, info, &pos, &top) != 1 ||
+            nwalk_die(&nw, &top, &pos, -1, 0) != 0) {
+            cu->nscopes = 0;
+            cu->nranges = 0;
+        }
+    } else {
+        struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
+        walk_die(&w, cudie, -1, 0);
+    }
     dwarf_dealloc_die(cudie);
 
     size_t ntops = 0;
@@ -887,6 +1182,7 @@ static void cu_release(struct dw_cu *cu)
     free(cu->ranges);
     free(cu->tops);
     free(cu->tops_maxhi);
+    dwraw_unit_release(&cu->raw);
     hp_arena_release(&cu->arena);
 }
 
@@ -1133,16 +1429,56 @@ static const char *qualified_name(struct sym_dw *d, uint32_t idx)
  * shared objects carry no relocations, so relocate_a_section is NULL. The
  * mapping is private and writable (copy on write), so a libdwarf that
  * wrote into a section would get its own page, never a fault. */
-struct dw_obj {
-    char tag; /* dwarf_finish() switches on the object's first byte (E, F, M,
-               * P for its own readers); we never call it, see finish_handle */
-    Elf *elf;
-    size_t nsec, shstrndx;
-    unsigned char class_, data;
-    struct dw_obj *next; /* open handles, under libdwarf_global_mu */
-    Dwarf_Debug dbg;
-    Dwarf_Obj_Access_Interface ai; /* libdwarf keeps a pointer to it */
-};
+
+static Dwarf_Debug obj_dbg(const struct dw_obj *o)
+{
+    return o->dbg;
+}
+
+/* The bytes of an uncompressed section called `name` in this handle's
+ * mapping (libdwarf reads the same ones through obj_load_section), or NULL.
+ * Compressed sections are left to libdwarf: only it inflates .zdebug_. */
+static const uint8_t *obj_section_bytes(struct dw_obj *o, const char *name, size_t *ret_len)
+{
+    for (size_t i = 1; i < o->nsec; i++) {
+        Elf_Scn *scn = elf_getscn(o->elf, i);
+        GElf_Shdr sh;
+        if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+            continue;
+        const char *n = elf_strptr(o->elf, o->shstrndx, sh.sh_name);
+        if (!n || strcmp(n, name) != 0)
+            continue;
+        if (sh.sh_flags & SHF_COMPRESSED)
+            return NULL;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size != sh.sh_size)
+            return NULL;
+        *ret_len = d->d_size;
+        return d->d_buf;
+    }
+    return NULL;
+}
+
+static bool obj_info_bytes(struct dw_obj *o, const uint8_t **info, size_t *info_len,
+                           const uint8_t **abbrev, size_t *abbrev_len, bool *msb)
+{
+    if (o->info_state == 0) {
+        o->info = obj_section_bytes(o, ".debug_info", &o->info_len);
+        o->abbrev = obj_section_bytes(o, ".debug_abbrev", &o->abbrev_len);
+        o->line = obj_section_bytes(o, ".debug_line", &o->line_len);
+        o->ranges = obj_section_bytes(o, ".debug_ranges", &o->ranges_len);
+        o->rnglists = obj_section_bytes(o, ".debug_rnglists", &o->rnglists_len);
+        o->info_state = o->info && o->abbrev ? 1 : -1;
+    }
+    if (o->info_state < 0)
+        return false;
+    *info = o->info;
+    *info_len = o->info_len;
+    *abbrev = o->abbrev;
+    *abbrev_len = o->abbrev_len;
+    *msb = o->data == ELFDATA2MSB;
+    return true;
+}
 
 static struct dw_obj *dw_objs; /* LOCKED */
 
@@ -1295,6 +1631,7 @@ static void close_handle(Dwarf_Debug dbg)
  *                          does). dwarf_die_text/dwarf_diename are not used:
  *                          they drop dwarf_attr's error (see die_string)
  *   dwarf_lowpc, dwarf_highpc_b, dwarf_whatform, dwarf_form*data,
+ *   dwarf_die_CU_offset_range,
  *   dwarf_prologue_end_etc,
  *   dwarf_global_formref, dwarf_tag, dwarf_dieoffset, dwarf_srclang,
  *   dwarf_line* accessors, dwarf_get_version_of_die: no allocation
@@ -1309,6 +1646,8 @@ static void tracking_init(void)
 {
     const char *v = getenv("HEAPFLEET_LIBDWARF_TRACKING");
     (void)dwarf_set_de_alloc_flag(v && strcmp(v, "1") == 0 ? 1 : 0);
+    v = getenv("HEAPFLEET_DWARF_READER");
+    narrow_off = v && strcmp(v, "libdwarf") == 0;
     /* libelf's global version flag, set once here rather than by every
      * worker thread opening a handle. */
     (void)elf_version(EV_CURRENT);
@@ -1316,7 +1655,7 @@ static void tracking_init(void)
 
 static pthread_once_t tracking_once = PTHREAD_ONCE_INIT;
 
-static int open_handle(int fd, Dwarf_Debug *ret)
+static int open_handle(int fd, Dwarf_Debug *ret, struct dw_obj **ret_obj)
 {
     Dwarf_Error e = NULL;
     Dwarf_Debug dbg = NULL;
@@ -1352,6 +1691,8 @@ static int open_handle(int fd, Dwarf_Debug *ret)
         return r == DW_DLV_NO_ENTRY ? HP_ENOTFOUND : HP_EDWARF;
     }
     *ret = dbg;
+    if (ret_obj)
+        *ret_obj = o;
     return 0;
 }
 
@@ -1477,7 +1818,8 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
         return r;
     }
     Dwarf_Debug dbg = NULL;
-    r = open_handle(fd, &dbg);
+    struct dw_obj *obj = NULL;
+    r = open_handle(fd, &dbg, &obj);
     if (r < 0) {
         close(fd);
         if (r == HP_EDWARF)
@@ -1488,6 +1830,8 @@ int sym_dw_open(const char *path, struct sym_dw **ret, struct hp_buf *err)
     d->path = hp_xstrdup(path);
     d->fd = fd;
     d->dbg = dbg;
+    d->obj = obj;
+    d->narrow = !narrow_off;
     d->alt_fd = -1;
     hp_map64_init(&d->cu_by_off);
     hp_map64_init(&d->names);
@@ -1509,7 +1853,7 @@ int sym_dw_set_alt(struct sym_dw *d, const char *path, struct hp_buf *err)
     int r = check_sections(fd, path, err);
     Dwarf_Debug alt = NULL;
     if (r == 0)
-        r = open_handle(fd, &alt);
+        r = open_handle(fd, &alt, NULL);
     if (r < 0) {
         close(fd);
         if (r == HP_EDWARF || r == HP_ENOTFOUND)
@@ -1552,6 +1896,22 @@ void sym_dw_free(struct sym_dw *d)
     free(d);
 }
 
+void sym_dw_set_narrow(struct sym_dw *d, bool on)
+{
+    d->narrow = on;
+}
+
+void sym_dw_narrow_counts(const struct sym_dw *d, size_t *ret_lines, size_t *ret_trees)
+{
+    size_t l = 0, t = 0;
+    for (size_t i = 0; i < d->ncus; i++) {
+        l += d->cus[i].lines_narrow;
+        t += d->cus[i].trees_narrow;
+    }
+    *ret_lines = l;
+    *ret_trees = t;
+}
+
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total)
 {
     size_t n = 0;
@@ -1579,16 +1939,16 @@ struct prep_job {
 
 /* Load CU i of the job and read the inline trees of the functions its
  * addresses fall in, all with one handle. */
-static void prep_one(Dwarf_Debug dbg, struct prep_job *j, size_t i)
+static void prep_one(struct dw_obj *o, struct prep_job *j, size_t i)
 {
     struct dw_cu *cu = &j->d->cus[j->cus[i]];
-    cu_load(dbg, cu);
+    cu_load(o, cu);
     if (cu->state != CU_LOADED)
         return;
     for (size_t k = j->first[i]; k < j->first[i] + j->count[i]; k++) {
         int32_t t = top_for(cu, j->pairs[k].addr);
         if (t >= 0)
-            scope_expand(dbg, cu, (uint32_t)t);
+            scope_expand(o, cu, (uint32_t)t);
     }
 }
 
@@ -1604,15 +1964,16 @@ static void *prep_worker(void *arg)
 {
     struct prep_job *j = arg;
     Dwarf_Debug dbg = NULL;
+    struct dw_obj *o = NULL;
     int fd = open(j->d->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    if (open_handle(fd, &dbg) < 0) {
+    if (open_handle(fd, &dbg, &o) < 0) {
         close(fd);
         return NULL;
     }
     for (size_t i; (i = prep_next(j)) != SIZE_MAX;)
-        prep_one(dbg, j, i);
+        prep_one(o, j, i);
     Dwarf_Error e = NULL;
     if (finish_handle(dbg, &e) != DW_DLV_OK && e)
         dwarf_dealloc_error(NULL, e);
@@ -1667,7 +2028,7 @@ void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threa
     }
     /* The calling thread works too, with the main handle. */
     for (size_t i; (i = prep_next(&j)) != SIZE_MAX;)
-        prep_one(d->dbg, &j, i);
+        prep_one(d->obj, &j, i);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     pthread_mutex_destroy(&j.mu);
@@ -1702,7 +2063,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
         return 0;
     struct dw_cu *cu = &d->cus[c];
     if (cu->state == CU_UNLOADED)
-        cu_load(d->dbg, cu);
+        cu_load(d->obj, cu);
     if (cu->state != CU_LOADED)
         return 0;
 
@@ -1710,7 +2071,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     const char *file = NULL;
     uint32_t line = 0;
     size_t lo = hp_search_le_u64(cu->rows, cu->nrows, sizeof(*cu->rows),
-                                 offsetof(struct dw_row, addr), addr);
+                                 offsetof(struct dwraw_row, addr), addr);
     if (lo > 0 && cu->rows[lo - 1].file != UINT32_MAX) {
         file = cu_file(cu, cu->rows[lo - 1].file);
         line = cu->rows[lo - 1].line;
@@ -1719,7 +2080,7 @@ int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int
     /* Scope: the top-level subprogram, then down the inline chain. */
     int32_t cur = top_for(cu, addr);
     if (cur >= 0)
-        scope_expand(d->dbg, cu, (uint32_t)cur);
+        scope_expand(d->obj, cu, (uint32_t)cur);
     if (cur < 0) {
         if (!file)
             return 0;

@@ -58,8 +58,92 @@ void sym_dw_prepare(struct sym_dw *d, const uint64_t *addrs, size_t n, int threa
  * the count (0: no DWARF covers the address). A frame may have a NULL name
  * (line info without a subprogram). */
 int sym_dw_lookup(struct sym_dw *d, uint64_t addr, struct sym_dw_frame *out, int cap);
+/* Read line programs and inline trees with libdwarf only (false) or with
+ * the narrow readers of dwraw.c where they can (true, the default unless
+ * $HEAPFLEET_DWARF_READER is "libdwarf"); for CUs not loaded yet. */
+void sym_dw_set_narrow(struct sym_dw *d, bool on);
+/* CUs whose line table, and inline trees, the narrow readers read. */
+void sym_dw_narrow_counts(const struct sym_dw *d, size_t *ret_lines, size_t *ret_trees);
 /* Bytes of CUs parsed so far (tests check laziness with it). */
 size_t sym_dw_cus_loaded(const struct sym_dw *d, size_t *ret_total);
+
+/* ---- dwraw.c: narrow readers of DIEs, line programs and range lists -- */
+struct dwraw_abbrev;
+struct dwraw_spec;
+
+/* One unit's header and abbreviation table, with no pointer into the
+ * sections: every read is handed the bytes of .debug_info. */
+struct dwraw_unit {
+    uint64_t off, end;  /* the unit's bytes in .debug_info: [off, end) */
+    uint64_t die_start; /* its first DIE */
+    uint16_t version;
+    uint8_t addr_size, off_size;
+    bool msb;
+    struct dwraw_abbrev *abbrevs; /* sorted by code */
+    size_t nabbrevs;
+    struct dwraw_spec *specs;
+    size_t nspecs;
+    uint32_t *direct; /* small code -> index + 1 into abbrevs */
+    uint32_t ndirect;
+};
+
+/* What the scope walk needs of one DIE. `odd`: low_pc, high_pc, call_file
+ * or call_line is in a form this reader does not decode (the caller asks
+ * libdwarf for that DIE); has_ranges: DW_AT_ranges is there (ditto). */
+struct dwraw_die {
+    uint64_t off;
+    uint16_t tag;
+    bool children;
+    uint64_t sibling; /* DW_AT_sibling as a .debug_info offset, or 0 */
+    bool has_low, has_high, high_const, has_ranges, odd;
+    uint64_t low, high;
+    uint64_t call_file, call_line;
+    bool has_stmt_list;
+    uint64_t stmt_list; /* DW_AT_stmt_list: offset in .debug_line */
+    bool ranges_secoff; /* DW_AT_ranges is a DW_FORM_sec_offset: */
+    uint64_t ranges;    /* its offset in .debug_ranges / .debug_rnglists */
+    bool ranges_base;   /* DW_AT_GNU_ranges_base or DW_AT_rnglists_base */
+};
+
+/* Parse the header of the unit at unit_off and its abbreviations. 0, or
+ * HP_EPARSE for a malformed or unsupported unit (u is then empty). */
+int dwraw_unit_init(struct dwraw_unit *u, const uint8_t *info, size_t info_len,
+                    uint64_t unit_off, const uint8_t *abbrev, size_t abbrev_len, bool msb);
+void dwraw_unit_release(struct dwraw_unit *u);
+/* Read the DIE at *pos (an offset in .debug_info inside u) into *d and move
+ * *pos past its attributes: 1, 0 for a null entry (end of a child list), -1
+ * malformed. */
+int dwraw_die_read(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
+                   struct dwraw_die *d);
+/* Move *pos (just past d's attributes) past d's children. 0, or -1. */
+int dwraw_skip_children(const struct dwraw_unit *u, const uint8_t *info, uint64_t *pos,
+                        const struct dwraw_die *d);
+
+/* The entries of the range list at `off` of .debug_ranges (version < 5)
+ * or .debug_rnglists (5), as absolute [lo, hi) in list order, empty ones
+ * included, into out: how many, or -1 for a list this reader leaves to
+ * libdwarf (entries through .debug_addr, malformed, more than cap). */
+struct dwraw_range {
+    uint64_t lo, hi;
+};
+int dwraw_ranges(const uint8_t *sec, size_t sec_len, uint64_t off, unsigned version,
+                 uint8_t addr_size, bool msb, uint64_t base, struct dwraw_range *out, size_t cap);
+
+/* One row of a line program, as dwarf.c keeps them: file is UINT32_MAX
+ * where the row ends a sequence (see dwraw.c for how libdwarf's
+ * epilogue_begin quirk is read), and then line is 0; else the line is
+ * truncated to 32 bits and a file number above UINT32_MAX - 1 reads 0. */
+struct dwraw_row {
+    uint64_t addr;
+    uint32_t line;
+    uint32_t file;
+};
+
+/* The rows of the line program at `off` in .debug_line (sec), in program
+ * order, into a malloc'ed *ret_rows: the program's version (2-5), or -1 when the program is
+ * malformed or of a kind this reader leaves to libdwarf (see dwraw.c). */
+int dwraw_lines(const uint8_t *sec, size_t sec_len, uint64_t off, uint8_t cu_addr_size, bool msb,
+                struct dwraw_row **ret_rows, size_t *ret_n);
 
 /* ---- object.c ----------------------------------------------------------- */
 struct sym_load {

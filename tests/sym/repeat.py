@@ -86,6 +86,18 @@ __attribute__((noinline)) std::unique_ptr<std::vector<int>> fill_{u}(int n)
 """
 
 
+def function_spans(binary):
+    """(start, size) of every function symbol of binary with code, from nm."""
+    nm = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True, text=True,
+                        check=True).stdout
+    spans = []
+    for line in nm.splitlines():
+        p = line.split()
+        if len(p) == 4 and p[2] in "tTwW":
+            spans.append((int(p[0], 16), int(p[1], 16)))
+    return spans
+
+
 def rustc_list():
     """Every distinct rustc on this machine, by version."""
     seen, out = set(), []

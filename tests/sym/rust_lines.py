@@ -26,7 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import parse_groups  # noqa: E402
-from repeat import rustc_list  # noqa: E402
+from repeat import function_spans, rustc_list  # noqa: E402
 
 
 def groups(text, llvm):
@@ -52,16 +52,11 @@ def main():
         b = os.path.join(work, "fx_rust_" + version.replace(".", "_"))
         subprocess.run([rustc, "-g", "-C", "opt-level=2", "-o", b,
                         os.path.join(a.src, "fx_rust.rs")], check=True, timeout=600)
-        nm = subprocess.run(["nm", "-S", "--defined-only", b], capture_output=True, text=True,
-                            check=True).stdout
         addrs = []
-        for l in nm.splitlines():
-            p = l.split()
-            if len(p) == 4 and p[2] in "tTwW":
-                start, size = int(p[0], 16), int(p[1], 16)
-                addrs.append(start)
-                if size > 2:
-                    addrs.append(start + size // 2)
+        for start, size in function_spans(b):
+            addrs.append(start)
+            if size > 2:
+                addrs.append(start + size // 2)
         inp = "".join("0x%x\n" % x for x in addrs)
         ours = groups(subprocess.run([a.symtool, "addr", "-a", b, "-"], input=inp,
                                      capture_output=True, text=True, check=True).stdout, False)

@@ -12,6 +12,8 @@
  *       --jeprof-compat innermost frame only where jeprof does not inline
  *   symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...   addr2line -f -i -C style
  *       output for ELF virtual addresses (hex); "-" reads them from stdin.
+ *   symtool dwarf-agree OBJ VADDR...|-   the narrow DWARF readers against
+ *       libdwarf alone on these addresses (tests/sym/narrow_agree.py)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@ static int usage(void)
                     "[--debuginfod URLS] [--server URL [--server-token T] [--server-header-file F]] "
                     "[--cache-dir D] [--addresses] [--stats] DUMP\n"
                     "       symtool addr [--no-inline] [--threads N] [-a] OBJ VADDR...\n"
+                    "       symtool dwarf-agree OBJ VADDR...\n"
                     "       symtool fetch --server URL [--server-token T] --cache-dir D "
                     "[--cache-max BYTES] [--threads N] ID KIND [ID KIND...]\n");
     return 2;
@@ -288,24 +291,10 @@ out:
     return rc;
 }
 
-static int cmd_addr(int argc, char **argv)
+/* The addresses of argv[i..] (hex, 0x optional), or of stdin when that is
+ * "-": 0, or 2 (usage) after saying which one is bad. */
+static int read_addrs(int argc, char **argv, int i, uint64_t **ret_va, size_t *ret_n)
 {
-    struct sym_options so = { .debuginfod_urls = "" };
-    bool print_addr = false; /* -a: "0x<vaddr>" before each group, as addr2line -a */
-    int i = 0;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--no-inline") == 0)
-            so.no_inline = true;
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-            so.threads = (int)strtol(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "-a") == 0)
-            print_addr = true;
-        else
-            break;
-    }
-    if (i >= argc)
-        return usage();
-    const char *obj = argv[i++];
     uint64_t *va = NULL;
     size_t n = 0, cap = 0;
     char line[128];
@@ -333,6 +322,101 @@ static int cmd_addr(int argc, char **argv)
         va = hp_xgrow(va, &cap, n + 1, sizeof(*va));
         va[n++] = v;
     }
+    *ret_va = va;
+    *ret_n = n;
+    return 0;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* symtool dwarf-agree OBJ VADDR...|-: the narrow readers (dwraw.c) against
+ * libdwarf alone, frame by frame, on the same addresses; the narrow side
+ * loads its CUs on two threads. Fails on any difference, and when the
+ * narrow readers read nothing (a test that could not fail). */
+static int cmd_dwarf_agree(int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    uint64_t *va = NULL;
+    size_t n = 0;
+    if (read_addrs(argc, argv, 1, &va, &n) != 0)
+        return 2;
+    struct sym_dw *dn = NULL, *dl = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    if (sym_dw_open(argv[0], &dn, &err) < 0 || sym_dw_open(argv[0], &dl, &err) < 0) {
+        fprintf(stderr, "symtool: %s\n", err.data ? err.data : argv[0]);
+        hp_buf_release(&err);
+        sym_dw_free(dn);
+        free(va);
+        return 1;
+    }
+    sym_dw_set_narrow(dn, true);
+    sym_dw_set_narrow(dl, false);
+    sym_dw_prepare(dn, va, n, 2);
+    size_t diffs = 0, lines = 0, frames = 0;
+    for (size_t k = 0; k < n; k++) {
+        struct sym_dw_frame a[SYM_MAX_INLINE_DEPTH], b[SYM_MAX_INLINE_DEPTH];
+        int na = sym_dw_lookup(dn, va[k], a, SYM_MAX_INLINE_DEPTH);
+        int nb = sym_dw_lookup(dl, va[k], b, SYM_MAX_INLINE_DEPTH);
+        bool same = na == nb;
+        for (int f = 0; same && f < na; f++)
+            same = same_str(a[f].name, b[f].name) && same_str(a[f].file, b[f].file) &&
+                   a[f].line == b[f].line && a[f].linkage == b[f].linkage &&
+                   same_str(a[f].qualified, b[f].qualified) && a[f].entry == b[f].entry;
+        frames += (size_t)(na > 0 ? na : 0);
+        lines += na > 0 && a[0].line != 0;
+        if (!same && diffs++ < 20) {
+            printf("0x%llx: narrow %d frames, libdwarf %d\n", (unsigned long long)va[k], na, nb);
+            for (int f = 0; f < na || f < nb; f++)
+                printf("  #%d %s:%u %s | %s:%u %s\n", f, f < na && a[f].file ? a[f].file : "-",
+                       f < na ? a[f].line : 0, f < na && a[f].name ? a[f].name : "-",
+                       f < nb && b[f].file ? b[f].file : "-", f < nb ? b[f].line : 0,
+                       f < nb && b[f].name ? b[f].name : "-");
+        }
+    }
+    size_t nl = 0, nt = 0, ll = 0, lt = 0;
+    sym_dw_narrow_counts(dn, &nl, &nt);
+    sym_dw_narrow_counts(dl, &ll, &lt);
+    printf("%zu addresses, %zu with a line, %zu frames; narrow readers: %zu line tables, %zu "
+           "inline trees; differences: %zu\n", n, lines, frames, nl, nt, diffs);
+    int rc = 0;
+    if (diffs || ll || lt) {
+        rc = 1;
+    } else if (nl == 0 || nt == 0) {
+        printf("the narrow readers read nothing of %s\n", argv[0]);
+        rc = 1;
+    }
+    sym_dw_free(dn);
+    sym_dw_free(dl);
+    free(va);
+    return rc;
+}
+
+static int cmd_addr(int argc, char **argv)
+{
+    struct sym_options so = { .debuginfod_urls = "" };
+    bool print_addr = false; /* -a: "0x<vaddr>" before each group, as addr2line -a */
+    int i = 0;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--no-inline") == 0)
+            so.no_inline = true;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            so.threads = (int)strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "-a") == 0)
+            print_addr = true;
+        else
+            break;
+    }
+    if (i >= argc)
+        return usage();
+    const char *obj = argv[i++];
+    uint64_t *va = NULL;
+    size_t n = 0;
+    if (read_addrs(argc, argv, i, &va, &n) != 0)
+        return 2;
     struct symbolizer *s = sym_new(&so);
     struct sym_batch b;
     struct hp_buf err = HP_BUF_INIT(0);
@@ -448,5 +532,7 @@ int main(int argc, char **argv)
         return cmd_addr(argc - 2, argv + 2);
     if (strcmp(argv[1], "fetch") == 0)
         return cmd_fetch(argc - 2, argv + 2);
+    if (strcmp(argv[1], "dwarf-agree") == 0)
+        return cmd_dwarf_agree(argc - 2, argv + 2);
     return usage();
 }
