@@ -149,14 +149,16 @@ int query_fleet_build(const struct query_snapshot *snaps, size_t n,
     struct query_fleet_acc *acc = query_fleet_begin(n, o);
     for (size_t i = 0; i < n; i++)
         query_fleet_add(acc, i, snaps[i].folded);
-    return query_fleet_finish(acc, snaps, o, ret, err);
+    return query_fleet_finish(acc, snaps, n, o, ret, err);
 }
 
-int query_fleet_finish(struct query_fleet_acc *acc, const struct query_snapshot *snaps,
+int query_fleet_finish(struct query_fleet_acc *acc, const struct query_snapshot *snaps, size_t n,
                        const struct query_fleet_opts *o, struct query_fleet **ret,
                        struct hp_buf *err)
 {
-    size_t n = acc->n;
+    if (n > acc->n)
+        n = acc->n;
+    acc->F->nnodes = n;
     if (n < 3) {
         hp_err_printf(err, "fleet: %zu nodes; a fleet median needs at least 3", n);
         query_fleet_acc_free(acc);

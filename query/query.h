@@ -436,14 +436,15 @@ int query_fleet_build(const struct query_snapshot *snaps, size_t n,
                       struct hp_buf *err) HP_MUST_CHECK;
 void query_fleet_free(struct query_fleet *f);
 /* The same in steps, for callers that cannot hold every folded profile at
- * once (the API over 1,000 nodes): begin for n nodes; add node i's folded
- * profile (kept by nothing afterwards: free it at once); finish with the
- * snapshots (their node names; folded unused), which frees acc whatever it
- * returns. query_fleet_acc_free drops an unfinished one. */
+ * once (the API over 1,000 nodes): begin for at most n nodes; add node i's
+ * folded profile (kept by nothing afterwards: free it at once); finish with
+ * the first n' <= n snapshots, each of 0..n'-1 added (their node names;
+ * folded unused), which frees acc whatever it returns. query_fleet_acc_free
+ * drops an unfinished one. */
 struct query_fleet_acc;
 struct query_fleet_acc *query_fleet_begin(size_t n, const struct query_fleet_opts *o);
 void query_fleet_add(struct query_fleet_acc *acc, size_t i, const struct query_folded *f);
-int query_fleet_finish(struct query_fleet_acc *acc, const struct query_snapshot *snaps,
+int query_fleet_finish(struct query_fleet_acc *acc, const struct query_snapshot *snaps, size_t n,
                        const struct query_fleet_opts *o, struct query_fleet **ret,
                        struct hp_buf *err) HP_MUST_CHECK;
 void query_fleet_acc_free(struct query_fleet_acc *acc);

@@ -1115,6 +1115,30 @@ int web_api_rules(const struct web_request *r, const char *kind, const struct qu
     return 0;
 }
 
+int web_api_load_one(struct web_request *r, int64_t id, struct query_snapshot *ret_qs,
+                     struct query_folded **ret_fold, struct hp_buf *err)
+{
+    struct web_selector sel = { .id = id };
+    struct web_snapshot_info info;
+    memset(&info, 0, sizeof(info));
+    struct profile *p = NULL;
+    *ret_fold = NULL;
+    int rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info, &p, err);
+    if (rc == 0)
+        rc = query_fold(p, &r->p.qo, ret_fold, err);
+    /* Only the folded form is kept (nothing reads the profile afterwards). */
+    profile_free(p);
+    if (rc < 0)
+        return rc;
+    (*ret_fold)->source = NULL;
+    *ret_qs = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
+                                       .id = info.id,
+                                       .folded = *ret_fold,
+                                       .figures = figures_of(r, &info),
+                                       .nfigures = info.nraw };
+    return 0;
+}
+
 int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
                       struct hp_buf *err)
 {
@@ -1122,27 +1146,9 @@ int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struc
     L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
     L->n = n;
     for (size_t i = 0; i < n; i++) {
-        struct web_selector sel = { .id = ids[i] };
-        struct web_snapshot_info info;
-        memset(&info, 0, sizeof(info));
-        struct profile *p = NULL;
-        int rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info, &p,
-                                       err);
-        if (rc == 0)
-            rc = query_fold(p, &r->p.qo, &L->folds[i], err);
-        /* Only the folded form is kept: /fleet over 1,000 nodes held every
-         * profile until the reply and took the collector from 43 to 340 MB
-         * (the soak's figure); the folded entries are a fraction of it. */
-        profile_free(p);
-        if (L->folds[i])
-            L->folds[i]->source = NULL;
+        int rc = web_api_load_one(r, ids[i], &L->qs[i], &L->folds[i], err);
         if (rc < 0)
             return rc;
-        L->qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
-                                            .id = info.id,
-                                            .folded = L->folds[i],
-                                            .figures = figures_of(r, &info),
-                                            .nfigures = info.nraw };
     }
     return 0;
 }
@@ -1302,23 +1308,15 @@ void web_h_fleet(struct web_request *r)
     struct query_snapshot *qs = hp_xcalloc(k + 1, sizeof(*qs));
     struct query_fleet_acc *acc = rc == 0 ? query_fleet_begin(k, &fo) : NULL;
     for (size_t i = 0; rc == 0 && i < k; i++) {
-        struct web_selector sel = { .id = ids[i] };
-        struct web_snapshot_info info;
-        memset(&info, 0, sizeof(info));
-        struct profile *p = NULL;
         struct query_folded *fold = NULL;
-        rc = r->src->load_snapshot(r->src_ctx, &sel, r->p.qo.sample, &r->arena, &info, &p, &err);
-        if (rc == 0)
-            rc = query_fold(p, &r->p.qo, &fold, &err);
+        rc = web_api_load_one(r, ids[i], &qs[i], &fold, &err);
         if (rc == 0)
             query_fleet_add(acc, i, fold);
         query_folded_free(fold);
-        profile_free(p);
-        qs[i] = (struct query_snapshot){ .node = info.node, .time_s = info.time_ms / 1000,
-                                         .id = info.id };
+        qs[i].folded = NULL;
     }
     if (rc == 0) {
-        rc = query_fleet_finish(acc, qs, &fo, &f, &err);
+        rc = query_fleet_finish(acc, qs, k, &fo, &f, &err);
         acc = NULL;
     }
     if (rc == 0) {

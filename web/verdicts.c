@@ -136,27 +136,65 @@ out:
     hp_buf_release(&err);
 }
 
+/* Tracker disagreements of one node's latest snapshot. */
+static void trackers_of(struct web_request *r, const struct web_node_info *node,
+                        const struct query_snapshot *qs, struct fam *fams)
+{
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct query_rules *rules = NULL;
+    struct query_discrepancy *d = NULL;
+    if (web_api_rules(r, node->kind, qs->figures, qs->nfigures, &rules, &err) == 0 &&
+        query_discrepancy_build(qs->folded, qs->figures, qs->nfigures, rules, &d, &err) == 0) {
+        size_t disagree = 0;
+        for (size_t c = 0; c < d->nrows; c++) {
+            const struct query_discrepancy_row *row = &d->rows[c];
+            if (row->verdict == QUERY_VERDICT_CONSISTENT || row->verdict == QUERY_VERDICT_NO_TRACKER)
+                continue;
+            disagree++;
+            fam_sample(&fams[F_GAP], node->name, "category", row->category, "verdict",
+                       query_verdict_name(row->verdict), row->gap);
+        }
+        fam_sample(&fams[F_DISAGREE], node->name, NULL, NULL, NULL, NULL, (double)disagree);
+        fam_sample(&fams[F_INACCURATE], node->name, NULL, NULL, NULL, NULL,
+                   d->query_tracker_inaccurate ? 1 : 0);
+    }
+    query_discrepancy_free(d);
+    query_rules_free(rules);
+    hp_buf_release(&err);
+}
+
+/* Fleet outliers and tracker disagreements over every node's latest
+ * snapshot, loaded one at a time (as /api/v1/fleet: holding them all took
+ * hundreds of MB over 1,000 nodes). A node whose snapshot does not load has
+ * no verdict and is left out of the fleet. */
 static void fleet_and_trackers(struct web_request *r, const struct web_node_info *nodes,
                                size_t n, struct fam *fams)
 {
     struct hp_buf err = HP_BUF_INIT(0);
-    struct web_loaded L;
-    memset(&L, 0, sizeof(L));
     struct query_fleet *f = NULL;
     struct query_fleet_opts fo;
     query_fleet_opts_init(&fo);
     fo.top = 0;
-    int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
-    const struct web_node_info **of = hp_xcalloc(n + 1, sizeof(*of));
+    size_t cap = HP_MIN(n, (size_t)WEB_VERDICT_NODES);
+    struct query_snapshot *qs = hp_xcalloc(cap + 1, sizeof(*qs));
+    const struct web_node_info **of = hp_xcalloc(cap + 1, sizeof(*of));
+    struct query_fleet_acc *acc = query_fleet_begin(cap, &fo);
     size_t k = 0;
-    for (size_t i = 0; i < n && k < WEB_VERDICT_NODES; i++)
-        if (nodes[i].has_latest) {
-            of[k] = &nodes[i];
-            ids[k++] = nodes[i].latest.id;
+    for (size_t i = 0; i < n && k < cap; i++) {
+        if (!nodes[i].has_latest)
+            continue;
+        struct query_folded *fold = NULL;
+        hp_buf_reset(&err);
+        if (web_api_load_one(r, nodes[i].latest.id, &qs[k], &fold, &err) == 0) {
+            trackers_of(r, &nodes[i], &qs[k], fams);
+            query_fleet_add(acc, k, fold);
+            qs[k].folded = NULL;
+            of[k++] = &nodes[i];
         }
-    if (web_api_load_many(r, ids, k, &L, &err) < 0)
-        goto out;
-    if (k >= 2 && query_fleet_build(L.qs, L.n, &fo, &f, &err) == 0) {
+        query_folded_free(fold);
+    }
+    hp_buf_reset(&err);
+    if (k >= 2 && query_fleet_finish(acc, qs, k, &fo, &f, &err) == 0) {
         for (size_t i = 0; i < f->ntotals; i++)
             fam_sample(&fams[F_OUTLIER], f->totals[i].node, NULL, NULL, NULL, NULL,
                        f->totals[i].value - f->totals[i].median);
@@ -170,37 +208,12 @@ static void fleet_and_trackers(struct web_request *r, const struct web_node_info
                     shown++;
                 }
         }
+    } else if (k < 2) {
+        query_fleet_acc_free(acc);
     }
-    for (size_t j = 0; j < L.n; j++) {
-        struct query_rules *rules = NULL;
-        struct query_discrepancy *d = NULL;
-        hp_buf_reset(&err);
-        if (web_api_rules(r, of[j]->kind, L.qs[j].figures, L.qs[j].nfigures, &rules, &err) == 0 &&
-            query_discrepancy_build(L.qs[j].folded, L.qs[j].figures, L.qs[j].nfigures, rules,
-                                    &d, &err) == 0) {
-            size_t disagree = 0;
-            for (size_t c = 0; c < d->nrows; c++) {
-                const struct query_discrepancy_row *row = &d->rows[c];
-                if (row->verdict == QUERY_VERDICT_CONSISTENT ||
-                    row->verdict == QUERY_VERDICT_NO_TRACKER)
-                    continue;
-                disagree++;
-                fam_sample(&fams[F_GAP], of[j]->name, "category", row->category, "verdict",
-                           query_verdict_name(row->verdict), row->gap);
-            }
-            fam_sample(&fams[F_DISAGREE], of[j]->name, NULL, NULL, NULL, NULL,
-                       (double)disagree);
-            fam_sample(&fams[F_INACCURATE], of[j]->name, NULL, NULL, NULL, NULL,
-                       d->query_tracker_inaccurate ? 1 : 0);
-        }
-        query_discrepancy_free(d);
-        query_rules_free(rules);
-    }
-out:
     query_fleet_free(f);
-    web_api_loaded_release(&L);
     free(of);
-    free(ids);
+    free(qs);
     hp_buf_release(&err);
 }
 

@@ -100,6 +100,11 @@ struct web_loaded {
 };
 int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struct web_loaded *L,
                       struct hp_buf *err);
+/* One stored snapshot loaded and folded (its profile freed at once): *ret_qs
+ * points at *ret_fold (the caller's, query_folded_free) and at figures in
+ * r's arena. For analyses that keep one snapshot at a time. */
+int web_api_load_one(struct web_request *r, int64_t id, struct query_snapshot *ret_qs,
+                     struct query_folded **ret_fold, struct hp_buf *err);
 void web_api_loaded_release(struct web_loaded *L);
 /* One node's snapshots snaps[0..n) (from list_snapshots) for leaks: by
  * stack ids where the source reads them so (the store: the path `query
