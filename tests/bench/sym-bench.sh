@@ -68,7 +68,7 @@ elif [ -d "$WORK" ] && [ "$(sed -n 2p "$WORK/params.txt" 2>/dev/null)" != "units
         [ -f "$f" ] || continue
         u=${f##*/unit}
         u=${u%.cc}
-        [ "$((10#$u))" -lt "$UNITS" ] || rm -f "$f" "$f.o"
+        [ "$u" -lt "$UNITS" ] || rm -f "$f" "$f.o" # test(1) reads 007 as 7
     done
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
