@@ -350,7 +350,11 @@ int store_open(const char *path, unsigned flags, struct store **ret, struct hp_b
             r = empty ? HP_ENOTFOUND : HP_EVERSION;
             goto out;
         }
-        (void)store_exec(s, "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -32768", NULL);
+        (void)store_exec(s,
+                         flags & STORE_OPEN_NO_MMAP
+                             ? "PRAGMA mmap_size = 0; PRAGMA cache_size = -32768"
+                             : "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -32768",
+                         NULL);
         goto done;
     }
 

@@ -40,6 +40,10 @@ struct store;
 enum store_open_flags {
     STORE_OPEN_READ = 0,       /* read-only; the file must exist */
     STORE_OPEN_WRITE = 1 << 0, /* create if missing, migrate, allow writes */
+    /* A reader that pages through its own cache instead of mapping the file
+     * (SQLite): mapped pages count in the process's RSS, so a long-lived
+     * process's RSS grew with what its reads had touched (a collector's). */
+    STORE_OPEN_NO_MMAP = 1 << 1,
 };
 
 /* The database path the CLI uses: `flag` (--db) if given, else

@@ -2,12 +2,19 @@
 # Benchmark: how fast the agent serves a large dump, side by side with peers
 # serving the same file from the same disk cache on loopback:
 #   python3 -m http.server (a plain static file server) and `cat` (no HTTP).
-#   sh tests/bench/agent-serve.sh build/agent/agent [SIZE_MB]
+#   sh tests/bench/agent-serve.sh [--smoke] build/agent/agent [SIZE_MB]
 # Prints MB/s per server and the agent's ratio to each, plus the agent's peak
-# RSS. Not part of `meson test` (run by hand; needs curl and python3).
+# RSS (needs curl and python3).
+# --smoke: a 1 MiB dump (SIZE_MB still overrides); fails when a server did
+# not start or a figure is missing (CI runs it: suite bench-smoke).
 set -eu
-agent=$(realpath "$1")
-mb=${2:-256}
+smoke=
+if [ "${1:-}" = "--smoke" ]; then
+    smoke=1
+    shift
+fi
+agent=$(realpath "${1:?usage: agent-serve.sh [--smoke] AGENT [SIZE_MB]}")
+if [ -n "$smoke" ]; then mb=${2:-1}; else mb=${2:-256}; fi
 dir=$(mktemp -d /tmp/hf-agent-bench.XXXXXX)
 apid=""
 ppid_=""
@@ -30,6 +37,7 @@ for _ in $(seq 50); do
     [ -n "$port" ] && break
     sleep 0.1
 done
+[ -n "$port" ] || { echo "agent-serve: the agent did not start: $(tail -n 3 "$dir/agent.log")" >&2; exit 1; }
 (cd "$dir" && exec python3 -u -m http.server 0 --bind 127.0.0.1 > "$dir/py.log" 2>&1) &
 ppid_=$!
 pyport=""
@@ -38,11 +46,12 @@ for _ in $(seq 50); do
     [ -n "$pyport" ] && break
     sleep 0.1
 done
+[ -n "$pyport" ] || { echo "agent-serve: python3 http.server did not start: $(tail -n 3 "$dir/py.log")" >&2; exit 1; }
 
 best() { # URL -> best of 3 in MB/s
     b=0
     for _ in 1 2 3; do
-        s=$(curl -s -o /dev/null -w '%{speed_download}' "$1")
+        s=$(curl -sf -o /dev/null -w '%{speed_download}' "$1")
         b=$(echo "$s $b" | awk '{print ($1 > $2) ? $1 : $2}')
     done
     echo "$b" | awk '{printf "%.0f", $1 / 1048576}'

@@ -54,6 +54,23 @@ fi
 UNITS=${UNITS:-40}
 FUNCS=${FUNCS:-128}
 ITERS=${ITERS:-15000}
+# A program of other sizes left in WORK_DIR (params.txt says which) is not
+# this one: with other FUNCS or ITERS every unit differs and all is dropped;
+# with other UNITS the compiled units of the same FUNCS and ITERS are kept
+# (the generator is deterministic), those past UNITS removed, and the
+# program is linked and profiled again.
+PARAMS="funcs=$FUNCS iters=$ITERS"
+if [ -d "$WORK" ] && [ "$(sed -n 1p "$WORK/params.txt" 2>/dev/null)" != "$PARAMS" ]; then
+    rm -rf "$WORK/src" "$WORK/bigprog" "$WORK"/big.*.heap "$WORK/compile.txt"
+elif [ -d "$WORK" ] && [ "$(sed -n 2p "$WORK/params.txt" 2>/dev/null)" != "units=$UNITS" ]; then
+    rm -f "$WORK/bigprog" "$WORK"/big.*.heap
+    for f in "$WORK"/src/unit*.cc; do
+        [ -f "$f" ] || continue
+        u=${f##*/unit}
+        u=${u%.cc}
+        [ "$u" -lt "$UNITS" ] || rm -f "$f" "$f.o" # test(1) reads 007 as 7
+    done
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 SYMTOOL=$BUILD/tests/sym/symtool
 QUERY=$BUILD/query/query
@@ -61,6 +78,7 @@ JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 TIMEOUT=${TIMEOUT:-900}
 mkdir -p "$WORK"
 cd "$WORK"
+printf '%s\nunits=%s\n' "$PARAMS" "$UNITS" >params.txt
 for b in "$SYMTOOL" "$QUERY"; do
     [ -x "$b" ] || { echo "sym-bench: $b not built (ninja -C $BUILD)" >&2; exit 2; }
 done

@@ -37,12 +37,19 @@
  * It writes a node list (be.list) naming every node and prints one line per
  * node "NAME KIND MODE PORT" and then "ready" on stdout. --cache makes one
  * dump at start and serves it to every request (benchmarks: the node side
- * must not be the bottleneck); --stacks N allocates along N distinct call
- * stacks (default 16; 2600 gives a dump of about 1 MB). SIGINT/SIGTERM stop it. */
+ * must not be the bottleneck); --vary (with --cache) serves that dump with
+ * the bytes of its first two stacks and the totals changed per node and per
+ * request, so every dump is new to the store yet differs from the node's
+ * previous one by a few numbers, as a steady node's do (a store
+ * deduplicates identical dumps: a benchmark of identical ones measures that
+ * shortcut); --stacks N
+ * allocates along N distinct call stacks (default 16; 2600 gives a dump of
+ * about 1 MB). SIGINT/SIGTERM stop it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <jemalloc/jemalloc.h>
 #include <netinet/in.h>
@@ -105,6 +112,7 @@ struct fnode {
     int port;
     bool active; /* Doris prof.active as the node believes it */
     unsigned dumps;
+    unsigned idx; /* its place among the nodes */
 };
 
 struct conn {
@@ -129,7 +137,7 @@ struct conn {
 static uv_loop_t *loop;
 static const char *dir = ".";
 static unsigned nstacks = 16;
-static bool cache_mode;
+static bool cache_mode, vary_mode;
 static char *cached_dump;
 static size_t cached_len;
 static int agent_port;
@@ -532,6 +540,53 @@ static char *gzip_bytes(const char *data, size_t len, size_t *ret_len)
     return out;
 }
 
+/* Copies heap_v2 count line `line` ("  t*: OBJECTS: BYTES [...]") into out
+ * with `delta` added to BYTES; the copy of anything else is verbatim. */
+static void count_line_add(struct hp_buf *out, const char *line, size_t len, uint64_t delta)
+{
+    const char *colon = memchr(line, ':', len);
+    const char *second = colon ? memchr(colon + 1, ':', len - (size_t)(colon + 1 - line)) : NULL;
+    const char *end = second ? memchr(second, '[', len - (size_t)(second - line)) : NULL;
+    uint64_t bytes;
+    if (!end || end < second + 3 || hp_parse_u64(second + 2, (size_t)(end - 1 - (second + 2)), &bytes) < 0) {
+        hp_buf_append(out, line, len);
+        return;
+    }
+    hp_buf_append(out, line, (size_t)(second + 2 - line));
+    hp_buf_printf(out, "%" PRIu64, bytes + delta);
+    hp_buf_append(out, end - 1, len - (size_t)(end - 1 - line));
+}
+
+/* --vary: the cached dump with 8 * node more bytes in its first stack, 8 *
+ * request more in its second, and the totals (lines 2-3) to match: unique
+ * per (node, request), each a few KB off the cached dump's 700 KB. */
+static char *vary_dump(const char *src, size_t len, uint64_t node, uint64_t request,
+                       size_t *ret_len)
+{
+    struct hp_buf out = HP_BUF_INIT(0);
+    size_t off = 0;
+    int line = 0, stacks = 0, stack_line = 0;
+    while (off < len) {
+        const char *nl = memchr(src + off, '\n', len - off);
+        size_t l = nl ? (size_t)(nl - (src + off)) + 1 : len - off;
+        uint64_t add = 0;
+        if (++line == 2 || line == 3)
+            add = 8 * (node + request);
+        if (src[off] == '@') {
+            stacks++;
+            stack_line = 0;
+        } else if (stacks && stacks <= 2 && ++stack_line <= 2) {
+            add = 8 * (stacks == 1 ? node : request);
+        }
+        if (add)
+            count_line_add(&out, src + off, l, add);
+        else
+            hp_buf_append(&out, src + off, l);
+        off += l;
+    }
+    return hp_buf_detach(&out, ret_len);
+}
+
 /* The dump endpoint, with the node's misbehaviour. */
 static void serve_dump(struct conn *c, bool accepts_gzip)
 {
@@ -587,7 +642,9 @@ static void serve_dump(struct conn *c, bool accepts_gzip)
     char *dump;
     size_t len;
     bool shared = false;
-    if (cache_mode) {
+    if (vary_mode) {
+        dump = vary_dump(cached_dump, cached_len, n->idx, n->dumps, &len);
+    } else if (cache_mode) {
         dump = cached_dump;
         len = cached_len;
         shared = true;
@@ -897,6 +954,7 @@ static struct fnode *node_add(enum kind k, enum mode m, const char *name)
         n->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     }
     nodes = hp_xgrow(nodes, &nodes_cap, nnodes + 1, sizeof(*nodes));
+    n->idx = (unsigned)nnodes;
     nodes[nnodes++] = n;
     return n;
 }
@@ -991,6 +1049,8 @@ int main(int argc, char **argv)
             dir = v, i++;
         else if (!strcmp(a, "--cache"))
             cache_mode = true;
+        else if (!strcmp(a, "--vary"))
+            vary_mode = true;
         else if (!strcmp(a, "--bad"))
             demo_bad = true;
         else if (!strcmp(a, "--stacks") && v && hp_parse_u64(v, strlen(v), &u) == 0 && u > 0 &&
@@ -1005,7 +1065,7 @@ int main(int argc, char **argv)
         }
     }
     if (!demo && i >= argc) {
-        fprintf(stderr, "usage: fakenode [--list FILE] [--dir DIR] [--stacks N] [--cache] "
+        fprintf(stderr, "usage: fakenode [--list FILE] [--dir DIR] [--stacks N] [--cache [--vary]] "
                         "KIND[:MODE][xCOUNT]...\n       fakenode demo [--nodes N] [--bad] "
                         "[--list FILE] [--dir DIR]\n");
         return 2;
@@ -1042,6 +1102,10 @@ int main(int argc, char **argv)
     loop = uv_default_loop();
     segment_reader_open();
     tablet_schema_cache_grow(32);
+    if (vary_mode && !cache_mode) {
+        fprintf(stderr, "fakenode: --vary changes the --cache dump: give both\n");
+        return 2;
+    }
     if (cache_mode && make_dump(&cached_dump, &cached_len, NULL, false) < 0)
         return 1;
 
