@@ -968,11 +968,18 @@ static void test_store_upgrade_adds_series_indexes(void **state)
     store_close(f->s);
     f->s = NULL;
 
-    /* What the previous heapfleet wrote: version 2, no such indexes. */
+    /* What the previous heapfleet wrote: version 2, no such indexes (nor
+     * what later versions add: the symbol file tables, and
+     * function_totals_rest.base_id; the trended function has rows, so its
+     * rest, chained here, is not read). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX snapshots_node_ok_time; PRAGMA user_version = 2",
+                                  "DROP INDEX snapshots_node_ok_time;"
+                                  " DROP TABLE symbol_files; DROP TABLE symbol_file_chunks;"
+                                  " DROP INDEX function_totals_rest_base;"
+                                  " ALTER TABLE function_totals_rest DROP COLUMN base_id;"
+                                  " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
