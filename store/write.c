@@ -637,8 +637,8 @@ static int row_exists(struct store *s, enum store_stmt_id stmt, int64_t id, stru
 }
 
 /* Fill `b` for the node whose last row is `id` of a blob table (raw_dumps,
- * sample_sets, function_totals_rest): the keyframe of its chain (bytes and compressed size). The
- * node's next row is compressed against the keyframe (depth 1): one
+ * sample_sets, function_totals_rest): the keyframe of its chain (bytes and
+ * compressed size). The node's next row is compressed against the keyframe (depth 1): one
  * decompression, where loading the last row would decompress its whole
  * chain; a writer that keeps a node cached chains rows one after another.
  * id 0 leaves b empty. */
@@ -740,8 +740,8 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
 
 /* Compress data against the node's previous row while its chain has room,
  * else against the chain's keyframe, when that pays (under half the
- * keyframe's own compressed size, 3/4 for packed function totals); else store it standalone as a new
- * keyframe. Insert it with `ins` (raw_dumps binds hash first,
+ * keyframe's own compressed size, 3/4 for packed function totals); else
+ * store it standalone as a new keyframe. Insert it with `ins` (raw_dumps binds hash first,
  * function_totals_rest its key, the snapshot id); it becomes the base of
  * the node's next row. */
 static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned char *hash,

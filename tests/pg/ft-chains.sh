@@ -28,7 +28,8 @@ grep -q '^T ' a.txt && grep -q '^S ' a.txt || fail "nothing dumped"
 
 "$Q" migrate --from "$S" --to "$PGURI" >mig.txt 2>mig.err || fail "migrate: $(cat mig.err)"
 grep -q "^function_totals_rest .*: ok$" mig.txt || fail "rest not copied: $(cat mig.txt)"
-[ "$(pg_psql -c "SELECT count(*) FROM function_totals_rest WHERE base_id IS NOT NULL")" = "$chained" ] ||
+pg_chained=$(pg_psql -c "SELECT count(*) FROM function_totals_rest WHERE base_id IS NOT NULL")
+[ "$pg_chained" = "$chained" ] ||
     fail "the chains did not arrive in PostgreSQL"
 "$F" dump "$PGURI" $H | sort >b.txt
 cmp -s a.txt b.txt || { diff a.txt b.txt | head >&2; fail "PostgreSQL reads other totals"; }
@@ -57,5 +58,6 @@ U2="postgresql:///hf2?host=$PG_DIR&user=heapfleet"
     fail "the PostgreSQL writer does not chain"
 "$F" dump "$S2" 30 | sort >a3.txt
 "$F" dump "$U2" 30 | sort >b3.txt
-cmp -s a3.txt b3.txt || { diff a3.txt b3.txt | head >&2; fail "PostgreSQL's own chains read otherwise"; }
+cmp -s a3.txt b3.txt ||
+    { diff a3.txt b3.txt | head >&2; fail "PostgreSQL's own chains read otherwise"; }
 echo "ok: PostgreSQL's writer chains, $(wc -l <b3.txt) values as on SQLite"
