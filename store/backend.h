@@ -83,6 +83,7 @@
 #define store_writer_free STORE_BE(writer_free)
 #define store_writer_reset STORE_BE(writer_reset)
 #define store_blob_release STORE_BE(blob_release)
+#define store_blob_table STORE_BE(blob_table)
 #define store_sample_set_refs STORE_BE(sample_set_refs)
 #define store_blob_load STORE_BE(blob_load)
 #define store_function_totals_delete STORE_BE(function_totals_delete)

@@ -45,7 +45,8 @@ static const struct copy_table tables[] = {
     { "function_totals",
       "snapshot_id, function_id, flat_space, cum_space, flat_objects, cum_objects", 6,
       "snapshot_id", false, false },
-    { "function_totals_rest", "snapshot_id, size, data", 3, "snapshot_id", true, false },
+    { "function_totals_rest", "snapshot_id, size, base_id, data", 4, "snapshot_id", true,
+      false },
     { "node_stats", "snapshot_id, seq, stat_id, value", 4, "snapshot_id", false, false },
     { "symbol_cache", "build_id, address, frames_packed, created_at", 4, NULL, false, false },
     /* Chunks before the row that lists them (store/symfiles.c). */

@@ -66,7 +66,9 @@ static int blob_load_depth(struct store *s, enum store_stmt_id get, int64_t id, 
                            struct blob_cache *cache, void **ret, size_t *ret_len,
                            struct hp_buf *err)
 {
-    const char *what = get == STMT_RAW_GET ? "raw dump" : "sample set";
+    const char *what = get == STMT_RAW_GET ? "raw dump"
+                       : get == STMT_SS_GET ? "sample set"
+                                            : "packed function totals";
     if (depth > STORE_CHAIN_GUARD) {
         hp_err_printf(err, "%s: %s %lld: delta chain longer than %d links (a loop?)", s->path,
                       what, (long long)id, STORE_CHAIN_GUARD);
@@ -79,6 +81,11 @@ static int blob_load_depth(struct store *s, enum store_stmt_id get, int64_t id, 
     sqlite3_bind_int64(st, 1, id);
     if ((r = store_step_row(s, st, "reading a stored blob", err)) < 0)
         return r;
+    if (r == 0 && depth == 0 && get == STMT_FTR_GET) {
+        *ret = NULL; /* a snapshot without a packed rest */
+        *ret_len = 0;
+        return 0;
+    }
     if (r == 0) {
         hp_err_printf(err, "%s: %s %lld is missing", s->path, what, (long long)id);
         return HP_ECORRUPT;
@@ -1179,42 +1186,27 @@ int store_series_node(struct store *s, int64_t node_id, int64_t since_ms, int64_
     return 0;
 }
 
-int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry **ret,
-                       size_t *ret_n, struct hp_buf *err)
+/* store_ft_rest_load through `cache` (may be NULL): a run of a node's
+ * snapshots in time order decompresses one blob each. */
+static int ft_rest_load_cached(struct store *s, int64_t snap_id, struct blob_cache *cache,
+                               struct store_ft_entry **ret, size_t *ret_n, struct hp_buf *err)
 {
     *ret = NULL;
     *ret_n = 0;
-    sqlite3_stmt *st;
-    int r = store_stmt(s, STMT_FTR_GET, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, snap_id);
-    if ((r = store_step_row(s, st, "reading function totals", err)) <= 0) {
-        sqlite3_reset(st);
-        return r;
-    }
-    int64_t size = sqlite3_column_int64(st, 0);
-    const void *z = sqlite3_column_blob(st, 1);
-    size_t zlen = (size_t)sqlite3_column_bytes(st, 1);
     void *raw = NULL;
-    if (size < 0 || size > ((int64_t)1 << 30) || !z) {
-        hp_err_printf(err, "%s: snapshot %lld: packed function totals of %lld bytes", s->path,
-                      (long long)snap_id, (long long)size);
-        r = HP_ECORRUPT;
-    } else {
-        r = store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &raw, err);
-    }
-    sqlite3_reset(st);
-    if (r < 0)
+    size_t size = 0;
+    int r = blob_cache_get(cache, snap_id, &raw, &size)
+                ? 0
+                : blob_load_depth(s, STMT_FTR_GET, snap_id, 0, cache, &raw, &size, err);
+    if (r < 0 || !raw)
         return r;
     struct store_unpack u = { raw, (const unsigned char *)raw + size, false };
     uint64_t n = store_unpack_u64(&u);
     /* Each entry takes at least 5 bytes. */
     if (u.bad || n > (uint64_t)size / 5) {
         free(raw);
-        hp_err_printf(err, "%s: snapshot %lld: packed function totals say %llu functions in %lld "
-                      "bytes", s->path, (long long)snap_id, (unsigned long long)n,
-                      (long long)size);
+        hp_err_printf(err, "%s: snapshot %lld: packed function totals say %llu functions in %zu "
+                      "bytes", s->path, (long long)snap_id, (unsigned long long)n, size);
         return HP_ECORRUPT;
     }
     struct store_ft_entry *e = hp_xmalloc((n ? n : 1) * sizeof(*e));
@@ -1244,14 +1236,20 @@ int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry *
     return 0;
 }
 
+int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry **ret,
+                       size_t *ret_n, struct hp_buf *err)
+{
+    return ft_rest_load_cached(s, snap_id, NULL, ret, ret_n, err);
+}
+
 /* The totals of function fid in snapshot snap_id's packed rest into pt; not
  * there: zeros (the function holds nothing in that snapshot). */
-static int ft_rest_point(struct store *s, int64_t snap_id, int64_t fid,
+static int ft_rest_point(struct store *s, int64_t snap_id, int64_t fid, struct blob_cache *cache,
                          struct store_function_point *pt, struct hp_buf *err)
 {
     struct store_ft_entry *e;
     size_t n;
-    int r = store_ft_rest_load(s, snap_id, &e, &n, err);
+    int r = ft_rest_load_cached(s, snap_id, cache, &e, &n, err);
     if (r < 0)
         return r;
     size_t lo = 0, hi = n;
@@ -1299,6 +1297,7 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
     sqlite3_bind_int64(st, 4, fid);
     struct store_function_point *pts = NULL;
     size_t n = 0, cap = 0;
+    struct blob_cache cache = { 0 };
     while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
         pts = hp_xgrow(pts, &cap, n + 1, sizeof(*pts));
         struct store_function_point *pt = &pts[n++];
@@ -1311,10 +1310,11 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
         /* No row: the function is in the packed rest, or not in this
          * snapshot at all. */
         if (sqlite3_column_type(st, 2) == SQLITE_NULL &&
-            (r = ft_rest_point(s, pt->snapshot_id, fid, pt, err)) < 0)
+            (r = ft_rest_point(s, pt->snapshot_id, fid, &cache, pt, err)) < 0)
             break;
     }
     sqlite3_reset(st);
+    blob_cache_release(&cache);
     if (r < 0) {
         free(pts);
         return r;

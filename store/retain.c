@@ -24,18 +24,20 @@
 
 #define RETAIN_BATCH 256
 
-/* The statements of one blob table. */
-struct blob_table {
-    enum store_stmt_id get, link, refs, children, rebase, del;
-    const char *what;
+static const struct store_blob_table blob_tables[] = {
+    [STORE_BLOB_RAW] = { STMT_RAW_GET, STMT_RAW_LINK, STMT_RAW_EXISTS, STMT_RAW_REFS,
+                         STMT_RAW_CHILDREN, STMT_RAW_REBASE, STMT_RAW_DELETE, "raw dump" },
+    [STORE_BLOB_SS] = { STMT_SS_GET, STMT_SS_LINK, STMT_SS_EXISTS, STMT_SS_REFS,
+                        STMT_SS_CHILDREN, STMT_SS_REBASE, STMT_SS_DELETE, "sample set" },
+    [STORE_BLOB_FTR] = { STMT_FTR_GET, STMT_FTR_LINK, STMT_FTR_EXISTS, STMT_FTR_REFS,
+                         STMT_FTR_CHILDREN, STMT_FTR_REBASE, STMT_FTR_DELETE,
+                         "packed function totals" },
 };
 
-static const struct blob_table raw_table = { STMT_RAW_GET,      STMT_RAW_LINK,   STMT_RAW_REFS,
-                                             STMT_RAW_CHILDREN, STMT_RAW_REBASE, STMT_RAW_DELETE,
-                                             "raw dump" };
-static const struct blob_table ss_table = { STMT_SS_GET,      STMT_SS_LINK,   STMT_SS_REFS,
-                                            STMT_SS_CHILDREN, STMT_SS_REBASE, STMT_SS_DELETE,
-                                            "sample set" };
+const struct store_blob_table *store_blob_table(enum store_blob_kind kind)
+{
+    return &blob_tables[kind];
+}
 
 /* Query `id` with a one-column statement; *ret gets column 0 of each row,
  * up to cap. Returns the number of rows or <0. */
@@ -63,7 +65,7 @@ static int ids_query(struct store *s, enum store_stmt_id q, int64_t id, int64_t 
 /* Re-encode row `child` (compressed against `id`) against `base_id`, the
  * base of `id` (0: standalone), so that `id` can go. base_bytes are the
  * decompressed bytes of base_id. */
-static int blob_rebase(struct store *s, const struct blob_table *t, int64_t child,
+static int blob_rebase(struct store *s, const struct store_blob_table *t, int64_t child,
                        int64_t base_id, const void *base_bytes, size_t base_len,
                        struct hp_buf *err)
 {
@@ -88,17 +90,18 @@ out:
     return r;
 }
 
-int store_blob_release(struct store *s, bool raw, int64_t id, struct hp_buf *err)
+int store_blob_release(struct store *s, enum store_blob_kind kind, int64_t id, bool drop,
+                       struct hp_buf *err)
 {
-    const struct blob_table *t = raw ? &raw_table : &ss_table;
+    const struct store_blob_table *t = store_blob_table(kind);
     int n = 0;
     while (id > 0) {
         int64_t v[1];
         int total, r;
         /* Still some snapshot's: stays. */
-        if ((r = ids_query(s, t->refs, id, v, 1, &total, err)) < 0)
+        if (!drop && (r = ids_query(s, t->refs, id, v, 1, &total, err)) < 0)
             return r;
-        if (r == 1 && v[0])
+        if (!drop && r == 1 && v[0])
             break;
         if ((r = ids_query(s, t->link, id, v, 1, &total, err)) < 0)
             return r;
@@ -110,12 +113,13 @@ int store_blob_release(struct store *s, bool raw, int64_t id, struct hp_buf *err
          * several rows were compressed against stays while they need it:
          * re-encoding each standalone would cost a full dump apiece. */
         int64_t kids[16];
-        if (base_id == 0) {
+        if (base_id == 0 && !drop) {
             if ((r = ids_query(s, t->children, id, kids, 2, &total, err)) < 0)
                 return r;
             if (total > 1)
                 break;
         }
+        drop = false;
         for (;;) {
             int nk = ids_query(s, t->children, id, kids, 16, &total, err);
             if (nk < 0)
@@ -162,16 +166,16 @@ static int snapshot_delete(struct store *s, int64_t id, int64_t *raw_deleted,
     if (r < 0)
         return r;
     sqlite3_reset(st);
-    if ((r = store_function_totals_delete(s, id, err)) < 0)
+    if ((r = store_function_totals_delete(s, id, false, err)) < 0)
         return r;
     if ((r = store_stmt(s, STMT_STATS_DELETE, &st, err)) < 0)
         return r;
     sqlite3_bind_int64(st, 1, id);
     if ((r = store_step_done(s, st, "deleting statistics", err)) < 0)
         return r;
-    if ((r = store_blob_release(s, false, ss_id, err)) < 0)
+    if ((r = store_blob_release(s, STORE_BLOB_SS, ss_id, false, err)) < 0)
         return r;
-    if ((r = store_blob_release(s, true, raw_id, err)) < 0)
+    if ((r = store_blob_release(s, STORE_BLOB_RAW, raw_id, false, err)) < 0)
         return r;
     *raw_deleted += r;
     return 1;

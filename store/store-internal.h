@@ -14,7 +14,7 @@
 #endif
 #include "store/store.h"
 
-/* Delta chains (raw_dumps, sample_sets): each row of a node is compressed
+/* Delta chains (raw_dumps, sample_sets, function_totals_rest): each row of a node is compressed
  * against the node's previous row; after STORE_CHAIN_MAX links the next row
  * is compressed against the chain's keyframe (a standalone row) instead, so
  * reading any one row decompresses at most STORE_CHAIN_MAX + 1 blobs. A new
@@ -67,8 +67,9 @@ extern const int store_nmigrations;
     X(SS_INSERT, "INSERT INTO sample_sets(size, base_id, data) VALUES (?1, ?2, ?3)")           \
     X(SS_GET, "SELECT size, base_id, data FROM sample_sets WHERE id = ?1")                     \
     X(NODE_LAST_BLOBS,                                                                         \
-      "SELECT raw_id, samples_id FROM snapshots WHERE node_id = ?1 AND status = 'ok'"          \
-      " ORDER BY taken_at DESC, id DESC LIMIT 1")                                              \
+      "SELECT raw_id, samples_id, (SELECT r.snapshot_id FROM function_totals_rest r"            \
+      " WHERE r.snapshot_id = snapshots.id) FROM snapshots WHERE node_id = ?1"                 \
+      " AND status = 'ok' ORDER BY taken_at DESC, id DESC LIMIT 1")                            \
     X(RAW_LINK, "SELECT base_id, length(data) FROM raw_dumps WHERE id = ?1")                   \
     X(SS_LINK, "SELECT base_id, length(data) FROM sample_sets WHERE id = ?1")                  \
     X(RAW_REFS, "SELECT EXISTS (SELECT 1 FROM snapshots WHERE raw_id = ?1)")                   \
@@ -108,9 +109,16 @@ extern const int store_nmigrations;
     X(FT_INSERT, "INSERT INTO function_totals(snapshot_id, function_id, flat_space,"           \
                  " cum_space, flat_objects, cum_objects) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")     \
     X(FT_DELETE, "DELETE FROM function_totals WHERE snapshot_id = ?1")                         \
-    X(FTR_INSERT, "INSERT INTO function_totals_rest(snapshot_id, size, data) VALUES (?1, ?2, ?3)") \
+    X(FTR_INSERT, "INSERT INTO function_totals_rest(snapshot_id, size, base_id, data)"         \
+                  " VALUES (?1, ?2, ?3, ?4)")                                                  \
     X(FTR_DELETE, "DELETE FROM function_totals_rest WHERE snapshot_id = ?1")                   \
-    X(FTR_GET, "SELECT size, data FROM function_totals_rest WHERE snapshot_id = ?1")           \
+    X(FTR_GET, "SELECT size, base_id, data FROM function_totals_rest WHERE snapshot_id = ?1")  \
+    X(FTR_EXISTS, "SELECT 1 FROM function_totals_rest WHERE snapshot_id = ?1")                 \
+    X(FTR_LINK, "SELECT base_id, length(data) FROM function_totals_rest WHERE snapshot_id = ?1") \
+    X(FTR_REFS, "SELECT EXISTS (SELECT 1 FROM snapshots WHERE id = ?1)")                       \
+    X(FTR_CHILDREN, "SELECT snapshot_id FROM function_totals_rest WHERE base_id = ?1")         \
+    X(FTR_REBASE, "UPDATE function_totals_rest SET base_id = ?2, data = ?3"                    \
+                  " WHERE snapshot_id = ?1")                                                   \
     X(FUNCTION_NAME, "SELECT name FROM functions WHERE id = ?1")                               \
     X(STAT_NAME_FIND, "SELECT id FROM stat_names WHERE name = ?1 AND unit = ?2")               \
     X(STAT_NAME_INSERT, "INSERT INTO stat_names(name, unit) VALUES (?1, ?2)")                  \
@@ -378,21 +386,41 @@ void store_writer_free(struct store_writer *w);
 /* Forget every cached id (after a rollback or a deletion). */
 void store_writer_reset(struct store *s);
 
-/* Delete a sample set (raw=false) or raw dump row unless a snapshot or
- * another row's delta still refers to it; then its own base likewise.
- * Returns the number of rows deleted. The writer's keyframe cache must be
- * reset by the caller. (retain.c) */
-int store_blob_release(struct store *s, bool raw, int64_t id, struct hp_buf *err);
-/* Delete a snapshot's function totals: its rows and its packed rest. */
-int store_function_totals_delete(struct store *s, int64_t snap_id, struct hp_buf *err);
+/* The delta-chained blob tables and their statements (retain.c). A
+ * function_totals_rest row is keyed by its snapshot's id, and its base_id
+ * names another snapshot's row. */
+enum store_blob_kind { STORE_BLOB_RAW, STORE_BLOB_SS, STORE_BLOB_FTR };
+struct store_blob_table {
+    enum store_stmt_id get, link, exists, refs, children, rebase, del;
+    const char *what;
+};
+const struct store_blob_table *store_blob_table(enum store_blob_kind kind);
+
+/* Delete a row of a blob table unless a snapshot (or, unless `drop`, for
+ * the first row) or another row's delta still refers to it; then its own
+ * base likewise. Rows compressed against a deleted row are re-encoded
+ * against its base first. `drop` deletes row `id` even while its snapshot
+ * refers to it (a reindex replacing a snapshot's packed totals). Returns
+ * the number of rows deleted. The writer's keyframe cache must be reset by
+ * the caller. (retain.c) */
+int store_blob_release(struct store *s, enum store_blob_kind kind, int64_t id, bool drop,
+                       struct hp_buf *err);
+/* Delete a snapshot's function totals: its rows and its packed rest (rows
+ * chained on the rest re-encoded first). `replace`: the snapshot stays and
+ * gets new totals (reindex); else it is gone and a rest that is the
+ * keyframe of several rows stays while they need it (as sample sets). */
+int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
+                                 struct hp_buf *err);
 
 /* ---- read.c ---- */
 /* Mark the stack ids and object ids a packed sample set refers to
  * (hp_map64 keys, value 1). For retention's sweep (retain.c). */
 int store_sample_set_refs(struct store *s, int64_t ss_id, const void *blob, size_t len,
                           struct hp_map64 *stacks, struct hp_map64 *objects, struct hp_buf *err);
-/* Load a packed, possibly delta-compressed row of raw_dumps (STMT_RAW_GET) or
- * sample_sets (STMT_SS_GET). *ret is malloc'd, *ret_len its size. */
+/* Load a packed, possibly delta-compressed row of raw_dumps (STMT_RAW_GET),
+ * sample_sets (STMT_SS_GET) or function_totals_rest (STMT_FTR_GET; a
+ * snapshot without a row: *ret NULL, *ret_len 0). *ret is malloc'd, *ret_len
+ * its size. */
 int store_blob_load(struct store *s, enum store_stmt_id get, int64_t id, void **ret,
                     size_t *ret_len, struct hp_buf *err);
 /* One function's totals in a snapshot's packed rest (function_totals_rest). */

@@ -968,11 +968,18 @@ static void test_store_upgrade_adds_series_indexes(void **state)
     store_close(f->s);
     f->s = NULL;
 
-    /* What the previous heapfleet wrote: version 2, no such indexes. */
+    /* What the previous heapfleet wrote: version 2, no such indexes (nor
+     * what later versions add: the symbol file tables, and
+     * function_totals_rest.base_id; the trended function has rows, so its
+     * rest, chained here, is not read). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP INDEX snapshots_node_ok_time; PRAGMA user_version = 2",
+                                  "DROP INDEX snapshots_node_ok_time;"
+                                  " DROP TABLE symbol_files; DROP TABLE symbol_file_chunks;"
+                                  " DROP INDEX function_totals_rest_base;"
+                                  " ALTER TABLE function_totals_rest DROP COLUMN base_id;"
+                                  " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -1100,15 +1107,15 @@ static void test_store_retain_thins_and_reclaims(void **state)
 }
 
 /* Longest delta chain (links down to a standalone row) of any row. */
-static int max_chain(const char *db, const char *table)
+static int max_chain_by(const char *db, const char *table, const char *key)
 {
     sqlite3 *h;
     assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
     char *sql = hp_xasprintf(
-        "WITH RECURSIVE c(id, base, d) AS (SELECT id, base_id, 0 FROM %s"
-        " UNION ALL SELECT c.id, t.base_id, c.d + 1 FROM c JOIN %s t ON t.id = c.base"
+        "WITH RECURSIVE c(id, base, d) AS (SELECT %s, base_id, 0 FROM %s"
+        " UNION ALL SELECT c.id, t.base_id, c.d + 1 FROM c JOIN %s t ON t.%s = c.base"
         " WHERE c.d < 1000) SELECT max(d) FROM c",
-        table, table);
+        key, table, table, key);
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -1117,6 +1124,11 @@ static int max_chain(const char *db, const char *table)
     sqlite3_close(h);
     free(sql);
     return d;
+}
+
+static int max_chain(const char *db, const char *table)
+{
+    return max_chain_by(db, table, "id");
 }
 
 /* The raw dump of hour h in the chain tests: a drifting profile's text and
@@ -1156,6 +1168,64 @@ static void assert_raw_is(struct store *s, int64_t id, uint32_t h)
     hp_buf_release(&err);
 }
 
+static int totals_line_cb(const struct store_function_total *t, void *ctx)
+{
+    struct hp_buf *b = ctx;
+    hp_buf_printf(b, "%s\t%lld %lld %lld %lld\n", t->name, (long long)t->flat_space,
+                  (long long)t->cum_space, (long long)t->flat_objects,
+                  (long long)t->cum_objects);
+    return 0;
+}
+
+/* Every function total of a snapshot (its rows and its packed rest), one
+ * line each. */
+static char *totals_text(struct store *s, int64_t id)
+{
+    struct hp_buf b = HP_BUF_INIT(0);
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_function_totals(s, id, totals_line_cb, &b, &err);
+    if (r < 0)
+        fprintf(stderr, "function totals of #%lld: %s\n", (long long)id, err.data);
+    assert_int_equal(r, 0);
+    hp_buf_release(&err);
+    char *out = hp_xstrdup(b.data ? b.data : "");
+    hp_buf_release(&b);
+    return out;
+}
+
+/* The totals of hour h's profile as a database holding only it stores them
+ * (its packed rest standalone, no chain): what every chained copy must
+ * read back. */
+static char *totals_alone(const struct fx *f, uint32_t h)
+{
+    char path[192];
+    snprintf(path, sizeof(path), "%s/alone.db", f->dir);
+    struct store *s;
+    assert_int_equal(store_open(path, STORE_OPEN_WRITE, &s, NULL), 0);
+    struct profile *p;
+    size_t rl;
+    char *raw = chain_raw(h, &p, &rl);
+    int64_t id = put(s, node(s, "be-chain"), T0 + h * HOUR_MS, p, raw, rl);
+    char *out = totals_text(s, id);
+    profile_free(p);
+    free(raw);
+    store_close(s);
+    char side[224];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+    return out;
+}
+
+static void assert_totals_are(struct store *s, int64_t id, char *const *want)
+{
+    char *got = totals_text(s, id);
+    assert_string_equal(got, *want);
+    free(got);
+}
+
 /* Each dump is a delta against the node's previous one; chains stay within
  * STORE_CHAIN_MAX (24) links, then restart from the keyframe; every dump reads back byte for byte, also
  * after a reopen, and after retention took links out of the chains. */
@@ -1181,8 +1251,35 @@ static void test_store_delta_chains_read_back_exact(void **state)
     assert_true(depth > 1);   /* against the previous dump, not one keyframe */
     assert_true(depth <= 24); /* bounded */
     assert_true(max_chain(f->db, "sample_sets") <= 24);
-    for (uint32_t h = 0; h < HOURS; h++)
+    /* The packed function totals are chained the same way. */
+    int ft_depth = max_chain_by(f->db, "function_totals_rest", "snapshot_id");
+    assert_true(ft_depth > 1);
+    assert_true(ft_depth <= 24);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_totals_rest"), HOURS);
+    char *want[HOURS];
+    for (uint32_t h = 0; h < HOURS; h++) {
+        want[h] = totals_alone(f, h);
+        assert_true(strlen(want[h]) > 0);
+    }
+    for (uint32_t h = 0; h < HOURS; h++) {
         assert_raw_is(f->s, ids[h], h);
+        assert_totals_are(f->s, ids[h], &want[h]);
+    }
+    /* A reindex replaces one snapshot's totals in the middle of a chain
+     * (with another hour's profile: other totals): rows chained on it are
+     * re-encoded, the others read as before. */
+    {
+        struct profile *p;
+        size_t rl;
+        char *raw = chain_raw(HOURS - 1, &p, &rl);
+        assert_int_equal(store_snapshot_reindex(f->s, ids[40], p, NULL), 0);
+        profile_free(p);
+        free(raw);
+        free(want[40]);
+        want[40] = hp_xstrdup(want[HOURS - 1]);
+    }
+    for (uint32_t h = 0; h < HOURS; h++)
+        assert_totals_are(f->s, ids[h], &want[h]);
 
     /* Thin the first two days to one per day, and drop the first 10 hours:
      * rows in the middle and at the root of chains go. */
@@ -1201,14 +1298,50 @@ static void test_store_delta_chains_read_back_exact(void **state)
         if (store_snapshot_info(f->s, ids[h], &si, NULL) < 0)
             continue;
         assert_raw_is(f->s, ids[h], h);
+        assert_totals_are(f->s, ids[h], &want[h]);
         kept++;
     }
     assert_int_equal(kept, HOURS - (int)res.snapshots_deleted);
+    /* A function's trend (the reader's blob cache over the chain) reads the
+     * same values as the totals of each snapshot. */
+    for (int k = 0; k < 2; k++) {
+        char fn[512];
+        uint32_t h = k ? HOURS - 1 : HOURS - 20;
+        char *last = want[h] + strlen(want[h]) - 1; /* its final newline */
+        while (last > want[h] && last[-1] != '\n')
+            last--;
+        /* The snapshot's smallest function: one of the packed rest. */
+        assert_int_equal(sscanf(last, "%511[^\t]", fn), 1);
+        struct store_function_point *pts;
+        size_t npts;
+        assert_int_equal(store_series_function(f->s, n, fn, 0, INT64_MAX, &pts, &npts, NULL), 0);
+        assert_int_equal(npts, (size_t)kept);
+        for (size_t i = 0; i < npts; i++) {
+            uint32_t ph = (uint32_t)((pts[i].taken_at - T0) / HOUR_MS);
+            assert_true(ph < HOURS);
+            char line[640];
+            snprintf(line, sizeof(line), "\n%s\t%lld %lld %lld %lld\n", fn,
+                     (long long)pts[i].flat_space, (long long)pts[i].cum_space,
+                     (long long)pts[i].flat_objects, (long long)pts[i].cum_objects);
+            char *in = hp_xasprintf("\n%s", want[ph]);
+            bool zero = pts[i].flat_space == 0 && pts[i].cum_space == 0 &&
+                        pts[i].flat_objects == 0 && pts[i].cum_objects == 0;
+            /* A function missing from a snapshot's totals reads as zeros. */
+            char *needle = hp_xasprintf("\n%s\t", fn);
+            assert_true(strstr(in, line) != NULL || (zero && !strstr(in, needle)));
+            free(needle);
+            free(in);
+        }
+        free(pts);
+    }
+    for (uint32_t h = 0; h < HOURS; h++)
+        free(want[h]);
     /* Deleted snapshots' rows went, except a keyframe that several
      * remaining rows are compressed against (one per chain, 80 rows make
      * at most 4 chains of 24 links). */
     assert_true(count_rows(f->db, "SELECT count(*) FROM raw_dumps") <= kept + 4);
     assert_true(count_rows(f->db, "SELECT count(*) FROM sample_sets") <= kept + 4);
+    assert_true(count_rows(f->db, "SELECT count(*) FROM function_totals_rest") <= kept + 4);
     assert_true(count_rows(f->db, "SELECT count(*) FROM raw_dumps") < HOURS - 30);
     assert_int_equal(store_check(f->s, &err), 0);
     hp_buf_release(&err);

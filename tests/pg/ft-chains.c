@@ -1,0 +1,133 @@
+/* ft-chains: chained function totals (function_totals_rest) for
+ * tests/pg/ft-chains.sh, on either engine (--db is a path or a libpq URI).
+ *   ft-chains write DB HOURS   HOURS hourly snapshots of one drifting
+ *                              200-function profile (node "be-ft"), each
+ *                              snapshot's packed totals chained on the one
+ *                              before; then snapshot #HOURS/2 reindexed
+ *                              with the last hour's profile
+ *   ft-chains retain DB HOURS  thin the first half to one a day, drop the
+ *                              first 10 hours
+ *   ft-chains dump DB HOURS    every stored value: per snapshot, each
+ *                              function's totals ("T id function values"),
+ *                              and each function's trend over the node
+ *                              ("S id function values"), sorted by the
+ *                              caller
+ * Exit 0, or 1 with the store's message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "tests/store/gen.h"
+
+#define HOUR_MS INT64_C(3600000)
+#define T0 INT64_C(1763798400000) /* 2025-11-22T08:00:00Z */
+
+static struct profile *hour_profile(uint32_t h)
+{
+    struct gen_params gp = { .seed = 21, .nstacks = 400, .nfuncs = 200, .symbolize = true,
+                             .hour = h };
+    return gen_profile(&gp, NULL, NULL);
+}
+
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+struct dump_ctx {
+    int64_t id;
+    struct names *names;
+};
+
+static int total_cb(const struct store_function_total *t, void *ctx)
+{
+    struct dump_ctx *d = ctx;
+    printf("T %lld %s %lld %lld %lld %lld\n", (long long)d->id, t->name,
+           (long long)t->flat_space, (long long)t->cum_space, (long long)t->flat_objects,
+           (long long)t->cum_objects);
+    struct names *nm = d->names;
+    for (size_t i = 0; i < nm->n; i++)
+        if (strcmp(nm->v[i], t->name) == 0)
+            return 0;
+    nm->v = hp_xgrow(nm->v, &nm->cap, nm->n + 1, sizeof(*nm->v));
+    nm->v[nm->n++] = hp_xstrdup(t->name);
+    return 0;
+}
+
+static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *err)
+{
+    int64_t node;
+    int r;
+    if (strcmp(cmd, "write") == 0) {
+        struct store_node_info ni = { .name = "be-ft", .kind = "doris" };
+        if ((r = store_node_upsert(s, &ni, &node, err)) < 0)
+            return r;
+        for (uint32_t h = 0; h < hours; h++) {
+            struct profile *p = hour_profile(h);
+            int64_t id;
+            r = store_snapshot_insert(s, node, T0 + h * HOUR_MS, p, NULL, 0, NULL, NULL, 0, &id,
+                                      err);
+            profile_free(p);
+            if (r < 0)
+                return r;
+        }
+        struct profile *p = hour_profile(hours - 1);
+        r = store_snapshot_reindex(s, hours / 2, p, err);
+        profile_free(p);
+        return r;
+    }
+    if (strcmp(cmd, "retain") == 0) {
+        struct store_retain_policy pol = { .retain_s = (hours - 10) * 3600,
+                                           .thin_after_s = (hours / 2) * 3600 };
+        struct store_retain_result res;
+        return store_retain(s, &pol, T0 + hours * HOUR_MS, &res, err);
+    }
+    if ((r = store_node_find(s, "be-ft", &node, err)) < 0)
+        return r;
+    struct names names = { 0 };
+    for (int64_t id = 1; id <= (int64_t)hours; id++) {
+        struct store_snapshot_info si;
+        if (store_snapshot_info(s, id, &si, NULL) < 0)
+            continue;
+        struct dump_ctx d = { id, &names };
+        if ((r = store_function_totals(s, id, total_cb, &d, err)) < 0)
+            return r;
+    }
+    for (size_t i = 0; i < names.n && r >= 0; i++) {
+        struct store_function_point *pts;
+        size_t n;
+        if ((r = store_series_function(s, node, names.v[i], 0, INT64_MAX, &pts, &n, err)) < 0)
+            break;
+        for (size_t k = 0; k < n; k++)
+            printf("S %lld %s %lld %lld %lld %lld\n", (long long)pts[k].snapshot_id,
+                   names.v[i], (long long)pts[k].flat_space, (long long)pts[k].cum_space,
+                   (long long)pts[k].flat_objects, (long long)pts[k].cum_objects);
+        free(pts);
+    }
+    for (size_t i = 0; i < names.n; i++)
+        free(names.v[i]);
+    free(names.v);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: ft-chains write|retain|dump DB HOURS\n");
+        return 2;
+    }
+    uint32_t hours = (uint32_t)strtoul(argv[3], NULL, 10);
+    bool dump = strcmp(argv[1], "dump") == 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct store *s;
+    int r = store_open(argv[2], dump ? STORE_OPEN_READ : STORE_OPEN_WRITE, &s, &err);
+    if (r == 0) {
+        r = run(s, argv[1], hours, &err);
+        store_close(s);
+    }
+    if (r < 0)
+        fprintf(stderr, "ft-chains %s: %s\n", argv[1], err.data ? err.data : "failed");
+    hp_buf_release(&err);
+    return r < 0;
+}
