@@ -213,6 +213,7 @@ struct collector_daemon {
         char *line;
         uint64_t round; /* the poll's, and whether it counts in it */
         bool counts;
+        uint64_t at_ns; /* when it was queued (hp_now_ns) */
     } *unlogged;
     size_t nunlogged, unlogged_cap;
     uint64_t spread_ms;
@@ -1488,9 +1489,24 @@ static void snapshot_log_settled(struct collector_daemon *d)
         (void)uv_timer_start(&d->unlogged_timer, unlogged_cb, 250, 0);
 }
 
+/* How long a finished poll's record may wait in an open write batch while
+ * other polls are still in flight (the sink's own bound, BATCH_MS, is only
+ * checked when a record arrives): one node hanging until its timeout kept
+ * the round's snapshots unlogged and unseen by readers for that long. */
+#define UNLOGGED_FLUSH_MS 1000
+
 static void unlogged_cb(uv_timer_t *t)
 {
-    snapshot_log_settled(hp_container_of(t, struct collector_daemon, unlogged_timer));
+    struct collector_daemon *d = hp_container_of(t, struct collector_daemon, unlogged_timer);
+    /* Never waits: a worker holding the sink is recording, and that
+     * record commits a batch this old itself. */
+    if (d->nunlogged && d->sink && d->sink->flush &&
+        hp_now_ns() - d->unlogged[0].at_ns >= UNLOGGED_FLUSH_MS * 1000000u &&
+        uv_mutex_trylock(&d->sink_mu) == 0) {
+        d->sink->flush(d->sink);
+        uv_mutex_unlock(&d->sink_mu);
+    }
+    snapshot_log_settled(d);
 }
 
 /* A poll's "snapshot" line (owned), logged once its record is durable:
@@ -1499,7 +1515,8 @@ static void unlogged_cb(uv_timer_t *t)
 static void snapshot_log(struct collector_daemon *d, const struct job *j, char *line)
 {
     d->unlogged = hp_xgrow(d->unlogged, &d->unlogged_cap, d->nunlogged + 1, sizeof(*d->unlogged));
-    d->unlogged[d->nunlogged++] = (struct unlogged){ j->record_seq, line, j->round, !j->off_round };
+    d->unlogged[d->nunlogged++] =
+        (struct unlogged){ j->record_seq, line, j->round, !j->off_round, hp_now_ns() };
     snapshot_log_settled(d);
 }
 

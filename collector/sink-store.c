@@ -396,7 +396,6 @@ static int record_locked(struct store_sink *s, const struct collector_result *r,
         s->sym_forget = false;
         sym_forget_failures(s->sym);
     }
-    maybe_retain(s);
     const struct poll_node *node = r->node;
     struct hp_buf labels = HP_BUF_INIT(0);
     for (size_t i = 0; i < node->nlabels; i++)
@@ -526,6 +525,12 @@ static int store_sink_record(struct collector_sink *base, const struct collector
 {
     struct store_sink *s = hp_container_of(base, struct store_sink, base);
     pthread_mutex_lock(&s->work_mu);
+    /* Before this record counts: retention commits the open batch, which
+     * settles every record counted so far. Counted first, this one was
+     * settled before it was written, and the daemon logged it as stored
+     * while its batch was still open (a kill then lost a logged snapshot:
+     * tests/collector/it-first-logged.sh). */
+    maybe_retain(s);
     s->recorded++;
     int rc = record_locked(s, r, err);
     /* Outside a batch the record committed (or failed) on its own. */
