@@ -468,11 +468,58 @@ out:
     return r;
 }
 
+/* Stack ids for the hashes the cache missed (distinct, in profile order):
+ * the stored ones found with one bulk lookup, the rest inserted in one bulk
+ * insert, in order, so ids come out as one insert after another gives them. */
+static int stacks_missed(struct store *s, const struct profile *p, const struct derived *d,
+                         const uint32_t *miss, const int64_t *mhash, size_t nm,
+                         int64_t *ret_ids, struct hp_buf *err)
+{
+    int r = store_stacks_find(s, mhash, nm, ret_ids, err);
+    if (r < 0)
+        return r;
+    size_t nnew = 0;
+    for (size_t k = 0; k < nm; k++)
+        nnew += ret_ids[k] == 0;
+    if (!nnew)
+        return 0;
+    int64_t *nhash = hp_xmalloc(nnew * sizeof(*nhash));
+    int64_t *depths = hp_xmalloc(nnew * sizeof(*depths));
+    int64_t *nids = hp_xmalloc(nnew * sizeof(*nids));
+    size_t *offs = hp_xmalloc((nnew + 1) * sizeof(*offs));
+    struct store_pack sp = { 0 };
+    size_t j = 0;
+    for (size_t k = 0; k < nm; k++) {
+        if (ret_ids[k])
+            continue;
+        const uint32_t *locs = profile_stack_locs(p, miss[k]);
+        uint32_t n = p->stacks[miss[k]].n;
+        nhash[j] = mhash[k];
+        depths[j] = n;
+        offs[j] = sp.len;
+        store_pack_u64(&sp, n);
+        for (uint32_t x = 0; x < n; x++)
+            store_pack_u64(&sp, (uint64_t)d->lid[locs[x]]);
+        j++;
+    }
+    offs[nnew] = sp.len;
+    r = store_stacks_insert(s, nhash, depths, sp.data, offs, nnew, nids, err);
+    j = 0;
+    for (size_t k = 0; r == 0 && k < nm; k++)
+        if (!ret_ids[k])
+            ret_ids[k] = nids[j++];
+    free(nhash);
+    free(depths);
+    free(nids);
+    free(offs);
+    store_pack_release(&sp);
+    return r;
+}
+
 static int store_stacks(struct store *s, const struct profile *p, struct derived *d,
                         struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
-    struct store_pack sp = { 0 };
     int64_t *hash_buf = NULL;
     size_t hash_cap = 0;
     int r = 0;
@@ -482,6 +529,13 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
      * cached, and the map (up to STACK_CACHE_MAX slots) misses the CPU
      * cache on nearly every one. */
     uint64_t *hashes = hp_xmalloc((p->nstacks + 1) * sizeof(*hashes));
+    /* The cache's misses, each hash once (a profile may repeat one). */
+    uint32_t *miss = hp_xmalloc((p->nstacks + 1) * sizeof(*miss));
+    int64_t *mhash = hp_xmalloc((p->nstacks + 1) * sizeof(*mhash));
+    int64_t *mids = NULL;
+    size_t nm = 0;
+    struct hp_map64 missed; /* hash -> index into miss */
+    hp_map64_init(&missed);
     for (size_t i = 0; i < p->nstacks; i++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
         uint32_t n = p->stacks[i].n;
@@ -500,61 +554,52 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         hashes[i] = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
     }
     for (size_t i = 0; i < p->nstacks; i++) {
-        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
-        uint32_t n = p->stacks[i].n;
         uint64_t h = hashes[i];
         if (i + WRITE_PREFETCH < p->nstacks)
             hp_map64_prefetch(&w->stacks, hashes[i + WRITE_PREFETCH]);
         uint32_t cached;
-        int64_t id = 0;
         if (hp_map64_get(&w->stacks, h, &cached)) {
-            id = cached;
-        } else {
-            sqlite3_stmt *st;
-            if ((r = store_stmt(s, STMT_STACK_FIND, &st, err)) < 0)
-                goto out;
-            sqlite3_bind_int64(st, 1, (int64_t)h);
-            if ((r = store_step_row(s, st, "looking up a stack", err)) < 0)
-                goto out;
-            if (r == 1) {
-                id = sqlite3_column_int64(st, 0);
-                sqlite3_reset(st);
-            } else {
-                sp.len = 0;
-                store_pack_u64(&sp, n);
-                for (uint32_t j = 0; j < n; j++)
-                    store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
-                if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
-                    goto out;
-                sqlite3_bind_int64(st, 1, (int64_t)h);
-                sqlite3_bind_int64(st, 2, n);
-                sqlite3_bind_blob(st, 3, sp.data, (int)sp.len, SQLITE_STATIC);
-                if ((r = store_step_done(s, st, "inserting a stack", err)) < 0)
-                    goto out;
-                id = sqlite3_last_insert_rowid(s->db);
-            }
-            r = 0;
-            if (id <= 0 || id > UINT32_MAX) {
-                hp_err_printf(err, "%s: stack id %lld out of range", s->path, (long long)id);
-                r = HP_ESTORE;
-                goto out;
-            }
-            /* Bounded: a fleet whose nodes share few stacks (3,000 nodes x
-             * 2,600 own stacks in collector-bench) grew this map to most of
-             * the writer's memory. When full, it starts over; a miss costs
-             * one index lookup. */
-            if (w->stacks.len >= STACK_CACHE_MAX) {
-                hp_map64_release(&w->stacks);
-                hp_map64_init(&w->stacks);
-            }
-            (void)hp_map64_put(&w->stacks, h, (uint32_t)id, &cached);
+            d->sid[i] = cached;
+        } else if (!hp_map64_put(&missed, h, (uint32_t)nm, &cached)) {
+            miss[nm] = (uint32_t)i;
+            mhash[nm++] = (int64_t)h;
         }
-        d->sid[i] = id;
+    }
+    if (!nm)
+        goto out;
+    mids = hp_xcalloc(nm, sizeof(*mids));
+    if ((r = stacks_missed(s, p, d, miss, mhash, nm, mids, err)) < 0)
+        goto out;
+    for (size_t k = 0; k < nm; k++) {
+        if (mids[k] <= 0 || mids[k] > UINT32_MAX) {
+            hp_err_printf(err, "%s: stack id %lld out of range", s->path, (long long)mids[k]);
+            r = HP_ESTORE;
+            goto out;
+        }
+        /* Bounded: a fleet whose nodes share few stacks (3,000 nodes x
+         * 2,600 own stacks in collector-bench) grew this map to most of
+         * the writer's memory. When full, it starts over; a miss costs
+         * one index lookup. */
+        if (w->stacks.len >= STACK_CACHE_MAX) {
+            hp_map64_release(&w->stacks);
+            hp_map64_init(&w->stacks);
+        }
+        uint32_t old;
+        (void)hp_map64_put(&w->stacks, (uint64_t)mhash[k], (uint32_t)mids[k], &old);
+    }
+    /* Every stack whose hash missed, repeats included. */
+    for (size_t i = 0; i < p->nstacks; i++) {
+        uint32_t k;
+        if (!d->sid[i] && hp_map64_get(&missed, hashes[i], &k))
+            d->sid[i] = mids[k];
     }
 out:
+    hp_map64_release(&missed);
+    free(mids);
+    free(mhash);
+    free(miss);
     free(hashes);
     free(hash_buf);
-    store_pack_release(&sp);
     return r;
 }
 
