@@ -303,6 +303,7 @@ static void frames_pack(const struct profile *p, const struct profile_location *
 struct derived {
     int64_t *mobj;  /* per mapping: object id or 0 */
     int64_t *lid;   /* per location: location id */
+    bool *lnew;     /* per location: inserted by this transaction */
     int64_t *fids;  /* per frame: function id or 0 */
     int64_t *file_ids; /* per frame: file id or 0 */
     int64_t *sid;   /* per stack: stack id */
@@ -314,6 +315,7 @@ static void derived_release(struct derived *d)
 {
     free(d->mobj);
     free(d->lid);
+    free(d->lnew);
     free(d->fids);
     free(d->file_ids);
     free(d->sid);
@@ -366,6 +368,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
     int r = 0;
     d->mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d->mobj));
     d->lid = hp_xcalloc(p->nlocs + 1, sizeof(*d->lid));
+    d->lnew = hp_xcalloc(p->nlocs + 1, sizeof(*d->lnew));
     d->fids = hp_xcalloc(p->nframes + 1, sizeof(*d->fids));
     d->file_ids = hp_xcalloc(p->nframes + 1, sizeof(*d->file_ids));
     struct hp_map64 fn_ptr, file_ptr;
@@ -437,6 +440,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
                 goto out;
             id = sqlite3_last_insert_rowid(s->db);
             stored_frames = has_frames;
+            d->lnew[i] = true;
         } else if (has_frames && (!stored_frames || force_frames)) {
             /* Newer symbolization wins: a location first stored bare gets
              * its frames when a symbolized profile (or a reindex) brings them. */
@@ -468,6 +472,18 @@ out:
     return r;
 }
 
+/* True when stack i names a location this transaction inserted: no stored
+ * stack can (ids are not reused while a stack names them: retention keeps
+ * every location a remaining stack names), so it need not be looked up. */
+static bool stack_is_new(const struct profile *p, const struct derived *d, uint32_t i)
+{
+    const uint32_t *locs = profile_stack_locs(p, i);
+    for (uint32_t j = 0; j < p->stacks[i].n; j++)
+        if (d->lnew[locs[j]])
+            return true;
+    return false;
+}
+
 /* Stack ids for the hashes the cache missed (distinct, in profile order):
  * the stored ones found with one bulk lookup, the rest inserted in one bulk
  * insert, in order, so ids come out as one insert after another gives them. */
@@ -475,7 +491,23 @@ static int stacks_missed(struct store *s, const struct profile *p, const struct 
                          const uint32_t *miss, const int64_t *mhash, size_t nm,
                          int64_t *ret_ids, struct hp_buf *err)
 {
-    int r = store_stacks_find(s, mhash, nm, ret_ids, err);
+    int64_t *fhash = hp_xmalloc(nm * sizeof(*fhash));
+    size_t *fat = hp_xmalloc(nm * sizeof(*fat));
+    size_t nf = 0;
+    for (size_t k = 0; k < nm; k++) {
+        ret_ids[k] = 0;
+        if (!stack_is_new(p, d, miss[k])) {
+            fat[nf] = k;
+            fhash[nf++] = mhash[k];
+        }
+    }
+    int64_t *fids = hp_xmalloc((nf + 1) * sizeof(*fids));
+    int r = store_stacks_find(s, fhash, nf, fids, err);
+    for (size_t f = 0; r == 0 && f < nf; f++)
+        ret_ids[fat[f]] = fids[f];
+    free(fhash);
+    free(fat);
+    free(fids);
     if (r < 0)
         return r;
     size_t nnew = 0;
