@@ -78,6 +78,8 @@
 #define store_tx_rollback STORE_BE(tx_rollback)
 #define store_col_text STORE_BE(col_text)
 #define store_require_writer STORE_BE(require_writer)
+#define store_stacks_find STORE_BE(stacks_find)
+#define store_stacks_insert STORE_BE(stacks_insert)
 #define store_unpack_column STORE_BE(unpack_column)
 #define store_raw_find STORE_BE(raw_find)
 #define store_writer_free STORE_BE(writer_free)

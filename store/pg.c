@@ -284,6 +284,26 @@ static int conn_ready(struct store *s)
     return SQLITE_OK;
 }
 
+/* One statement with parameters, results in binary; *ret_res on success
+ * (the caller clears it), else the error for `what`. */
+static int exec_params(struct store *s, const char *sql, int n, const char *const *vals,
+                       const int *lens, const int *fmts, const char *what, PGresult **ret_res,
+                       struct hp_buf *err)
+{
+    int rc = conn_ready(s);
+    if (rc != SQLITE_OK)
+        return store_sqlite_error(s, rc, what, err);
+    PGresult *res = PQexecParams(s->pg->conn, sql, n, NULL, vals, lens, fmts, 1);
+    ExecStatusType es = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    if (es != PGRES_COMMAND_OK && es != PGRES_TUPLES_OK) {
+        rc = result_code(s, res);
+        PQclear(res);
+        return store_sqlite_error(s, rc, what, err);
+    }
+    *ret_res = res;
+    return 0;
+}
+
 /* ---- pg-shim.h ---- */
 
 static bool param_ok(sqlite3_stmt *st, int i)
@@ -588,6 +608,98 @@ int store_stmt(struct store *s, enum store_stmt_id id, sqlite3_stmt **ret, struc
     }
     *ret = st;
     return 0;
+}
+
+/* ---- stacks in bulk (store-internal.h) ---- */
+
+/* "{v0,v1,...}": a bigint[] parameter in text. */
+static void int_array(struct hp_buf *b, const int64_t *v, size_t n)
+{
+    hp_buf_puts(b, "{");
+    for (size_t i = 0; i < n; i++)
+        hp_buf_printf(b, "%s%lld", i ? "," : "", (long long)v[i]);
+    hp_buf_puts(b, "}");
+}
+
+/* ret_ids[i] from the (hash, id) rows of res, for hashes[0..n). */
+static void ids_by_hash(PGresult *res, const int64_t *hashes, size_t n, int64_t *ret_ids)
+{
+    struct hp_map64 at; /* hash -> index */
+    hp_map64_init(&at);
+    hp_map64_reserve(&at, n);
+    uint32_t k;
+    for (size_t i = 0; i < n; i++)
+        (void)hp_map64_put(&at, (uint64_t)hashes[i], (uint32_t)i, &k);
+    for (int row = 0; row < PQntuples(res); row++) {
+        sqlite3_stmt st = { .res = res, .row = row, .nrows = PQntuples(res) };
+        if (hp_map64_get(&at, (uint64_t)pgq_column_int64(&st, 0), &k))
+            ret_ids[k] = pgq_column_int64(&st, 1);
+    }
+    hp_map64_release(&at);
+}
+
+int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t *ret_ids,
+                      struct hp_buf *err)
+{
+    memset(ret_ids, 0, n * sizeof(*ret_ids));
+    if (!n)
+        return 0;
+    struct hp_buf arr = HP_BUF_INIT(0);
+    int_array(&arr, hashes, n);
+    const char *vals[] = { arr.data };
+    PGresult *res = NULL;
+    int r = exec_params(s, "SELECT hash, id FROM stacks WHERE hash = ANY($1::bigint[])", 1,
+                        vals, NULL, NULL, "looking up stacks", &res, err);
+    if (r == 0)
+        ids_by_hash(res, hashes, n, ret_ids);
+    PQclear(res);
+    hp_buf_release(&arr);
+    return r;
+}
+
+/* One INSERT of every row, numbered so the identity column counts them in
+ * order; the packed location ids travel as one binary bytea, cut up by
+ * offset on the server. */
+int store_stacks_insert(struct store *s, const int64_t *hashes, const int64_t *depths,
+                        const unsigned char *data, const size_t *offs, size_t n,
+                        int64_t *ret_ids, struct hp_buf *err)
+{
+    if (!n)
+        return 0;
+    if (offs[n] > INT32_MAX) {
+        hp_err_printf(err, "%s: %zu bytes of new stacks in one profile", s->path, offs[n]);
+        return HP_ETOOBIG;
+    }
+    int64_t *at = hp_xmalloc(2 * n * sizeof(*at));
+    for (size_t i = 0; i < n; i++) {
+        at[i] = (int64_t)offs[i];
+        at[n + i] = (int64_t)(offs[i + 1] - offs[i]);
+    }
+    struct hp_buf a[4] = { HP_BUF_INIT(0), HP_BUF_INIT(0), HP_BUF_INIT(0), HP_BUF_INIT(0) };
+    int_array(&a[0], hashes, n);
+    int_array(&a[1], depths, n);
+    int_array(&a[2], at, n);
+    int_array(&a[3], at + n, n);
+    const char *vals[] = { a[0].data, a[1].data, a[2].data, a[3].data,
+                           data ? (const char *)data : "" };
+    int lens[] = { 0, 0, 0, 0, (int)offs[n] };
+    int fmts[] = { 0, 0, 0, 0, 1 };
+    PGresult *res = NULL;
+    int r = exec_params(s,
+                        "INSERT INTO stacks(hash, depth, locs_packed)"
+                        " SELECT h, d, substring($5::bytea FROM o::int + 1 FOR l::int)"
+                        " FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[])"
+                        " WITH ORDINALITY AS t(h, d, o, l, k) ORDER BY k RETURNING hash, id",
+                        5, vals, lens, fmts, "inserting stacks", &res, err);
+    if (r == 0) {
+        memset(ret_ids, 0, n * sizeof(*ret_ids));
+        ids_by_hash(res, hashes, n, ret_ids);
+    }
+    PQclear(res);
+    for (int i = 0; i < 4; i++)
+        hp_buf_release(&a[i]);
+    free(at);
+    return r;
 }
 
 /* SQL without parameters, possibly several statements (migrations). */
@@ -930,19 +1042,11 @@ int pgstore_copy_rows(struct store *s, const char *table, const char *cols, int 
         hp_buf_puts(&sql, ")");
     }
     hp_buf_puts(&sql, " ON CONFLICT DO NOTHING");
-    int r = 0, rc = conn_ready(s);
-    if (rc == SQLITE_OK) {
-        PGresult *res = PQexecParams(s->pg->conn, sql.data, (int)np, NULL, pv, pl, pf, 1);
-        ExecStatusType es = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-        if (es != PGRES_COMMAND_OK)
-            rc = result_code(s, res);
-        PQclear(res);
-    }
-    if (rc != SQLITE_OK) {
-        char what[96];
-        snprintf(what, sizeof(what), "copying rows into %s", table);
-        r = store_sqlite_error(s, rc, what, err);
-    }
+    char what[96];
+    snprintf(what, sizeof(what), "copying rows into %s", table);
+    PGresult *res = NULL;
+    int r = exec_params(s, sql.data, (int)np, pv, pl, pf, what, &res, err);
+    PQclear(res);
     free(pv);
     free(pl);
     free(pf);

@@ -329,6 +329,20 @@ void store_tx_rollback(struct store *s);
 void store_col_text(sqlite3_stmt *st, int col, char *out, size_t outsz);
 int store_require_writer(struct store *s, const char *what, struct hp_buf *err);
 
+/* Stacks in bulk, for the writer (store.c on SQLite, pg.c on PostgreSQL):
+ * one statement per row costs nothing in SQLite's process but a round trip
+ * to a PostgreSQL server, and a profile brings thousands of stacks.
+ * store_stacks_find: ret_ids[i] is the id of the stack with hashes[i], 0
+ * when there is none; the hashes are distinct. store_stacks_insert: insert
+ * n stacks in this order (ids ascending like one INSERT after another):
+ * hashes[i], depths[i] and locs_packed data[offs[i] .. offs[i + 1]); none
+ * exists yet (the write lock is held). */
+int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t *ret_ids,
+                      struct hp_buf *err);
+int store_stacks_insert(struct store *s, const int64_t *hashes, const int64_t *depths,
+                        const unsigned char *data, const size_t *offs, size_t n,
+                        int64_t *ret_ids, struct hp_buf *err);
+
 /* ---- pack.c: varints and zstd ---- */
 
 struct store_pack {

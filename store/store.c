@@ -151,6 +151,43 @@ int store_exec(struct store *s, const char *sql, struct hp_buf *err)
     return 0;
 }
 
+/* A statement per stack: in SQLite's process a step costs no round trip. */
+int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t *ret_ids,
+                      struct hp_buf *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, STMT_STACK_FIND, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, hashes[i]);
+        if ((r = store_step_row(s, st, "looking up a stack", err)) < 0)
+            return r;
+        ret_ids[i] = r ? sqlite3_column_int64(st, 0) : 0;
+        sqlite3_reset(st);
+    }
+    return 0;
+}
+
+int store_stacks_insert(struct store *s, const int64_t *hashes, const int64_t *depths,
+                        const unsigned char *data, const size_t *offs, size_t n,
+                        int64_t *ret_ids, struct hp_buf *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, STMT_STACK_INSERT, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, hashes[i]);
+        sqlite3_bind_int64(st, 2, depths[i]);
+        sqlite3_bind_blob(st, 3, data + offs[i], (int)(offs[i + 1] - offs[i]), SQLITE_STATIC);
+        if ((r = store_step_done(s, st, "inserting a stack", err)) < 0)
+            return r;
+        ret_ids[i] = sqlite3_last_insert_rowid(s->db);
+    }
+    return 0;
+}
+
 /* Inside a batch (store_batch_begin) each transaction is a savepoint of
  * the batch's one transaction: it commits or rolls back alone, and becomes
  * durable with the batch. */

@@ -212,16 +212,27 @@ static int stat_name_id(struct store *s, const char *name, const char *unit, int
 }
 
 /* Id of a mapping's object: by build-id, else by node, inode and path. */
+static char *object_key(int64_t node_id, const struct profile_mapping *m)
+{
+    if (m->build_id && *m->build_id)
+        return hp_xasprintf("b:%s", m->build_id);
+    return hp_xasprintf("p:%lld:%llu:%s", (long long)node_id, (unsigned long long)m->inode,
+                        m->path);
+}
+
+/* The writer's cached id of a dictionary key; 0 when not cached. */
+static int64_t dict_cached(struct name_ids *n, const char *key)
+{
+    const char *interned = hp_strtab_intern(&n->tab, key, strlen(key));
+    uint32_t v;
+    return hp_map64_get(&n->ids, (uint64_t)(uintptr_t)interned, &v) ? v : 0;
+}
+
 static int object_id(struct store *s, int64_t node_id, const struct profile_mapping *m,
                      int64_t *ret, struct hp_buf *err)
 {
     bool by_build_id = m->build_id && *m->build_id;
-    char *key;
-    if (by_build_id)
-        key = hp_xasprintf("b:%s", m->build_id);
-    else
-        key = hp_xasprintf("p:%lld:%llu:%s", (long long)node_id, (unsigned long long)m->inode,
-                           m->path);
+    char *key = object_key(node_id, m);
     const char *binds[] = { key, by_build_id ? m->build_id : NULL, m->path };
     int r = dict_id(s, &writer(s)->objects, key, STMT_OBJECT_FIND, STMT_OBJECT_INSERT, binds,
                     1, 3, "storing an object", ret, err);
@@ -303,6 +314,7 @@ static void frames_pack(const struct profile *p, const struct profile_location *
 struct derived {
     int64_t *mobj;  /* per mapping: object id or 0 */
     int64_t *lid;   /* per location: location id */
+    bool *lnew;     /* per location: inserted by this transaction */
     int64_t *fids;  /* per frame: function id or 0 */
     int64_t *file_ids; /* per frame: file id or 0 */
     int64_t *sid;   /* per stack: stack id */
@@ -314,6 +326,7 @@ static void derived_release(struct derived *d)
 {
     free(d->mobj);
     free(d->lid);
+    free(d->lnew);
     free(d->fids);
     free(d->file_ids);
     free(d->sid);
@@ -366,6 +379,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
     int r = 0;
     d->mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d->mobj));
     d->lid = hp_xcalloc(p->nlocs + 1, sizeof(*d->lid));
+    d->lnew = hp_xcalloc(p->nlocs + 1, sizeof(*d->lnew));
     d->fids = hp_xcalloc(p->nframes + 1, sizeof(*d->fids));
     d->file_ids = hp_xcalloc(p->nframes + 1, sizeof(*d->file_ids));
     struct hp_map64 fn_ptr, file_ptr;
@@ -437,6 +451,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
                 goto out;
             id = sqlite3_last_insert_rowid(s->db);
             stored_frames = has_frames;
+            d->lnew[i] = true;
         } else if (has_frames && (!stored_frames || force_frames)) {
             /* Newer symbolization wins: a location first stored bare gets
              * its frames when a symbolized profile (or a reindex) brings them. */
@@ -468,11 +483,113 @@ out:
     return r;
 }
 
+/* Stack i's hash over its location ids lid[] (as 64-bit words; packing
+ * waits until a stack is new); 63 bits so it is a non-negative SQLite
+ * integer. buf/cap: scratch the caller frees. */
+static uint64_t stack_hash(const struct profile *p, const int64_t *lid, uint32_t i,
+                           int64_t **buf, size_t *cap)
+{
+    const uint32_t *locs = profile_stack_locs(p, i);
+    uint32_t n = p->stacks[i].n;
+    *buf = hp_xgrow(*buf, cap, n, sizeof(**buf));
+    for (uint32_t j = 0; j < n; j++)
+        (*buf)[j] = lid[locs[j]];
+    return hp_hash_bytes(*buf, n * sizeof(**buf), UINT64_C(0x5354414b)) >> 1;
+}
+
+/* Bounded: a fleet whose nodes share few stacks (3,000 nodes x 2,600 own
+ * stacks in collector-bench) grew this map to most of the writer's memory.
+ * When full, it starts over; a miss costs one index lookup. */
+static void stack_cache_put(struct store_writer *w, uint64_t h, int64_t id)
+{
+    if (w->stacks.len >= STACK_CACHE_MAX) {
+        hp_map64_release(&w->stacks);
+        hp_map64_init(&w->stacks);
+    }
+    uint32_t old;
+    (void)hp_map64_put(&w->stacks, h, (uint32_t)id, &old);
+}
+
+/* True when stack i names a location this transaction inserted: no stored
+ * stack can (ids are not reused while a stack names them: retention keeps
+ * every location a remaining stack names), so it need not be looked up. */
+static bool stack_is_new(const struct profile *p, const struct derived *d, uint32_t i)
+{
+    const uint32_t *locs = profile_stack_locs(p, i);
+    for (uint32_t j = 0; j < p->stacks[i].n; j++)
+        if (d->lnew[locs[j]])
+            return true;
+    return false;
+}
+
+/* Stack ids for the hashes the cache missed (distinct, in profile order):
+ * the stored ones found with one bulk lookup, the rest inserted in one bulk
+ * insert, in order, so ids come out as one insert after another gives them. */
+static int stacks_missed(struct store *s, const struct profile *p, const struct derived *d,
+                         const uint32_t *miss, const int64_t *mhash, size_t nm,
+                         int64_t *ret_ids, struct hp_buf *err)
+{
+    int64_t *fhash = hp_xmalloc(nm * sizeof(*fhash));
+    size_t *fat = hp_xmalloc(nm * sizeof(*fat));
+    size_t nf = 0;
+    for (size_t k = 0; k < nm; k++) {
+        ret_ids[k] = 0;
+        if (!stack_is_new(p, d, miss[k])) {
+            fat[nf] = k;
+            fhash[nf++] = mhash[k];
+        }
+    }
+    int64_t *fids = hp_xmalloc((nf + 1) * sizeof(*fids));
+    int r = store_stacks_find(s, fhash, nf, fids, err);
+    for (size_t f = 0; r == 0 && f < nf; f++)
+        ret_ids[fat[f]] = fids[f];
+    free(fhash);
+    free(fat);
+    free(fids);
+    if (r < 0)
+        return r;
+    size_t nnew = 0;
+    for (size_t k = 0; k < nm; k++)
+        nnew += ret_ids[k] == 0;
+    if (!nnew)
+        return 0;
+    int64_t *nhash = hp_xmalloc(nnew * sizeof(*nhash));
+    int64_t *depths = hp_xmalloc(nnew * sizeof(*depths));
+    int64_t *nids = hp_xmalloc(nnew * sizeof(*nids));
+    size_t *offs = hp_xmalloc((nnew + 1) * sizeof(*offs));
+    struct store_pack sp = { 0 };
+    size_t j = 0;
+    for (size_t k = 0; k < nm; k++) {
+        if (ret_ids[k])
+            continue;
+        const uint32_t *locs = profile_stack_locs(p, miss[k]);
+        uint32_t n = p->stacks[miss[k]].n;
+        nhash[j] = mhash[k];
+        depths[j] = n;
+        offs[j] = sp.len;
+        store_pack_u64(&sp, n);
+        for (uint32_t x = 0; x < n; x++)
+            store_pack_u64(&sp, (uint64_t)d->lid[locs[x]]);
+        j++;
+    }
+    offs[nnew] = sp.len;
+    r = store_stacks_insert(s, nhash, depths, sp.data, offs, nnew, nids, err);
+    j = 0;
+    for (size_t k = 0; r == 0 && k < nm; k++)
+        if (!ret_ids[k])
+            ret_ids[k] = nids[j++];
+    free(nhash);
+    free(depths);
+    free(nids);
+    free(offs);
+    store_pack_release(&sp);
+    return r;
+}
+
 static int store_stacks(struct store *s, const struct profile *p, struct derived *d,
                         struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
-    struct store_pack sp = { 0 };
     int64_t *hash_buf = NULL;
     size_t hash_cap = 0;
     int r = 0;
@@ -482,79 +599,133 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
      * cached, and the map (up to STACK_CACHE_MAX slots) misses the CPU
      * cache on nearly every one. */
     uint64_t *hashes = hp_xmalloc((p->nstacks + 1) * sizeof(*hashes));
+    /* The cache's misses, each hash once (a profile may repeat one). */
+    uint32_t *miss = hp_xmalloc((p->nstacks + 1) * sizeof(*miss));
+    int64_t *mhash = hp_xmalloc((p->nstacks + 1) * sizeof(*mhash));
+    int64_t *mids = NULL;
+    size_t nm = 0;
+    struct hp_map64 missed; /* hash -> index into miss */
+    hp_map64_init(&missed);
     for (size_t i = 0; i < p->nstacks; i++) {
-        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
-        uint32_t n = p->stacks[i].n;
-        if (n == 0) {
+        if (p->stacks[i].n == 0) {
             /* Parsers refuse empty stacks; a caller that builds one is wrong. */
             hp_err_printf(err, "%s: stack %zu of the profile is empty", s->path, i);
             r = HP_EUSAGE;
             goto out;
         }
-        /* The hash covers the location ids as 64-bit words (packing waits
-         * until a stack is new); 63 bits so it is a non-negative SQLite
-         * integer. */
-        hash_buf = hp_xgrow(hash_buf, &hash_cap, n, sizeof(*hash_buf));
-        for (uint32_t j = 0; j < n; j++)
-            hash_buf[j] = d->lid[locs[j]];
-        hashes[i] = hp_hash_bytes(hash_buf, n * sizeof(*hash_buf), UINT64_C(0x5354414b)) >> 1;
+        hashes[i] = stack_hash(p, d->lid, (uint32_t)i, &hash_buf, &hash_cap);
     }
     for (size_t i = 0; i < p->nstacks; i++) {
-        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
-        uint32_t n = p->stacks[i].n;
         uint64_t h = hashes[i];
         if (i + WRITE_PREFETCH < p->nstacks)
             hp_map64_prefetch(&w->stacks, hashes[i + WRITE_PREFETCH]);
         uint32_t cached;
-        int64_t id = 0;
         if (hp_map64_get(&w->stacks, h, &cached)) {
-            id = cached;
-        } else {
-            sqlite3_stmt *st;
-            if ((r = store_stmt(s, STMT_STACK_FIND, &st, err)) < 0)
-                goto out;
-            sqlite3_bind_int64(st, 1, (int64_t)h);
-            if ((r = store_step_row(s, st, "looking up a stack", err)) < 0)
-                goto out;
-            if (r == 1) {
-                id = sqlite3_column_int64(st, 0);
-                sqlite3_reset(st);
-            } else {
-                sp.len = 0;
-                store_pack_u64(&sp, n);
-                for (uint32_t j = 0; j < n; j++)
-                    store_pack_u64(&sp, (uint64_t)d->lid[locs[j]]);
-                if ((r = store_stmt(s, STMT_STACK_INSERT, &st, err)) < 0)
-                    goto out;
-                sqlite3_bind_int64(st, 1, (int64_t)h);
-                sqlite3_bind_int64(st, 2, n);
-                sqlite3_bind_blob(st, 3, sp.data, (int)sp.len, SQLITE_STATIC);
-                if ((r = store_step_done(s, st, "inserting a stack", err)) < 0)
-                    goto out;
-                id = sqlite3_last_insert_rowid(s->db);
-            }
-            r = 0;
-            if (id <= 0 || id > UINT32_MAX) {
-                hp_err_printf(err, "%s: stack id %lld out of range", s->path, (long long)id);
-                r = HP_ESTORE;
-                goto out;
-            }
-            /* Bounded: a fleet whose nodes share few stacks (3,000 nodes x
-             * 2,600 own stacks in collector-bench) grew this map to most of
-             * the writer's memory. When full, it starts over; a miss costs
-             * one index lookup. */
-            if (w->stacks.len >= STACK_CACHE_MAX) {
-                hp_map64_release(&w->stacks);
-                hp_map64_init(&w->stacks);
-            }
-            (void)hp_map64_put(&w->stacks, h, (uint32_t)id, &cached);
+            d->sid[i] = cached;
+        } else if (!hp_map64_put(&missed, h, (uint32_t)nm, &cached)) {
+            miss[nm] = (uint32_t)i;
+            mhash[nm++] = (int64_t)h;
         }
-        d->sid[i] = id;
+    }
+    if (!nm)
+        goto out;
+    mids = hp_xcalloc(nm, sizeof(*mids));
+    if ((r = stacks_missed(s, p, d, miss, mhash, nm, mids, err)) < 0)
+        goto out;
+    for (size_t k = 0; k < nm; k++) {
+        if (mids[k] <= 0 || mids[k] > UINT32_MAX) {
+            hp_err_printf(err, "%s: stack id %lld out of range", s->path, (long long)mids[k]);
+            r = HP_ESTORE;
+            goto out;
+        }
+        stack_cache_put(w, (uint64_t)mhash[k], mids[k]);
+    }
+    /* Every stack whose hash missed, repeats included. */
+    for (size_t i = 0; i < p->nstacks; i++) {
+        uint32_t k;
+        if (!d->sid[i] && hp_map64_get(&missed, hashes[i], &k))
+            d->sid[i] = mids[k];
     }
 out:
+    hp_map64_release(&missed);
+    free(mids);
+    free(mhash);
+    free(miss);
     free(hashes);
     free(hash_buf);
-    store_pack_release(&sp);
+    return r;
+}
+
+/* Before the write lock is taken: the ids of the profile's stacks that the
+ * cache lacks and the database has, with one lookup outside the write
+ * transaction, so that the lock holder does not probe the index for them
+ * (on PostgreSQL other collectors wait for it meanwhile). Only stacks whose
+ * locations the cache knows; the ids are of committed rows, and
+ * writer_begin drops them with the rest of the caches when a deletion
+ * came between. Nothing is written. */
+static int stacks_prefetch(struct store *s, int64_t node_id, const struct profile *p,
+                           struct hp_buf *err)
+{
+    struct store_writer *w = s->w;
+    if (!w || !p->nstacks)
+        return 0;
+    struct derived d = { .mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d.mobj)),
+                         .lid = hp_xcalloc(p->nlocs + 1, sizeof(*d.lid)) };
+    for (size_t i = 0; i < p->nmappings; i++) {
+        if (!mapping_is_object(&p->mappings[i]))
+            continue;
+        char *key = object_key(node_id, &p->mappings[i]);
+        d.mobj[i] = dict_cached(&w->objects, key);
+        free(key);
+    }
+    for (size_t i = 0; i < p->nlocs; i++) {
+        const struct profile_location *l = &p->locs[i];
+        int64_t obj = 0;
+        uint64_t addr = l->address;
+        uint32_t idx, id;
+        if (l->flags & PROFILE_LOC_NAMED) {
+            const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
+            obj = -1;
+            addr = name ? (uint64_t)dict_cached(&w->functions, name) : 0;
+            if (name && !addr)
+                continue;
+        } else if (!loc_key(p, &d, l, &obj, &addr) && l->mapping &&
+                   l->mapping <= p->nmappings && mapping_is_object(&p->mappings[l->mapping - 1])) {
+            continue; /* its object is not cached */
+        }
+        if (hp_map64_get(&w->obj_index, (uint64_t)obj, &idx) &&
+            hp_map64_get(&w->locmaps[idx - 1], addr, &id))
+            d.lid[i] = id;
+    }
+    int64_t *hash_buf = NULL, *mhash = hp_xmalloc(p->nstacks * sizeof(*mhash));
+    size_t hash_cap = 0, nm = 0;
+    struct hp_map64 missed;
+    hp_map64_init(&missed);
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
+        bool known = p->stacks[i].n > 0;
+        for (uint32_t j = 0; known && j < p->stacks[i].n; j++)
+            known = d.lid[locs[j]] != 0;
+        uint32_t v;
+        if (!known)
+            continue;
+        uint64_t h = stack_hash(p, d.lid, (uint32_t)i, &hash_buf, &hash_cap);
+        if (!hp_map64_get(&w->stacks, h, &v) && !hp_map64_put(&missed, h, (uint32_t)nm, &v))
+            mhash[nm++] = (int64_t)h;
+    }
+    int r = 0;
+    if (nm) {
+        int64_t *ids = hp_xmalloc(nm * sizeof(*ids));
+        r = store_stacks_find(s, mhash, nm, ids, err);
+        for (size_t k = 0; r == 0 && k < nm; k++)
+            if (ids[k] > 0 && ids[k] <= UINT32_MAX)
+                stack_cache_put(w, (uint64_t)mhash[k], ids[k]);
+        free(ids);
+    }
+    hp_map64_release(&missed);
+    free(mhash);
+    free(hash_buf);
+    derived_release(&d);
     return r;
 }
 
@@ -1202,6 +1373,8 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     struct node_base *nb;
     int r;
     if ((r = store_require_writer(s, "storing a snapshot", err)) < 0)
+        return r;
+    if (p && (r = stacks_prefetch(s, node_id, p, err)) < 0)
         return r;
     if ((r = writer_begin(s, err)) < 0)
         return r;

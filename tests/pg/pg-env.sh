@@ -6,7 +6,8 @@
 # pg_stop stops it (the tests trap EXIT to it); pg_restart restarts it.
 # PG_SKIP (77, meson's skip) when no PostgreSQL binaries exist.
 # PG_SERVER_OPTS: the server's settings; the tests' default trades
-# durability for speed (a benchmark sets its own).
+# durability for speed (a benchmark sets its own). PG_OPTS: more server
+# options (-c name=value), for a test that needs them.
 PG_SKIP=77
 PG_SERVER_OPTS=${PG_SERVER_OPTS:--c fsync=off -c synchronous_commit=off -c max_connections=200}
 PG_BIN=${PG_BIN:-}
@@ -38,7 +39,7 @@ pg_start() {
     pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U heapfleet --no-sync \
         >"$PG_DIR/initdb.log" 2>&1 || { cat "$PG_DIR/initdb.log" >&2; return 1; }
     pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
-        -o "-k $PG_DIR -c listen_addresses= $PG_SERVER_OPTS" \
+        -o "-k $PG_DIR -c listen_addresses= $PG_SERVER_OPTS ${PG_OPTS:-}" \
         start >/dev/null || { cat "$PG_DIR/server.log" >&2; return 1; }
     pg_as "$PG_BIN/createdb" -h "$PG_DIR" -U heapfleet heapfleet
     PGURI="postgresql:///heapfleet?host=$PG_DIR&user=heapfleet"
@@ -57,6 +58,6 @@ pg_stop() {
 
 pg_restart() {
     pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 -m fast \
-        -o "-k $PG_DIR -c listen_addresses= $PG_SERVER_OPTS" \
+        -o "-k $PG_DIR -c listen_addresses= $PG_SERVER_OPTS ${PG_OPTS:-}" \
         restart >/dev/null
 }
