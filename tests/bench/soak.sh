@@ -2,7 +2,8 @@
 # soak: the real collector polling N fake nodes (one fakenode process,
 # --cache) every INTERVAL for MINUTES, with the web API queried throughout
 # (nodes, fleet, a snapshot's top and tree). A few nodes misbehave on
-# purpose (hang, HTTP 500). Samples the collector's RSS every 10 s and prints
+# purpose (hang, HTTP 500). Samples the collector's RSS (and its heap, RssAnon,
+# apart from file pages such as the database's) every 10 s and prints
 # the mean of the first and last 5 minutes (a third of the run each under 15
 # minutes), the rounds done, and every error that is not one of the injected
 # ones (the hanging nodes time out twice, 10 s each: --retries 1 keeps them
@@ -78,7 +79,10 @@ query_failed() { # path code
 while [ $SECONDS -lt $stop ]; do
     kill -0 "$C" 2>/dev/null || { echo "soak: the collector died" >&2; exit 1; }
     if [ $SECONDS -ge $next_sample ]; then
-        echo "$((SECONDS - t0)) $(awk '/VmRSS/ { print $2 }' /proc/$C/status)" >>"$WORK/rss"
+        # VmRSS, and of it the heap (RssAnon) apart from pages of files
+        # such as the database's (RssFile)
+        awk -v t=$((SECONDS - t0)) '/VmRSS/ { r = $2 } /RssAnon/ { a = $2 } /RssFile/ { f = $2 }
+            END { print t, r, a, f }' /proc/$C/status >>"$WORK/rss"
         next_sample=$((next_sample + SAMPLE))
     fi
     for p in /api/v1/nodes "/api/v1/fleet" /api/v1/snapshots/starrocks-ok-1/top \
@@ -109,18 +113,18 @@ other=$(others | wc -l)
 # The first and last 5 minutes (a third of the run each when shorter than
 # 15 minutes), as means of the samples (every 10 s; 2 s with --smoke).
 awk -v secs="$SECS" '
-    { t[NR] = $1; r[NR] = $2 }
+    { t[NR] = $1; r[NR] = $2; a[NR] = $3 }
     END {
         w = secs >= 900 ? 300 : int(secs / 3)
         for (i = 1; i <= NR; i++) {
-            if (t[i] < w) { fs += r[i]; fn++; if (r[i] > fm) fm = r[i] }
-            if (t[i] >= secs - w) { ls += r[i]; ln++; if (r[i] > lm) lm = r[i] }
+            if (t[i] < w) { fs += r[i]; fa += a[i]; fn++; if (r[i] > fm) fm = r[i] }
+            if (t[i] >= secs - w) { ls += r[i]; la += a[i]; ln++; if (r[i] > lm) lm = r[i] }
             if (r[i] > mx) mx = r[i]
         }
         # The collector trims its heap after each round: RSS is a saw, so the
         # peak of each window says more than its mean.
         if (!fn || !ln) { print "soak: no RSS sample in the first or last window" > "/dev/stderr"; exit 1 }
-        printf "window_s=%d rss_first_mean_kb=%d rss_last_mean_kb=%d rss_first_max_kb=%d rss_last_max_kb=%d rss_max_kb=%d samples=%d\n", w, fs / fn, ls / ln, fm, lm, mx, NR
+        printf "window_s=%d rss_first_mean_kb=%d rss_last_mean_kb=%d rss_first_max_kb=%d rss_last_max_kb=%d rss_max_kb=%d anon_first_mean_kb=%d anon_last_mean_kb=%d samples=%d\n", w, fs / fn, ls / ln, fm, lm, mx, fa / fn, la / ln, NR
     }' "$WORK/rss" >"$WORK/windows"
 cat "$WORK/windows"
 echo "nodes=$NODES secs=$SECS interval=$INTERVAL rounds=$rounds queries=$queries query_failures=$qfail other_errors=$other"
