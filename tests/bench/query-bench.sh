@@ -46,6 +46,8 @@ echo
 echo "== end to end: query diff vs jeprof --base on two 20k-stack dumps =="
 "$bench" --write-heaps "$tmp" >/dev/null
 now() { date +%s.%N; }
+# a - b of two such times (awk: bc is not on a fresh Debian)
+sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a - b }'; }
 t0=$(now)
 "$query" diff "$tmp/a.heap" "$tmp/b.heap" --format collapsed >"$tmp/q.out"
 t1=$(now)
@@ -59,17 +61,17 @@ if command -v jeprof >/dev/null 2>&1; then
         echo "query-bench: jeprof printed no total: $(tail -n 3 "$tmp/j.err")" >&2
         exit 1
     fi
-    jt=$(echo "$t3 - $t2" | bc -l)
+    jt=$(sub "$t3" "$t2")
 else
     jt=""
 fi
-qc=$(echo "$t1 - $t0" | bc -l)
-qt=$(echo "$t2 - $t1" | bc -l)
+qc=$(sub "$t1" "$t0")
+qt=$(sub "$t2" "$t1")
 printf 'query diff --format collapsed: %.3f s\n' "$qc"
 printf 'query diff (text table):       %.3f s\n' "$qt"
 if [ -n "$jt" ]; then
     printf 'jeprof --text --base:          %.3f s   (jeprof / query = %.1fx)\n' "$jt" \
-        "$(echo "$jt / $qt" | bc -l)"
+        "$(awk -v a="$jt" -v b="$qt" 'BEGIN { print (b > 0 ? a / b : 0) }')"
     printf 'RESULT\tquery diff, two 20k-stack dumps (wall)\t%.3f\ts\t-\tjeprof --text --base\t%.3f\n' "$qt" "$jt"
     "$query" diff "$tmp/a.heap" "$tmp/b.heap" --format json >"$tmp/q.json"
     printf 'B minus A: query %.0f B, jeprof %s\n' \
