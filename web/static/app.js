@@ -395,16 +395,22 @@ async function snapshotPage(sel, q) {
   let hideRe = null;
   if (hide) { try { hideRe = new RegExp(hide); } catch (e) { toast(`hide: ${e.message}`); } }
   const shown = hideRe ? hideFrames(tree, hideRe) : tree;
+  // Over the view budget the server draws the heaviest stacks only; the
+  // snapshot's total and percentages still count what it left out (unless
+  // a focus/ignore filter is on: that filters the drawn stacks only).
+  const pruned = tree.snapshot && tree.snapshot.pruned;
+  const filtered = fq && fq !== "sample=" + sample;
+  const dropped = pruned && !filtered ? pruned.dropped[sample] || 0 : 0;
   main.innerHTML = `
     <div class="crumbs"><a href="#/">Fleet</a> / <a href="#/node/${enc(info.node)}">${esc(info.node)}</a> / snapshot #${info.id}</div>
     <div class="pagehead"><div><h1 data-test="snapshot-title">${esc(info.node)} · ${esc(fmtTime(info.time_ms))}</h1>
-      <div class="sub"><span data-test="snapshot-id">#${info.id}</span>${openedAs ? ` <span class="badge kind" data-test="pinned" title="opened as ${esc(openedAs)}; this page and its downloads stay on #${info.id}">pinned: opened as ${esc(openedAs)}</span>` : ""} · ${esc(p.format)}${p.period > 1 ? ` · sampled every ${fmtBytes(p.period)}` : " · every allocation recorded"} · ${p.stacks.toLocaleString()} stacks · ${fmtBytes(info.raw_bytes)} on disk</div></div>
+      <div class="sub"><span data-test="snapshot-id">#${info.id}</span>${openedAs ? ` <span class="badge kind" data-test="pinned" title="opened as ${esc(openedAs)}; this page and its downloads stay on #${info.id}">pinned: opened as ${esc(openedAs)}</span>` : ""} · ${esc(p.format)}${p.period > 1 ? ` · sampled every ${fmtBytes(p.period)}` : " · every allocation recorded"} · ${pruned ? `${pruned.stacks_total.toLocaleString()} stacks (${pruned.stacks_kept.toLocaleString()} drawn)` : `${p.stacks.toLocaleString()} stacks`} · ${fmtBytes(info.raw_bytes)} on disk</div></div>
       <span style="flex:1"></span>
       <div class="toolbar"><a class="button" href="#/compare?a=${enc(info.node + "@<=" + new Date(info.time_ms - 1).toISOString())}&b=${enc(pinned)}" title="compare with the snapshot before this one">Compare with previous</a></div>
     </div>
     ${prunedNotice(tree.snapshot)}
     <div class="cards">
-      <div class="card"><div class="label">${esc(sample.replace("_", " "))}${fq && fq !== "sample=" + sample ? " (filtered)" : ""}</div><div class="value" data-test="snapshot-total">${fmtValue(tree.total, unit)}</div></div>
+      <div class="card"><div class="label">${esc(sample.replace("_", " "))}${fq && fq !== "sample=" + sample ? " (filtered)" : ""}</div><div class="value" data-test="snapshot-total">${fmtValue(tree.total + dropped, unit)}</div>${dropped ? `<div class="muted small">${fmtValue(tree.total, unit)} drawn</div>` : ""}</div>
       <div class="card"><div class="label">Functions</div><div class="value">${top.functions_total.toLocaleString()}</div></div>
       <div class="card"><div class="label">Frames in graph</div><div class="value">${tree.nodes.toLocaleString()}</div></div>
       <div class="card"><div class="label">Named bytes</div><div class="value" data-test="named-bytes">${info.symbols && info.symbols.named_bytes_ratio != null ? fmtPct(info.symbols.named_bytes_ratio) : "–"}</div></div>
@@ -453,7 +459,7 @@ async function snapshotPage(sel, q) {
   search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; fg.setSearch(""); } });
   document.getElementById("reset").addEventListener("click", () => fg.reset());
   document.getElementById("sample").addEventListener("change", (e) => setQ((n) => n.set("sample", e.target.value)));
-  const total = top.total || 1;
+  const total = (top.total || 0) + dropped || 1;
   const topEl = document.getElementById("top");
   sortableTable(topEl, [
     { key: "name", label: "Function", asc: true, cls: "fn", title: (r) => r.name, fmt: (r) => `<a href="#" data-sandwich="${esc(r.name)}" title="callers and callees (sandwich)" data-test="sandwich-link">⇅</a> ${esc(r.name)}` },
