@@ -29,6 +29,11 @@ int store_open(const char *path, unsigned flags, struct store **ret, struct hp_b
     return 0;
 }
 
+void store_write_counts_get(const struct store *s, struct store_write_counts *ret)
+{
+    *ret = s->counts;
+}
+
 int store_batch_begin(struct store *s, struct hp_buf *err)
 {
     return s->be->batch_begin(s, err);

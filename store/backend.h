@@ -80,6 +80,7 @@
 #define store_require_writer STORE_BE(require_writer)
 #define store_stacks_find STORE_BE(stacks_find)
 #define store_stacks_insert STORE_BE(stacks_insert)
+#define store_stacks_hashes STORE_BE(stacks_hashes)
 #define store_unpack_column STORE_BE(unpack_column)
 #define store_raw_find STORE_BE(raw_find)
 #define store_writer_free STORE_BE(writer_free)

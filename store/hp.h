@@ -407,6 +407,13 @@ static inline void hp_qsort(void *base, size_t n, size_t size,
         qsort(base, n, size, cmp);
 }
 
+/* qsort comparator of int64_t, ascending. */
+static inline int hp_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* ---- sorted arrays -------------------------------------------------------- */
 /* base holds n records of `size` bytes sorted by the uint64_t at byte offset
  * `off` of each. Returns how many records have a key <= `key`: the index one

@@ -621,7 +621,8 @@ static void int_array(struct hp_buf *b, const int64_t *v, size_t n)
     hp_buf_puts(b, "}");
 }
 
-/* ret_ids[i] from the (hash, id) rows of res, for hashes[0..n). */
+/* ret_ids[i] from the (hash, id) rows of res, for hashes[0..n) (or any
+ * (key, value) rows: values by key). */
 static void ids_by_hash(PGresult *res, const int64_t *hashes, size_t n, int64_t *ret_ids)
 {
     struct hp_map64 at; /* hash -> index */
@@ -652,6 +653,25 @@ int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t 
                         vals, NULL, NULL, "looking up stacks", &res, err);
     if (r == 0)
         ids_by_hash(res, hashes, n, ret_ids);
+    PQclear(res);
+    hp_buf_release(&arr);
+    return r;
+}
+
+int store_stacks_hashes(struct store *s, const int64_t *ids, size_t n, int64_t *ret_hashes,
+                        struct hp_buf *err)
+{
+    memset(ret_hashes, 0, n * sizeof(*ret_hashes));
+    if (!n)
+        return 0;
+    struct hp_buf arr = HP_BUF_INIT(0);
+    int_array(&arr, ids, n);
+    const char *vals[] = { arr.data };
+    PGresult *res = NULL;
+    int r = exec_params(s, "SELECT id, hash FROM stacks WHERE id = ANY($1::bigint[])", 1, vals,
+                        NULL, NULL, "reading stacks by id", &res, err);
+    if (r == 0)
+        ids_by_hash(res, ids, n, ret_hashes); /* by id: the same matching */
     PQclear(res);
     hp_buf_release(&arr);
     return r;

@@ -126,12 +126,6 @@ int store_blob_load(struct store *s, enum store_stmt_id get, int64_t id, void **
 
 /* ---- loading a profile ---------------------------------------------------- */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A set of database ids numbered densely in first-seen order, so the rows
  * fetched for them land in plain arrays. */
 struct idset {
@@ -196,7 +190,7 @@ static int range_fetch(struct store *s, enum store_stmt_id range, const struct i
     int64_t *ids = hp_xmalloc((n + 1) * sizeof(*ids));
     if (n)
         memcpy(ids, set->ids, n * sizeof(*ids));
-    hp_qsort(ids, n, sizeof(*ids), cmp_i64);
+    hp_qsort(ids, n, sizeof(*ids), hp_cmp_i64);
     int r = 0;
     size_t i = 0;
     while (i < n) {

@@ -92,6 +92,7 @@ extern const int store_nmigrations;
                   " VALUES (?1, ?2, ?3, ?4)")                                                  \
     X(LOC_UPDATE, "UPDATE locations SET flags = ?2, frames_packed = ?3 WHERE id = ?1")        \
     X(STACK_FIND, "SELECT id FROM stacks WHERE hash = ?1")                                     \
+    X(STACK_RANGE, "SELECT id, hash FROM stacks WHERE id BETWEEN ?1 AND ?2")                   \
     X(STACK_INSERT, "INSERT INTO stacks(hash, depth, locs_packed) VALUES (?1, ?2, ?3)")        \
     X(SNAP_INSERT,                                                                             \
       "INSERT INTO snapshots(node_id, taken_at, status, error, format, scaling, period,"        \
@@ -305,6 +306,7 @@ struct store {
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
+    struct store_write_counts counts;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
 };
@@ -342,6 +344,14 @@ int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t 
 int store_stacks_insert(struct store *s, const int64_t *hashes, const int64_t *depths,
                         const unsigned char *data, const size_t *offs, size_t n,
                         int64_t *ret_ids, struct hp_buf *err);
+/* The hashes of stacks by id: ids ascending and distinct; ret_hashes[i] is
+ * the hash of stack ids[i], 0 when there is none (a stored hash is never 0:
+ * stack_hash keeps 63 bits, and 0 only by a 1-in-2^63 chance, which then
+ * costs one index lookup). A node's stacks sit in runs of ids (inserted
+ * together), so on SQLite this reads a few ranges of the table in rowid
+ * order, where a lookup by hash lands on a random page of the hash index. */
+int store_stacks_hashes(struct store *s, const int64_t *ids, size_t n, int64_t *ret_hashes,
+                        struct hp_buf *err);
 
 /* ---- pack.c: varints and zstd ---- */
 

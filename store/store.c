@@ -169,6 +169,42 @@ int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t 
     return 0;
 }
 
+/* Ids closer than this share one range scan: the rows between (other
+ * nodes' stacks, inserted in between) cost less than another seek. */
+#define STACK_RANGE_GAP 64
+
+int store_stacks_hashes(struct store *s, const int64_t *ids, size_t n, int64_t *ret_hashes,
+                        struct hp_buf *err)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i + 1;
+        while (j < n && ids[j] - ids[j - 1] <= STACK_RANGE_GAP)
+            j++;
+        sqlite3_stmt *st;
+        int r = store_stmt(s, STMT_STACK_RANGE, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, ids[i]);
+        sqlite3_bind_int64(st, 2, ids[j - 1]);
+        size_t k = i;
+        while ((r = store_step_row(s, st, "reading stacks by id", err)) > 0) {
+            int64_t id = sqlite3_column_int64(st, 0);
+            while (k < j && ids[k] < id)
+                ret_hashes[k++] = 0;
+            if (k < j && ids[k] == id)
+                ret_hashes[k++] = sqlite3_column_int64(st, 1);
+        }
+        sqlite3_reset(st);
+        if (r < 0)
+            return r;
+        while (k < j)
+            ret_hashes[k++] = 0;
+        i = j;
+    }
+    return 0;
+}
+
 int store_stacks_insert(struct store *s, const int64_t *hashes, const int64_t *depths,
                         const unsigned char *data, const size_t *offs, size_t n,
                         int64_t *ret_ids, struct hp_buf *err)

@@ -559,4 +559,13 @@ struct store_usage {
 };
 int store_usage_get(struct store *s, struct store_usage *ret, struct hp_buf *err) HP_MUST_CHECK;
 
+/* How this handle's writer found the stacks of the profiles it stored (since
+ * it opened): in its cache, by the node's previous profile (read by id), by
+ * hash lookups, or as new rows. For the benches and tests: a steady node's
+ * stacks should come from the first two. */
+struct store_write_counts {
+    uint64_t stacks_cached, stacks_by_node, stacks_by_hash, stacks_inserted;
+};
+void store_write_counts_get(const struct store *s, struct store_write_counts *ret);
+
 #endif

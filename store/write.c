@@ -541,6 +541,7 @@ static int stacks_missed(struct store *s, const struct profile *p, const struct 
     }
     int64_t *fids = hp_xmalloc((nf + 1) * sizeof(*fids));
     int r = store_stacks_find(s, fhash, nf, fids, err);
+    s->counts.stacks_by_hash += nf;
     for (size_t f = 0; r == 0 && f < nf; f++)
         ret_ids[fat[f]] = fids[f];
     free(fhash);
@@ -574,6 +575,7 @@ static int stacks_missed(struct store *s, const struct profile *p, const struct 
     }
     offs[nnew] = sp.len;
     r = store_stacks_insert(s, nhash, depths, sp.data, offs, nnew, nids, err);
+    s->counts.stacks_inserted += nnew;
     j = 0;
     for (size_t k = 0; r == 0 && k < nm; k++)
         if (!ret_ids[k])
@@ -586,8 +588,55 @@ static int stacks_missed(struct store *s, const struct profile *p, const struct 
     return r;
 }
 
-static int store_stacks(struct store *s, const struct profile *p, struct derived *d,
-                        struct hp_buf *err)
+/* Fewer misses than this go straight to the hash lookups. */
+#define STACK_HINT_MIN 32
+
+/* The stacks of the node's previous sample set (its cached base), hash ->
+ * id in `hint`, read by id. A node's next profile is mostly the same stacks,
+ * and the ids of one node's stacks sit in runs (inserted together), so this
+ * reads a few ranges of the stacks table where looking the hashes up lands
+ * each on its own page of the hash index: on a fleet whose nodes share few
+ * stacks (each node's own objects, no build-ids), that index outgrows the
+ * page cache and its lookups were a third of the round (issue 20). A base
+ * that does not decode only loses the hint. */
+static int stacks_hint(struct store *s, const struct blob_base *b, struct hp_map64 *hint,
+                       struct hp_buf *err)
+{
+    const void *data = b->data ? b->data : b->key_data;
+    size_t len = b->data ? b->len : b->key_len;
+    if (!data || !len)
+        return 0;
+    struct hp_map64 ids, objs;
+    hp_map64_init(&ids);
+    hp_map64_init(&objs);
+    struct hp_buf derr = HP_BUF_INIT(0);
+    int r = 0;
+    if (store_sample_set_refs(s, 0, data, len, &ids, &objs, &derr) == 0 && ids.len) {
+        int64_t *v = hp_xmalloc(ids.len * sizeof(*v));
+        int64_t *h = hp_xmalloc(ids.len * sizeof(*h));
+        size_t n = 0;
+        for (size_t i = 0; i < ids.cap; i++)
+            if (ids.slots[i].val != UINT32_MAX && ids.slots[i].key > 0 &&
+                ids.slots[i].key <= UINT32_MAX)
+                v[n++] = (int64_t)ids.slots[i].key;
+        hp_qsort(v, n, sizeof(*v), hp_cmp_i64);
+        r = store_stacks_hashes(s, v, n, h, err);
+        hp_map64_reserve(hint, n);
+        uint32_t old;
+        for (size_t i = 0; r == 0 && i < n; i++)
+            if (h[i])
+                (void)hp_map64_put(hint, (uint64_t)h[i], (uint32_t)v[i], &old);
+        free(v);
+        free(h);
+    }
+    hp_buf_release(&derr);
+    hp_map64_release(&ids);
+    hp_map64_release(&objs);
+    return r;
+}
+
+static int store_stacks(struct store *s, const struct node_base *nb, const struct profile *p,
+                        struct derived *d, struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
     int64_t *hash_buf = NULL;
@@ -622,6 +671,7 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
         uint32_t cached;
         if (hp_map64_get(&w->stacks, h, &cached)) {
             d->sid[i] = cached;
+            s->counts.stacks_cached++;
         } else if (!hp_map64_put(&missed, h, (uint32_t)nm, &cached)) {
             miss[nm] = (uint32_t)i;
             mhash[nm++] = (int64_t)h;
@@ -630,6 +680,39 @@ static int store_stacks(struct store *s, const struct profile *p, struct derived
     if (!nm)
         goto out;
     mids = hp_xcalloc(nm, sizeof(*mids));
+    if (nm >= STACK_HINT_MIN && nb) {
+        struct hp_map64 hint;
+        hp_map64_init(&hint);
+        r = stacks_hint(s, &nb->blob[STORE_BLOB_SS], &hint, err);
+        uint32_t id, old;
+        /* Every stack the hint names, repeats included ... */
+        for (size_t i = 0; r == 0 && i < p->nstacks; i++)
+            if (!d->sid[i] && hp_map64_get(&hint, hashes[i], &id))
+                d->sid[i] = id;
+        /* ... leaves the misses: the rest are looked up by hash. */
+        size_t kept = 0;
+        for (size_t k = 0; r == 0 && k < nm; k++) {
+            if (hp_map64_get(&hint, (uint64_t)mhash[k], &id)) {
+                stack_cache_put(w, (uint64_t)mhash[k], id);
+                s->counts.stacks_by_node++;
+            } else {
+                miss[kept] = miss[k];
+                mhash[kept++] = mhash[k];
+            }
+        }
+        hp_map64_release(&hint);
+        if (r < 0)
+            goto out;
+        if (kept < nm) {
+            hp_map64_release(&missed);
+            hp_map64_init(&missed);
+            for (size_t k = 0; k < kept; k++)
+                (void)hp_map64_put(&missed, (uint64_t)mhash[k], (uint32_t)k, &old);
+            nm = kept;
+        }
+        if (!nm)
+            goto out;
+    }
     if ((r = stacks_missed(s, p, d, miss, mhash, nm, mids, err)) < 0)
         goto out;
     for (size_t k = 0; k < nm; k++) {
@@ -717,6 +800,7 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
     if (nm) {
         int64_t *ids = hp_xmalloc(nm * sizeof(*ids));
         r = store_stacks_find(s, mhash, nm, ids, err);
+        s->counts.stacks_by_hash += nm;
         for (size_t k = 0; r == 0 && k < nm; k++)
             if (ids[k] > 0 && ids[k] <= UINT32_MAX)
                 stack_cache_put(w, (uint64_t)mhash[k], ids[k]);
@@ -1215,7 +1299,7 @@ static int derive(struct store *s, int64_t node_id, struct node_base *nb,
 {
     int r;
     if ((r = store_locations(s, node_id, p, force_frames, d, err)) < 0 ||
-        (r = store_stacks(s, p, d, err)) < 0)
+        (r = store_stacks(s, nb, p, d, err)) < 0)
         return r;
     struct store_pack b = { 0 };
     pack_sample_set(p, d, &b);

@@ -1532,6 +1532,65 @@ static void test_store_writer_survives_foreign_retention(void **state)
     }
 }
 
+/* Issue 20: a writer that has not cached a node's stacks (a collector
+ * started anew, or a fleet too big for its cache) finds them by the node's
+ * previous profile, read by id, and not by one hash-index lookup per stack,
+ * which landed each on its own page once the index outgrew the page cache
+ * (a third of a 1,000-node round). More nodes than the writer keeps bases
+ * for, so most bases are reloaded from the database. The ids must be the
+ * ones the hash lookups give: every profile reads back exact, and no stack
+ * is stored twice. */
+static void test_store_stacks_found_by_node_history(void **state)
+{
+    struct fx *f = *state;
+    enum { NODES = 12, STACKS = 300 };
+    int64_t ids[NODES];
+    struct store_usage u1, u2;
+    for (int i = 0; i < NODES; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "be-%d", i);
+        int64_t n = node(f->s, name);
+        struct gen_params gp = { .seed = 40 + (uint64_t)i, .nstacks = STACKS, .nfuncs = 120,
+                                 .symbolize = true };
+        char *raw;
+        size_t rl;
+        struct profile *p = gen_profile(&gp, &raw, &rl);
+        (void)put(f->s, n, T0, p, raw, rl);
+        profile_free(p);
+        free(raw);
+        ids[i] = n;
+    }
+    assert_int_equal(store_usage_get(f->s, &u1, NULL), 0);
+    store_close(f->s);
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &f->s, NULL), 0);
+    size_t total = 0;
+    for (int i = 0; i < NODES; i++) {
+        struct gen_params gp = { .seed = 40 + (uint64_t)i, .nstacks = STACKS, .nfuncs = 120,
+                                 .hour = 1, .symbolize = true };
+        char *raw;
+        size_t rl;
+        struct profile *p = gen_profile(&gp, &raw, &rl);
+        int64_t id = put(f->s, ids[i], T0 + HOUR_MS, p, raw, rl);
+        struct profile *out = load(f->s, id);
+        assert_same_profile(p, out);
+        profile_free(out);
+        total += p->nstacks;
+        profile_free(p);
+        free(raw);
+    }
+    struct store_write_counts c;
+    store_write_counts_get(f->s, &c);
+    assert_int_equal(store_usage_get(f->s, &u2, NULL), 0);
+    /* Every stack found or stored (a stack on a location new this hour is
+     * inserted without a lookup); those the hour added are new rows. */
+    assert_true(c.stacks_cached + c.stacks_by_node + c.stacks_by_hash + c.stacks_inserted >=
+                total);
+    assert_int_equal(u2.stacks - u1.stacks, (int64_t)c.stacks_inserted);
+    /* Nearly all came from the node's previous profile. */
+    assert_true(c.stacks_by_node >= total * 9 / 10);
+    assert_true(c.stacks_by_hash <= total / 10);
+}
+
 /* hp_mkdir_p: parents created, an existing folder is fine, a file in the
  * way is an error (ENOTDIR/EEXIST), never silently "done". */
 static void test_hp_mkdir_p_creates_parents(void **state)
@@ -1580,6 +1639,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_reader_sees_commits_during_writes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_survives_foreign_retention, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_stacks_found_by_node_history, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_hp_mkdir_p_creates_parents, setup, teardown),
     };
