@@ -115,7 +115,14 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
         s->cctx = ZSTD_createCCtx();
     if (!s->cctx)
         abort();
-    ZSTD_CCtx *c = s->cctx;
+    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, ret, ret_len,
+                                    err);
+}
+
+int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                             const void *base, size_t base_len, void **ret, size_t *ret_len,
+                             struct hp_buf *err)
+{
     ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
     /* Against a base of megabytes: level 1 with long-distance matching (a
      * dump mostly repeats its base megabytes back; measured on 4.4 MB dumps,
@@ -139,7 +146,7 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
     if (!ZSTD_isError(zr))
         zr = ZSTD_compress2(c, out, bound, src, len);
     if (ZSTD_isError(zr)) {
-        hp_err_printf(err, "%s: compressing %zu bytes: %s", s->path, len, ZSTD_getErrorName(zr));
+        hp_err_printf(err, "%s: compressing %zu bytes: %s", path, len, ZSTD_getErrorName(zr));
         free(out);
         return HP_ESTORE;
     }

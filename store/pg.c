@@ -964,6 +964,7 @@ void store_close(struct store *s)
         free(s->pg);
     }
     ZSTD_freeCCtx(s->cctx);
+    ZSTD_freeCCtx(s->cctx_raw);
     ZSTD_freeDCtx(s->dctx);
     free(s->path);
     free(s);

@@ -308,6 +308,7 @@ struct store {
     struct store_writer *w;
     struct store_write_counts counts;
     ZSTD_CCtx *cctx;
+    ZSTD_CCtx *cctx_raw; /* the raw dump's, compressed on a thread of its own */
     ZSTD_DCtx *dctx;
 };
 
@@ -393,6 +394,11 @@ const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 /* Compress src, against base (may be NULL) as a zstd prefix. *ret is malloc'd. */
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
                         size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err);
+/* The same with a caller's context (one per thread), for work done off
+ * the writer's thread; `path` names the store in errors. */
+int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                             const void *base, size_t base_len, void **ret, size_t *ret_len,
+                             struct hp_buf *err);
 /* Decompress exactly `size` bytes (the stored size), with the same base. */
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);

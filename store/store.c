@@ -497,6 +497,7 @@ void store_close(struct store *s)
     }
     sqlite3_close_v2(s->db);
     ZSTD_freeCCtx(s->cctx);
+    ZSTD_freeCCtx(s->cctx_raw);
     ZSTD_freeDCtx(s->dctx);
     free(s->path);
     free(s);

@@ -26,6 +26,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -999,38 +1000,57 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
  * store it standalone as a new keyframe. Insert it with `ins` (raw_dumps binds hash first,
  * function_totals_rest its key, the snapshot id); it becomes the base of
  * the node's next row. */
-static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned char *hash,
-                       int64_t key, const void *data, size_t len, struct blob_base *base,
-                       int64_t *ret_id, struct hp_buf *err)
+/* A blob compressed for its table: against the node's base (a delta) or
+ * standalone (a new keyframe). */
+struct blob_enc {
+    void *z;
+    size_t zlen;
+    int64_t base_id; /* 0: a keyframe */
+    int depth;
+};
+
+/* The compression half of blob_insert: reads `base`, writes nothing, so it
+ * may run on another thread (with its own context) while the writer goes
+ * on, as long as nothing changes `base` meanwhile. */
+static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, const void *data,
+                       size_t len, const struct blob_base *base, struct blob_enc *e,
+                       struct hp_buf *err)
 {
-    void *z = NULL;
-    size_t zlen = 0;
-    int64_t base_id = 0;
-    int depth = 0;
+    *e = (struct blob_enc){ 0 };
     int r;
     bool chain = base->id && base->depth < STORE_CHAIN_MAX;
     const void *against = chain ? base->data : base->key_data;
     size_t against_len = chain ? base->len : base->key_len;
     int64_t against_id = chain ? base->id : base->key_id;
     if (against_id && against_len + len <= DELTA_MAX_BYTES) {
-        if ((r = store_zstd_compress(s, data, len, against, against_len, &z, &zlen, err)) < 0)
+        if ((r = store_zstd_compress_with(c, path, data, len, against, against_len, &e->z,
+                                          &e->zlen, err)) < 0)
             return r;
         /* Packed function totals change more from hour to hour than
          * dumps and sample sets (most cumulative values move a little): a
          * delta of them pays up to 3/4 of the keyframe (measured on a
          * 20k-stack profile: 25-28 KB against 57 KB standalone). */
         size_t pays = ins == STMT_FTR_INSERT ? base->csize * 3 / 4 : base->csize / 2;
-        if (zlen <= pays || zlen < 256) {
-            base_id = against_id;
-            depth = chain ? base->depth + 1 : 1;
-        } else {
-            free(z);
-            z = NULL;
+        if (e->zlen <= pays || e->zlen < 256) {
+            e->base_id = against_id;
+            e->depth = chain ? base->depth + 1 : 1;
+            return 0;
         }
+        free(e->z);
+        e->z = NULL;
     }
-    if (!z && (r = store_zstd_compress(s, data, len, NULL, 0, &z, &zlen, err)) < 0)
-        return r;
+    return store_zstd_compress_with(c, path, data, len, NULL, 0, &e->z, &e->zlen, err);
+}
+
+/* The writing half: insert the encoded row (raw_dumps binds hash first,
+ * function_totals_rest its key, the snapshot id); it becomes the base of
+ * the node's next one. Frees e->z. */
+static int blob_put(struct store *s, enum store_stmt_id ins, const unsigned char *hash,
+                    int64_t key, const void *data, size_t len, struct blob_base *base,
+                    struct blob_enc *e, int64_t *ret_id, struct hp_buf *err)
+{
     sqlite3_stmt *st;
+    int r;
     if ((r = store_stmt(s, ins, &st, err)) < 0)
         goto out;
     int col = 1;
@@ -1039,10 +1059,10 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
     if (key)
         sqlite3_bind_int64(st, col++, key);
     sqlite3_bind_int64(st, col++, (int64_t)len);
-    if (base_id)
-        sqlite3_bind_int64(st, col, base_id);
+    if (e->base_id)
+        sqlite3_bind_int64(st, col, e->base_id);
     col++;
-    sqlite3_bind_blob(st, col, z, (int)zlen, SQLITE_STATIC);
+    sqlite3_bind_blob(st, col, e->z, (int)e->zlen, SQLITE_STATIC);
     const char *what = hash  ? "storing a raw dump"
                        : key ? "storing function totals"
                              : "storing samples";
@@ -1056,8 +1076,8 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
         if (len)
             memcpy(next.data, data, len);
         next.len = len;
-        next.depth = depth;
-        if (base_id) { /* same keyframe: take it over */
+        next.depth = e->depth;
+        if (e->base_id) { /* same keyframe: take it over */
             next.key_id = base->key_id;
             next.key_len = base->key_len;
             next.key_data = base->key_data;
@@ -1069,15 +1089,31 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
             if (len)
                 memcpy(next.key_data, data, len);
             next.key_len = len;
-            next.csize = zlen;
+            next.csize = e->zlen;
         }
     }
     blob_base_clear(base);
     *base = next;
     *ret_id = id;
 out:
-    free(z);
+    free(e->z);
+    e->z = NULL;
     return r;
+}
+
+static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned char *hash,
+                       int64_t key, const void *data, size_t len, struct blob_base *base,
+                       int64_t *ret_id, struct hp_buf *err)
+{
+    if (!s->cctx)
+        s->cctx = ZSTD_createCCtx();
+    if (!s->cctx)
+        abort();
+    struct blob_enc e;
+    int r = blob_encode(s->cctx, s->path, ins, data, len, base, &e, err);
+    if (r < 0)
+        return r;
+    return blob_put(s, ins, hash, key, data, len, base, &e, ret_id, err);
 }
 
 int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char ret_hash[16],
@@ -1113,20 +1149,90 @@ int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char r
     return 0;
 }
 
-static int raw_store(struct store *s, struct node_base *nb, const void *raw, size_t len,
-                     int64_t *ret_id, struct hp_buf *err)
+/* A raw dump this big is compressed on a thread of its own while the
+ * writer derives and stores the profile (its stacks, samples and totals):
+ * the two take about as long on a 1 MB dump, and on one thread they were
+ * most of a round's serial time (issue 20). Smaller ones are not worth a
+ * thread. */
+#define RAW_THREAD_MIN_BYTES ((size_t)256 << 10)
+
+/* The raw dump of the snapshot being stored, compressed meanwhile. */
+struct raw_job {
+    const char *path;
+    ZSTD_CCtx *c;
+    const void *raw;
+    size_t len;
+    const struct blob_base *base;
+    unsigned char hash[16];
+    bool todo;    /* new bytes: to encode and insert */
+    bool started; /* on its thread */
+    pthread_t thread;
+    struct blob_enc enc;
+    int r;
+    struct hp_buf err;
+};
+
+static void *raw_job_main(void *arg)
+{
+    struct raw_job *j = arg;
+    j->r = blob_encode(j->c, j->path, STMT_RAW_INSERT, j->raw, j->len, j->base, &j->enc, &j->err);
+    return NULL;
+}
+
+/* Find the raw dump (identical bytes are stored once: *ret_id and nothing
+ * to do), else start compressing it against the node's base, on a thread
+ * when it is big. */
+static int raw_begin(struct store *s, struct node_base *nb, const void *raw, size_t len,
+                     struct raw_job *j, int64_t *ret_id, struct hp_buf *err)
 {
     if (len > (size_t)INT32_MAX) {
         hp_err_printf(err, "%s: raw dump of %zu bytes is over SQLite's 2 GiB blob limit",
                       s->path, len);
         return HP_ETOOBIG;
     }
-    unsigned char hash[16];
-    int r = store_raw_find(s, raw, len, hash, ret_id, err);
+    int r = store_raw_find(s, raw, len, j->hash, ret_id, err);
     if (r != 0)
         return r < 0 ? r : 0;
-    return blob_insert(s, STMT_RAW_INSERT, hash, 0, raw, len, &nb->blob[STORE_BLOB_RAW], ret_id,
-                       err);
+    if (!s->cctx_raw)
+        s->cctx_raw = ZSTD_createCCtx();
+    if (!s->cctx_raw)
+        abort();
+    j->path = s->path;
+    j->c = s->cctx_raw;
+    j->raw = raw;
+    j->len = len;
+    j->base = &nb->blob[STORE_BLOB_RAW];
+    struct hp_buf e0 = HP_BUF_INIT(0);
+    j->err = e0;
+    j->todo = true;
+    if (len >= RAW_THREAD_MIN_BYTES && pthread_create(&j->thread, NULL, raw_job_main, j) == 0)
+        j->started = true;
+    else
+        raw_job_main(j);
+    return 0;
+}
+
+/* Wait for the compression; insert the row unless `abandon` (the snapshot
+ * failed: only wait and free). */
+static int raw_finish(struct store *s, struct node_base *nb, struct raw_job *j, bool abandon,
+                      int64_t *ret_id, struct hp_buf *err)
+{
+    if (!j->todo)
+        return 0;
+    if (j->started)
+        pthread_join(j->thread, NULL);
+    j->todo = j->started = false;
+    int r = j->r;
+    if (r < 0 && !abandon)
+        hp_err_printf(err, "%s", j->err.data ? j->err.data : hp_strerror(r));
+    hp_buf_release(&j->err);
+    if (r < 0 || abandon) {
+        free(j->enc.z);
+        j->enc.z = NULL;
+        return r;
+    }
+    return blob_put(s, STMT_RAW_INSERT, j->hash, 0, j->raw, j->len, &nb->blob[STORE_BLOB_RAW],
+                    &j->enc, ret_id, err);
 }
 
 /* Rounded and saturated: sums of hostile counts may exceed int64. */
@@ -1454,7 +1560,8 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     uint64_t t0 = hp_now_ns();
     struct derived d = { 0 };
     int64_t raw_id = 0, snap_id = 0;
-    struct node_base *nb;
+    struct node_base *nb = NULL;
+    struct raw_job rj = { 0 };
     int r;
     if ((r = store_require_writer(s, "storing a snapshot", err)) < 0)
         return r;
@@ -1464,10 +1571,13 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
         return r;
     if ((r = node_base(s, node_id, &nb, err)) < 0)
         goto fail;
-    /* The raw dump first: whatever is derived below rests on it. */
-    if (raw && raw_len && (r = raw_store(s, nb, raw, raw_len, &raw_id, err)) < 0)
+    /* The raw dump is compressed while the profile is derived; its row
+     * is in before the snapshot's, in the same transaction. */
+    if (raw && raw_len && (r = raw_begin(s, nb, raw, raw_len, &rj, &raw_id, err)) < 0)
         goto fail;
     if (p && (r = derive(s, node_id, nb, p, false, &d, err)) < 0)
+        goto fail;
+    if ((r = raw_finish(s, nb, &rj, false, &raw_id, err)) < 0)
         goto fail;
     int64_t store_ms = (int64_t)((hp_now_ns() - t0) / 1000000);
     if ((r = snapshot_row(s, node_id, taken_at, status, error, p, &d, raw_id, raw_len, fi,
@@ -1483,6 +1593,7 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     *ret_id = snap_id;
     goto out;
 fail:
+    (void)raw_finish(s, nb, &rj, true, &raw_id, err);
     store_tx_rollback(s);
 out:
     derived_release(&d);

@@ -1591,6 +1591,60 @@ static void test_store_stacks_found_by_node_history(void **state)
     assert_true(c.stacks_by_hash <= total / 10);
 }
 
+/* A big raw dump is compressed on a thread while the profile is stored
+ * (issue 20). When the profile fails half way, that work is waited for and
+ * dropped: nothing of the snapshot is stored, nothing leaks (ASan), and
+ * the node's next snapshot stores and reads back exact (its dump a delta on
+ * the last one stored, not on the one that failed). */
+static void test_store_failed_snapshot_drops_its_raw_dump(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    char *raw[3];
+    size_t rl[3];
+    struct profile *p[3];
+    for (int i = 0; i < 3; i++) {
+        struct gen_params gp = { .seed = 9, .nstacks = 3000, .nfuncs = 300, .hour = (uint32_t)i,
+                                 .symbolize = true };
+        p[i] = gen_profile(&gp, &raw[i], &rl[i]);
+    }
+    assert_true(rl[1] >= 256 << 10); /* big enough for the thread */
+    int64_t first = put(f->s, n, T0, p[0], raw[0], rl[0]);
+    struct store_usage u1, u2;
+    assert_int_equal(store_usage_get(f->s, &u1, NULL), 0);
+    /* An empty stack, which the writer refuses after the raw dump started. */
+    uint32_t keep = p[1]->stacks[p[1]->nstacks - 1].n;
+    p[1]->stacks[p[1]->nstacks - 1].n = 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int64_t id = 0;
+    assert_true(store_snapshot_insert(f->s, n, T0 + HOUR_MS, p[1], raw[1], rl[1], NULL, NULL, 0,
+                                      &id, &err) < 0);
+    assert_non_null(strstr(err.data, "empty"));
+    hp_buf_release(&err);
+    p[1]->stacks[p[1]->nstacks - 1].n = keep;
+    assert_int_equal(store_usage_get(f->s, &u2, NULL), 0);
+    assert_int_equal(u2.snapshots, u1.snapshots);
+    assert_int_equal(u2.raw_bytes, u1.raw_bytes);
+    int64_t next = put(f->s, n, T0 + 2 * HOUR_MS, p[2], raw[2], rl[2]);
+    int64_t ids[2] = { first, next };
+    int which[2] = { 0, 2 };
+    for (int i = 0; i < 2; i++) {
+        struct profile *out = load(f->s, ids[i]);
+        assert_same_profile(p[which[i]], out);
+        profile_free(out);
+        void *rb;
+        size_t len;
+        assert_int_equal(store_snapshot_raw(f->s, ids[i], &rb, &len, NULL), 0);
+        assert_int_equal(len, rl[which[i]]);
+        assert_memory_equal(rb, raw[which[i]], len);
+        free(rb);
+    }
+    for (int i = 0; i < 3; i++) {
+        profile_free(p[i]);
+        free(raw[i]);
+    }
+}
+
 /* hp_mkdir_p: parents created, an existing folder is fine, a file in the
  * way is an error (ENOTDIR/EEXIST), never silently "done". */
 static void test_hp_mkdir_p_creates_parents(void **state)
@@ -1641,6 +1695,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_writer_survives_foreign_retention, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_stacks_found_by_node_history, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_failed_snapshot_drops_its_raw_dump, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_hp_mkdir_p_creates_parents, setup, teardown),
     };
