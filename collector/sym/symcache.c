@@ -582,7 +582,9 @@ struct sym_file_cache *sym_file_cache_new(const char *dir, uint64_t max_bytes)
     struct sym_file_cache *c = hp_xcalloc(1, sizeof(*c));
     c->dir = dir ? hp_xstrdup(dir) : sym_file_cache_default_dir();
     c->max_bytes = max_bytes ? max_bytes : SYM_CACHE_DEFAULT_MAX;
-    c->ops = (struct sym_cache_ops){ c, load_cb, save_cb, flush_cb };
+    /* load_cb hands out pointers into the file image, kept until the cache is
+     * freed (after sym_free). */
+    c->ops = (struct sym_cache_ops){ c, load_cb, save_cb, flush_cb, true };
     hp_arena_init(&c->arena);
     hp_strtab_init(&c->strings, &c->arena);
     return c;
