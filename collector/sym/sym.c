@@ -881,6 +881,7 @@ static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *va
     const struct sym_cache_ops *ops = s->opt.cache_ops;
     struct intern_memo memo = { 0 };
     hp_map64_init(&memo.idx);
+    hp_map64_reserve(&o->cache, o->nentries + n);
     for (size_t i = 0; i < n; i++) {
         uint32_t idx;
         if (hp_map64_get(&o->cache, vaddrs[i], &idx)) {
@@ -1352,10 +1353,12 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
                 gr->jobs[j].vaddr = v;
             else
                 gr->jobs[j].vaddr = UINT64_MAX; /* outside the file's segments */
-            if (gr->jobs[j].vaddr != UINT64_MAX)
-                va[nva++] = gr->jobs[j].vaddr;
         }
         hp_qsort(gr->jobs, gr->njobs, sizeof(*gr->jobs), job_cmp);
+        /* Ascending, so a cache's lookups walk its file in order. */
+        for (size_t j = 0; j < gr->njobs; j++)
+            if (gr->jobs[j].vaddr != UINT64_MAX)
+                va[nva++] = gr->jobs[j].vaddr;
         size_t hits = 0;
         obj_fill(s, o, va, nva, &hits);
         st.cache_hits += hits;
