@@ -123,7 +123,7 @@ if [ ! -x bigprog ] || [ ! -f src/unit$(printf %03d $((UNITS - 1))).cc.o ]; then
     fi
     g++ -o bigprog src/*.cc.o
     t2=$(date +%s)
-    echo "compile: $((t1 - t0)) s of g++ on $JOBS cores for what was missing, then $((t2 - t1)) s to clone $clones units and link ($UNITS units x $FUNCS functions in all, BASE=$BASE)" | tee -a compile.txt
+    echo "compile: $((t1 - t0)) s of g++ on $JOBS cores for what was missing, then $((t2 - t1)) s to clone $clones units and link ($UNITS units x $FUNCS functions in all) BASE=$BASE" | tee -a compile.txt
     rm -f big.*.heap
 fi
 cat compile.txt
