@@ -25,6 +25,17 @@ int qa_json_emit(struct json_t *root, struct hp_buf *out);
 /* {"id":…,"node":…,"time":…[,"path":…]} naming a snapshot (render.c). */
 struct json_t *query_snapref_json(const struct query_snapref *r);
 
+/* Fixed-point formatting for the text renderers' hot rows (numfmt.c): the
+ * same bytes as snprintf "%.*f" with prec 0-2, hp_fmt_bytes and
+ * hp_fmt_count, without printf's multi-precision path. Buffers of at least
+ * QUERY_FMT_MIN bytes take the fast path (whose output is at most 24 bytes);
+ * smaller ones and values printf writes longer get snprintf, cut short alike.
+ * query_fmt_fixed returns the length written. */
+#define QUERY_FMT_MIN 40
+size_t query_fmt_fixed(double x, int prec, char *out, size_t outsz);
+const char *query_fmt_bytes(double bytes, char *out, size_t outsz);
+const char *query_fmt_count(double n, char *out, size_t outsz);
+
 struct qa_stack {
     uint32_t off; /* first name in qa_stacks.names */
     uint32_t n;   /* frames, root first */

@@ -76,7 +76,42 @@ static bool is_bytes(enum profile_value v)
 
 static const char *fmt_value(enum profile_value v, double x, char *buf, size_t n)
 {
-    return is_bytes(v) ? hp_fmt_bytes(x, buf, n) : hp_fmt_count(x, buf, n);
+    return is_bytes(v) ? query_fmt_bytes(x, buf, n) : query_fmt_count(x, buf, n);
+}
+
+/* s right-aligned in width columns at w (printf's "%*s": never cut). */
+static char *put_right(char *w, const char *s, size_t n, size_t width)
+{
+    for (size_t i = n; i < width; i++)
+        *w++ = ' ';
+    memcpy(w, s, n);
+    return w + n;
+}
+
+/* One row of the top table: what "%12s %5.1f%% %5.1f%% %12s %5.1f%%  %s\n"
+ * writes, without printf (numfmt.c says why). */
+static void top_row(struct hp_buf *out, enum profile_value v, double flat, double pf, double ps,
+                    double cum, double pc, const char *name)
+{
+    char row[4 * QUERY_FMT_MIN + 64], num[QUERY_FMT_MIN], *w = row;
+    fmt_value(v, flat, num, sizeof(num));
+    w = put_right(w, num, strlen(num), 12);
+    *w++ = ' ';
+    w = put_right(w, num, query_fmt_fixed(pf, 1, num, sizeof(num)), 5);
+    *w++ = '%';
+    *w++ = ' ';
+    w = put_right(w, num, query_fmt_fixed(ps, 1, num, sizeof(num)), 5);
+    *w++ = '%';
+    *w++ = ' ';
+    fmt_value(v, cum, num, sizeof(num));
+    w = put_right(w, num, strlen(num), 12);
+    *w++ = ' ';
+    w = put_right(w, num, query_fmt_fixed(pc, 1, num, sizeof(num)), 5);
+    memcpy(w, "%  ", 3);
+    w += 3;
+    (void)hp_buf_append(out, row, (size_t)(w - row));
+    (void)hp_buf_puts(out, name);
+    (void)hp_buf_append(out, "\n", 1);
 }
 
 int query_render_top_text(const struct profile *p, const struct query_folded *f,
@@ -84,7 +119,7 @@ int query_render_top_text(const struct profile *p, const struct query_folded *f,
                           struct hp_buf *out)
 {
     enum profile_value v = o->sample;
-    char a[32], b[32];
+    char a[QUERY_FMT_MIN];
     if (o->title)
         hp_buf_printf(out, "%s\n", o->title);
     hp_buf_printf(out, "Profile: %s", profile_format_name(p->format));
@@ -126,9 +161,7 @@ int query_render_top_text(const struct profile *p, const struct query_folded *f,
         double pf = total ? 100.0 * fn->flat[v] / total : 0;
         double ps = total ? 100.0 * sum / total : 0;
         double pc = total ? 100.0 * fn->cum[v] / total : 0;
-        hp_buf_printf(out, "%12s %5.1f%% %5.1f%% %12s %5.1f%%  %s\n",
-                      fmt_value(v, fn->flat[v], a, sizeof(a)), pf, ps,
-                      fmt_value(v, fn->cum[v], b, sizeof(b)), pc, fn->name);
+        top_row(out, v, fn->flat[v], pf, ps, fn->cum[v], pc, fn->name);
     }
     if (rows < t->n)
         hp_buf_printf(out, "(%zu more functions; --top 0 shows all)\n", t->n - rows);

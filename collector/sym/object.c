@@ -4,7 +4,10 @@
  *
  * Everything needed is copied out (strings into the object's arena) and the
  * file is closed again, so an open object costs its symbol table and nothing
- * else. Counts read from the file are bounded by libelf against the file size
+ * else. sym_elf_open_lazy leaves the symbol table until it is first asked
+ * for (then from the same file, checked by inode, size and mtime): a run
+ * answered from the symbol cache never needs it, and reading and sorting
+ * it was a tenth of a warm `query top`. Counts read from the file are bounded by libelf against the file size
  * and by SYM_MAX_SYMBOLS. */
 #include "collector/sym/sym-internal.h"
 
@@ -88,7 +91,49 @@ static void read_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_e
     }
 }
 
-int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
+/* The function symbols of e (.symtab, else .dynsym), sorted, one per
+ * address, into o. */
+static void load_symbols(Elf *e, struct sym_elf *o)
+{
+    size_t cap = 0;
+    Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
+    GElf_Shdr symsh, dynsh;
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        if (sh.sh_type == SHT_SYMTAB && !symtab) {
+            symtab = scn;
+            symsh = sh;
+        } else if (sh.sh_type == SHT_DYNSYM && !dynsym) {
+            dynsym = scn;
+            dynsh = sh;
+        }
+    }
+    if (symtab) {
+        read_symbols(e, symtab, &symsh, o, &cap);
+        o->has_symtab = true;
+    }
+    /* .dynsym is a subset of .symtab when both exist; read it only when the
+     * full table is gone (stripped libraries). */
+    if (dynsym && !symtab)
+        read_symbols(e, dynsym, &dynsh, o, &cap);
+    if (o->nsyms > 1) {
+        hp_qsort(o->syms, o->nsyms, sizeof(*o->syms), sym_cmp);
+        size_t w = 0;
+        for (size_t i = 0; i < o->nsyms; i++) {
+            if (w > 0 && o->syms[w - 1].addr == o->syms[i].addr) {
+                if (sym_better(&o->syms[i], &o->syms[w - 1]))
+                    o->syms[w - 1] = o->syms[i];
+                continue;
+            }
+            o->syms[w++] = o->syms[i];
+        }
+        o->nsyms = w;
+    }
+}
+
+static int elf_open(const char *path, bool lazy, struct sym_elf **ret, struct hp_buf *err)
 {
     int r = 0;
     Elf *e = NULL;
@@ -155,42 +200,10 @@ int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
         }
     }
 
-    size_t cap = 0;
-    Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
-    GElf_Shdr symsh, dynsh;
-    while ((scn = elf_nextscn(e, scn)) != NULL) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh))
-            continue;
-        if (sh.sh_type == SHT_SYMTAB && !symtab) {
-            symtab = scn;
-            symsh = sh;
-        } else if (sh.sh_type == SHT_DYNSYM && !dynsym) {
-            dynsym = scn;
-            dynsh = sh;
-        }
-    }
-    if (symtab) {
-        read_symbols(e, symtab, &symsh, o, &cap);
-        o->has_symtab = true;
-    }
-    /* .dynsym is a subset of .symtab when both exist; read it only when the
-     * full table is gone (stripped libraries). */
-    if (dynsym && !symtab)
-        read_symbols(e, dynsym, &dynsh, o, &cap);
-    if (o->nsyms > 1) {
-        hp_qsort(o->syms, o->nsyms, sizeof(*o->syms), sym_cmp);
-        size_t w = 0;
-        for (size_t i = 0; i < o->nsyms; i++) {
-            if (w > 0 && o->syms[w - 1].addr == o->syms[i].addr) {
-                if (sym_better(&o->syms[i], &o->syms[w - 1]))
-                    o->syms[w - 1] = o->syms[i];
-                continue;
-            }
-            o->syms[w++] = o->syms[i];
-        }
-        o->nsyms = w;
-    }
+    o->st = st;
+    o->syms_loaded = !lazy;
+    if (!lazy)
+        load_symbols(e, o);
 out:
     if (e)
         elf_end(e);
@@ -201,6 +214,49 @@ out:
     }
     *ret = o;
     return 0;
+}
+
+int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err)
+{
+    return elf_open(path, false, ret, err);
+}
+
+int sym_elf_open_lazy(const char *path, struct sym_elf **ret, struct hp_buf *err)
+{
+    return elf_open(path, true, ret, err);
+}
+
+/* Read the symbols of a lazily opened file, once: from the same file (same
+ * device, inode, size and mtime as at open), else none. */
+static void ensure_symbols(struct sym_elf *o)
+{
+    if (o->syms_loaded)
+        return;
+    o->syms_loaded = true;
+    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    Elf *e = NULL;
+    if (fstat(fd, &st) == 0 && st.st_dev == o->st.st_dev && st.st_ino == o->st.st_ino &&
+        st.st_size == o->st.st_size && st.st_mtim.tv_sec == o->st.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == o->st.st_mtim.tv_nsec) {
+        e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        if (e && elf_kind(e) == ELF_K_ELF)
+            load_symbols(e, o);
+    } else {
+        hp_log_warn("sym", "file=%s msg=\"changed since it was opened: no symbols read\"",
+                    o->path);
+    }
+    if (e)
+        elf_end(e);
+    close(fd);
+}
+
+size_t sym_elf_nsyms(struct sym_elf *o)
+{
+    ensure_symbols(o);
+    return o->nsyms;
 }
 
 void sym_elf_free(struct sym_elf *o)
@@ -240,9 +296,9 @@ static const struct sym_load *load_for_vaddr(const struct sym_elf *o, uint64_t v
     return NULL;
 }
 
-const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *o, uint64_t vaddr,
-                                           bool *ret_exact)
+const struct sym_symbol *sym_elf_symbol_at(struct sym_elf *o, uint64_t vaddr, bool *ret_exact)
 {
+    ensure_symbols(o);
     size_t lo = hp_search_le_u64(o->syms, o->nsyms, sizeof(*o->syms),
                                  offsetof(struct sym_symbol, addr), vaddr);
     if (lo == 0)

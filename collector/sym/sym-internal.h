@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "collector/sym/sym.h"
 #include "store/hp.h"
@@ -162,22 +163,29 @@ struct sym_elf {
     uint16_t type; /* ET_EXEC, ET_DYN */
     struct sym_load *loads;
     size_t nloads;
-    struct sym_symbol *syms; /* sorted by addr */
+    struct sym_symbol *syms; /* sorted by addr; read only once syms_loaded */
     size_t nsyms;
     bool has_symtab;
+    bool syms_loaded;
+    struct stat st; /* the file as opened */
     struct hp_arena arena;
 };
 
 /* Read an ELF file's identity, PT_LOADs and symbols (.symtab, else .dynsym,
  * merged when both). 0 or HP_EELF/-errno with a reason in err. */
 int sym_elf_open(const char *path, struct sym_elf **ret, struct hp_buf *err);
+/* The same, but the symbols are read when first asked for
+ * (sym_elf_symbol_at, sym_elf_nsyms); syms/nsyms are not to be read
+ * directly then. */
+int sym_elf_open_lazy(const char *path, struct sym_elf **ret, struct hp_buf *err);
+/* How many symbols (reading them first when opened lazily). */
+size_t sym_elf_nsyms(struct sym_elf *e);
 void sym_elf_free(struct sym_elf *e);
 /* The ELF virtual address of file offset `off`, via PT_LOAD. 1 found, 0 not. */
 int sym_elf_offset_to_vaddr(const struct sym_elf *e, uint64_t off, uint64_t *ret_vaddr);
 /* Symbol containing vaddr (or, when none does, the nearest one before it in
  * the same PT_LOAD, as nm-based tools attribute stripped code). NULL if none. */
-const struct sym_symbol *sym_elf_symbol_at(const struct sym_elf *e, uint64_t vaddr,
-                                           bool *ret_exact);
+const struct sym_symbol *sym_elf_symbol_at(struct sym_elf *e, uint64_t vaddr, bool *ret_exact);
 /* Check that a maps line [start, limit) at file offset `offset` lies in an
  * executable PT_LOAD of this file. 0 or HP_EMISMATCH with a reason. */
 int sym_elf_check_mapping(const struct sym_elf *e, uint64_t offset, uint64_t len,

@@ -21,7 +21,12 @@
 
 struct cached {
     uint32_t off, n;
+    /* CACHED_ALLOC_*: whether a frame names an allocator entry point
+     * (trim_allocator), worked out once per address. */
+    uint8_t alloc;
 };
+#define CACHED_ALLOC_ANY 1u   /* some frame does */
+#define CACHED_ALLOC_OUTER 2u /* the outermost does (what --no-inline keeps) */
 
 struct sym_obj {
     char *key;
@@ -41,6 +46,7 @@ struct sym_obj {
     size_t nframes, frames_cap;
     struct hp_arena arena;
     struct hp_strtab strings;
+    struct hp_map64 is_alloc; /* interned function name -> allocator entry point? */
 };
 
 /* Where a (profile path, expected build-id, main?) resolved to last time. */
@@ -141,6 +147,7 @@ static void obj_free(struct sym_obj *o)
     sym_elf_free(o->dbgelf);
     sym_dw_free(o->dw);
     hp_map64_release(&o->cache);
+    hp_map64_release(&o->is_alloc);
     free(o->entries);
     free(o->frames);
     hp_strtab_release(&o->strings);
@@ -306,7 +313,7 @@ static bool try_debug(struct symbolizer *s, struct sym_obj *o, const char *cand,
         return false;
     struct sym_elf *de = NULL;
     struct hp_buf tmp = HP_BUF_INIT(0);
-    if (sym_elf_open(cand, &de, &tmp) < 0) {
+    if (sym_elf_open_lazy(cand, &de, &tmp) < 0) {
         hp_err_printf(why, "%s%s: unusable (%s)", why->len ? "; " : "", cand,
                       tmp.len ? tmp.data : "?");
         hp_buf_release(&tmp);
@@ -394,7 +401,7 @@ static void obj_find_debug(struct symbolizer *s, struct sym_obj *o, const char *
                 return;
         }
     }
-    o->note = o->elf->nsyms ? "no debug info found: function names from the symbol table only"
+    o->note = sym_elf_nsyms(o->elf) ? "no debug info found: function names from the symbol table only"
                             : "no debug info and no symbols";
 }
 
@@ -423,6 +430,7 @@ static struct sym_obj *obj_for_image(struct symbolizer *s, struct sym_elf *e,
     o->elf = e;
     o->used = hp_xstrdup(e->path);
     hp_map64_init(&o->cache);
+    hp_map64_init(&o->is_alloc);
     hp_arena_init(&o->arena);
     hp_strtab_init(&o->strings, &o->arena);
     obj_find_debug(s, o, maps_path, why);
@@ -449,7 +457,7 @@ static int try_image(const struct want *w, const char *cand, const char *source,
         return 0;
     struct sym_elf *e = NULL;
     struct hp_buf tmp = HP_BUF_INIT(0);
-    int r = sym_elf_open(cand, &e, &tmp);
+    int r = sym_elf_open_lazy(cand, &e, &tmp);
     if (r < 0) {
         hp_err_printf(why, "%s%s (%s): %s", why->len ? "; " : "", cand, source,
                       tmp.len ? tmp.data : hp_strerror(r));
@@ -728,13 +736,71 @@ static const char *display(struct sym_obj *o, const char *raw)
     return r;
 }
 
-static void cache_put(struct sym_obj *o, uint64_t vaddr, const struct profile_frame *f, uint32_t n)
+/* Is an interned function name (jeprof's test, on its short form) an
+ * allocator entry point? Once per name per object. */
+static bool name_is_alloc(struct sym_obj *o, const char *fn)
+{
+    if (!fn)
+        return false;
+    uint32_t v;
+    if (!hp_map64_get(&o->is_alloc, (uint64_t)(uintptr_t)fn, &v)) {
+        char buf[512];
+        v = sym_is_allocator_function(sym_function_short(fn, buf, sizeof(buf)));
+        (void)hp_map64_put(&o->is_alloc, (uint64_t)(uintptr_t)fn, v, &v);
+    }
+    return v != 0;
+}
+
+/* Strings of a cache whose load_cb pointers are stable (sym_cache_ops
+ * stable_strings), interned once each: pointer -> index in vals, with the
+ * name's allocator test alongside. */
+struct intern_memo {
+    struct hp_map64 idx;
+    const char **vals;
+    uint8_t *alloc; /* 0 not worked out (seen as a file name only), 1 no, 2 yes */
+    size_t n, cap, alloc_cap;
+};
+
+static const char *intern_memo(struct sym_obj *o, struct intern_memo *m, const char *str,
+                               bool function, bool *ret_alloc)
+{
+    if (!m || !str) {
+        const char *r = intern(o, str);
+        if (function)
+            *ret_alloc = name_is_alloc(o, r);
+        return r;
+    }
+    uint32_t i;
+    if (!hp_map64_get(&m->idx, (uint64_t)(uintptr_t)str, &i)) {
+        m->vals = hp_xgrow(m->vals, &m->cap, m->n + 1, sizeof(*m->vals));
+        m->alloc = hp_xgrow(m->alloc, &m->alloc_cap, m->n + 1, sizeof(*m->alloc));
+        m->vals[m->n] = intern(o, str);
+        m->alloc[m->n] = 0;
+        (void)hp_map64_put(&m->idx, (uint64_t)(uintptr_t)str, (uint32_t)m->n, &i);
+        i = (uint32_t)m->n++;
+    }
+    if (function) {
+        if (!m->alloc[i])
+            m->alloc[i] = name_is_alloc(o, m->vals[i]) ? 2 : 1;
+        *ret_alloc = m->alloc[i] == 2;
+    }
+    return m->vals[i];
+}
+
+static void cache_put_memo(struct sym_obj *o, uint64_t vaddr, const struct profile_frame *f,
+                           uint32_t n, struct intern_memo *m)
 {
     o->frames = hp_xgrow(o->frames, &o->frames_cap, o->nframes + n, sizeof(*o->frames));
-    struct cached c = { (uint32_t)o->nframes, n };
+    struct cached c = { (uint32_t)o->nframes, n, 0 };
     for (uint32_t i = 0; i < n; i++) {
-        o->frames[o->nframes + i] = (struct profile_frame){ intern(o, f[i].function),
-                                                            intern(o, f[i].file), f[i].line };
+        bool a = false;
+        o->frames[o->nframes + i] = (struct profile_frame){ intern_memo(o, m, f[i].function,
+                                                                        true, &a),
+                                                            intern_memo(o, m, f[i].file,
+                                                                        false, NULL),
+                                                            f[i].line };
+        if (a)
+            c.alloc |= CACHED_ALLOC_ANY | (i == n - 1 ? CACHED_ALLOC_OUTER : 0);
     }
     o->nframes += n;
     o->entries = hp_xgrow(o->entries, &o->entries_cap, o->nentries + 1, sizeof(*o->entries));
@@ -742,6 +808,11 @@ static void cache_put(struct sym_obj *o, uint64_t vaddr, const struct profile_fr
     uint32_t idx;
     (void)hp_map64_put(&o->cache, vaddr, (uint32_t)o->nentries, &idx);
     o->nentries++;
+}
+
+static void cache_put(struct sym_obj *o, uint64_t vaddr, const struct profile_frame *f, uint32_t n)
+{
+    cache_put_memo(o, vaddr, f, n, NULL);
 }
 
 /* Resolve one vaddr without caches: DWARF frames, named by the symbol table
@@ -753,7 +824,7 @@ static uint32_t resolve_vaddr(struct sym_obj *o, uint64_t vaddr, struct profile_
     int n = o->dw ? sym_dw_lookup(o->dw, vaddr, raw, SYM_MAX_INLINE_DEPTH) : 0;
     const struct sym_symbol *sy = NULL;
     bool exact = false;
-    if (o->dbgelf && o->dbgelf->nsyms)
+    if (o->dbgelf && sym_elf_nsyms(o->dbgelf))
         sy = sym_elf_symbol_at(o->dbgelf, vaddr, &exact);
     if (!sy)
         sy = sym_elf_symbol_at(o->elf, vaddr, &exact);
@@ -808,6 +879,9 @@ static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *va
     uint64_t *miss = hp_xmalloc((n ? n : 1) * sizeof(*miss));
     size_t nmiss = 0, hits = 0;
     const struct sym_cache_ops *ops = s->opt.cache_ops;
+    struct intern_memo memo = { 0 };
+    hp_map64_init(&memo.idx);
+    hp_map64_reserve(&o->cache, o->nentries + n);
     for (size_t i = 0; i < n; i++) {
         uint32_t idx;
         if (hp_map64_get(&o->cache, vaddrs[i], &idx)) {
@@ -818,13 +892,16 @@ static void obj_fill(struct symbolizer *s, struct sym_obj *o, const uint64_t *va
             const struct profile_frame *f = NULL;
             uint32_t fn = 0;
             if (ops->load_cb(ops->ctx, o->build_id, vaddrs[i], &f, &fn) == 1) {
-                cache_put(o, vaddrs[i], f, fn);
+                cache_put_memo(o, vaddrs[i], f, fn, ops->stable_strings ? &memo : NULL);
                 hits++;
                 continue;
             }
         }
         miss[nmiss++] = vaddrs[i];
     }
+    hp_map64_release(&memo.idx);
+    free(memo.vals);
+    free(memo.alloc);
     if (nmiss && o->dw)
         sym_dw_prepare(o->dw, miss, nmiss, s->opt.threads);
     /* Only answers made with the object's whole debug info outlive the
@@ -935,14 +1012,17 @@ static bool allocator_object(const struct profile *p, const struct profile_locat
  * frames is one (jeprof names an address by addr2line's outermost frame when
  * it inlines, by the innermost when it does not), or when it lies in the
  * leading run of frames inside the allocator library. */
-static void trim_allocator(struct profile *p, struct sym_stats *st)
+static void trim_allocator(struct profile *p, struct sym_stats *st, uint8_t *is_alloc)
 {
     char buf[512];
     /* Whether a location is an allocator entry point, worked out once per
      * location (0 unknown, 1 no, 2 yes) and once per distinct function
      * string (frames are interned, so the pointer identifies the name):
-     * stacks share most of their locations. */
-    uint8_t *is_alloc = hp_xcalloc(p->nlocs ? p->nlocs : 1, 1);
+     * stacks share most of their locations. Locations resolved through an
+     * object's cache come with the answer (struct cached's alloc, worked
+     * out when the address was cached): reading each one's frames again
+     * here, scattered over the profile, cost a tenth of a warm `query top`
+     * in cache misses. */
     struct hp_map64 byname;
     hp_map64_init(&byname);
     for (size_t si = 0; si < p->nstacks; si++) {
@@ -986,7 +1066,6 @@ static void trim_allocator(struct profile *p, struct sym_stats *st)
         }
     }
     hp_map64_release(&byname);
-    free(is_alloc);
 }
 
 /* Which build the node has at `path`, through its agent (cached a minute:
@@ -1156,6 +1235,7 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
     struct hp_map64 gidx; /* mapping index -> group */
     hp_map64_init(&gidx);
     bool *from_file = hp_xcalloc(p->nlocs ? p->nlocs : 1, sizeof(*from_file));
+    uint8_t *is_alloc = hp_xcalloc(p->nlocs ? p->nlocs : 1, 1); /* trim_allocator's */
     for (size_t i = 0; i < p->nlocs; i++) {
         struct profile_location *l = &p->locs[i];
         if (l->flags & PROFILE_LOC_NAMED)
@@ -1273,10 +1353,12 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
                 gr->jobs[j].vaddr = v;
             else
                 gr->jobs[j].vaddr = UINT64_MAX; /* outside the file's segments */
-            if (gr->jobs[j].vaddr != UINT64_MAX)
-                va[nva++] = gr->jobs[j].vaddr;
         }
         hp_qsort(gr->jobs, gr->njobs, sizeof(*gr->jobs), job_cmp);
+        /* Ascending, so a cache's lookups walk its file in order. */
+        for (size_t j = 0; j < gr->njobs; j++)
+            if (gr->jobs[j].vaddr != UINT64_MAX)
+                va[nva++] = gr->jobs[j].vaddr;
         size_t hits = 0;
         obj_fill(s, o, va, nva, &hits);
         st.cache_hits += hits;
@@ -1291,6 +1373,8 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
                     profile_location_set_frames(p, loc, &f[c->n - 1], 1);
                 else
                     profile_location_set_frames(p, loc, f, c->n);
+                is_alloc[loc] = c->alloc & (s->opt.no_inline ? CACHED_ALLOC_OUTER
+                                                             : CACHED_ALLOC_ANY) ? 2 : 1;
                 st.resolved++;
                 os->resolved++;
             } else if (from_file[loc]) {
@@ -1310,7 +1394,8 @@ int sym_profile_node(struct symbolizer *s, struct profile *p, const struct sym_n
     free(nameless);
     free(from_file);
 
-    trim_allocator(p, &st);
+    trim_allocator(p, &st, is_alloc);
+    free(is_alloc);
     st.nobjects = s->nstatus;
     st.objects = s->status;
     if (ret_stats)

@@ -100,7 +100,11 @@ struct symbolizer;
  * save_cb: a freshly resolved address; frames innermost first, strings valid
  *   only during the call. Return value is ignored except for logging.
  * flush_cb: called at the end of each sym_profile() that saved anything, so
- *   a store can commit one transaction per profile. */
+ *   a store can commit one transaction per profile.
+ * stable_strings: true when the strings load_cb hands out stay valid and
+ *   unchanged for the whole sym_profile() call, so the symbolizer can copy
+ *   each once, by its pointer, instead of hashing its bytes at every frame
+ *   that names it. */
 struct sym_cache_ops {
     void *ctx;
     int (*load_cb)(void *ctx, const char *build_id, uint64_t vaddr,
@@ -108,6 +112,7 @@ struct sym_cache_ops {
     int (*save_cb)(void *ctx, const char *build_id, uint64_t vaddr,
                    const struct profile_frame *frames, uint32_t n);
     void (*flush_cb)(void *ctx);
+    bool stable_strings;
 };
 
 /* The on-disk cache for one-shot processes (`query top FILE --binary B`

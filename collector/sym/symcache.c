@@ -178,15 +178,31 @@ uint32_t sym_cache_image_get(const struct sym_cache_image *im, size_t i,
     return n;
 }
 
-/* Index of vaddr in the image, or SIZE_MAX. */
-static size_t image_find(const struct sym_cache_image *im, uint64_t vaddr)
+/* Index of vaddr in the image, or SIZE_MAX. *hint: where the last lookup
+ * ended; the symbolizer asks in ascending order, so the answer is usually
+ * just after it and the binary search is left for the rest. */
+static size_t image_find(const struct sym_cache_image *im, uint64_t vaddr, size_t *hint)
 {
+    size_t h = *hint;
+    if (h < im->nentries && sym_cache_image_vaddr(im, h) <= vaddr) {
+        for (size_t k = h; k < im->nentries && k < h + 4; k++) {
+            uint64_t v = sym_cache_image_vaddr(im, k);
+            if (v == vaddr) {
+                *hint = k + 1;
+                return k;
+            }
+            if (v > vaddr)
+                return SIZE_MAX;
+        }
+    }
     size_t lo = 0, hi = im->nentries;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint64_t v = sym_cache_image_vaddr(im, mid);
-        if (v == vaddr)
+        if (v == vaddr) {
+            *hint = mid + 1;
             return mid;
+        }
         if (v < vaddr)
             lo = mid + 1;
         else
@@ -208,6 +224,7 @@ struct cobj {
     char build_id[2 * SYM_BUILD_ID_MAX + 1];
     char *data; /* the file's bytes, or NULL */
     struct sym_cache_image im;
+    size_t hint; /* image_find's */
     struct pending *pend;
     size_t npend, pend_cap;
     struct profile_frame *pframes; /* strings interned in the cache's strtab */
@@ -306,7 +323,7 @@ static int load_cb(void *ctx, const char *build_id, uint64_t vaddr,
     struct cobj *o = cobj_get(c, build_id);
     if (!o->data)
         return 0;
-    size_t i = image_find(&o->im, vaddr);
+    size_t i = image_find(&o->im, vaddr, &o->hint);
     if (i == SIZE_MAX)
         return 0;
     *ret_n = sym_cache_image_get(&o->im, i, c->scratch);
@@ -582,7 +599,9 @@ struct sym_file_cache *sym_file_cache_new(const char *dir, uint64_t max_bytes)
     struct sym_file_cache *c = hp_xcalloc(1, sizeof(*c));
     c->dir = dir ? hp_xstrdup(dir) : sym_file_cache_default_dir();
     c->max_bytes = max_bytes ? max_bytes : SYM_CACHE_DEFAULT_MAX;
-    c->ops = (struct sym_cache_ops){ c, load_cb, save_cb, flush_cb };
+    /* load_cb hands out pointers into the file image, kept until the cache is
+     * freed (after sym_free). */
+    c->ops = (struct sym_cache_ops){ c, load_cb, save_cb, flush_cb, true };
     hp_arena_init(&c->arena);
     hp_strtab_init(&c->strings, &c->arena);
     return c;

@@ -54,12 +54,25 @@ fi
 UNITS=${UNITS:-40}
 FUNCS=${FUNCS:-128}
 ITERS=${ITERS:-15000}
+# BASE=N (sym-scale.sh): only units 0..N-1 are compiled; unit U is unit
+# U % N's code under its own names, its object file unit U % N's with the
+# names rewritten in place (sym-gen.py --clone; the ids are 3 digits wide so
+# every offset stays valid). 0: every unit compiled.
+BASE=${BASE:-0}
+# JOBS: g++ processes at once (2); BUILD_ONLY=1: stop once the program
+# and its profile are made (to build the scale program ahead of timing).
+JOBS=${JOBS:-2}
 # A program of other sizes left in WORK_DIR (params.txt says which) is not
 # this one: with other FUNCS or ITERS every unit differs and all is dropped;
 # with other UNITS the compiled units of the same FUNCS and ITERS are kept
 # (the generator is deterministic), those past UNITS removed, and the
 # program is linked and profiled again.
 PARAMS="funcs=$FUNCS iters=$ITERS"
+GENFLAGS=
+if [ "$BASE" != 0 ]; then
+    PARAMS="$PARAMS base=$BASE"
+    GENFLAGS="--width 3 --base $BASE"
+fi
 if [ -d "$WORK" ] && [ "$(sed -n 1p "$WORK/params.txt" 2>/dev/null)" != "$PARAMS" ]; then
     rm -rf "$WORK/src" "$WORK/bigprog" "$WORK"/big.*.heap "$WORK/compile.txt"
 elif [ -d "$WORK" ] && [ "$(sed -n 2p "$WORK/params.txt" 2>/dev/null)" != "units=$UNITS" ]; then
@@ -86,13 +99,31 @@ done
 if [ ! -x bigprog ] || [ ! -f src/unit$(printf %03d $((UNITS - 1))).cc.o ]; then
     # Incremental: the generator is deterministic, so units compiled by an
     # earlier run are reused (main.cc always changes with UNITS).
-    python3 "$HERE/sym-gen.py" --out src --units "$UNITS" --funcs "$FUNCS" --iters "$ITERS"
+    python3 "$HERE/sym-gen.py" --out src --units "$UNITS" --funcs "$FUNCS" --iters "$ITERS" $GENFLAGS
     rm -f src/main.cc.o
     t0=$(date +%s)
-    for f in src/*.cc; do [ -f "$f.o" ] || echo "$f"; done | xargs -r -P2 -I{} g++ -g -O2 -c {} -o {}.o
-    g++ -o bigprog src/*.cc.o
+    for f in src/*.cc; do
+        [ -f "$f.o" ] && continue
+        u=${f##*/unit}
+        u=${u%.cc}
+        case $u in *[!0-9]*) echo "$f"; continue ;; esac
+        [ "$BASE" = 0 ] || [ "$u" -lt "$BASE" ] && echo "$f" # test(1) reads 007 as 7
+    done | xargs -r -P"$JOBS" -I{} g++ -g -O2 -c {} -o {}.o
     t1=$(date +%s)
-    echo "compile: $((t1 - t0)) s on 2 cores for what was missing ($UNITS units x $FUNCS functions in all)" | tee -a compile.txt
+    clones=0
+    if [ "$BASE" != 0 ]; then
+        u=$BASE
+        while [ "$u" -lt "$UNITS" ]; do
+            o=src/unit$(printf %03d "$u").cc.o
+            [ -f "$o" ] || python3 "$HERE/sym-gen.py" --width 3 \
+                --clone "src/unit$(printf %03d $((u % BASE))).cc.o" "$o" $((u % BASE)) "$u"
+            u=$((u + 1))
+            clones=$((clones + 1))
+        done
+    fi
+    g++ -o bigprog src/*.cc.o
+    t2=$(date +%s)
+    echo "compile: $((t1 - t0)) s of g++ on $JOBS cores for what was missing, then $((t2 - t1)) s to clone $clones units and link ($UNITS units x $FUNCS functions in all) BASE=$BASE" | tee -a compile.txt
     rm -f big.*.heap
 fi
 cat compile.txt
@@ -110,6 +141,10 @@ if ! ls big.*.heap >/dev/null 2>&1; then
 fi
 heap=$(ls big.*.heap | tail -1)
 [ -n "$heap" ] || { echo "sym-bench: bigprog wrote no heap profile (jemalloc: $JEMALLOC)" >&2; exit 1; }
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+    echo "sym-bench: BUILD_ONLY=1: program and profile made, nothing timed"
+    exit 0
+fi
 python3 "$HERE/sym-addrs.py" "$heap" bigprog > addrs.txt
 echo "profile: $(grep -c '^@' "$heap") distinct stacks, $(wc -l < addrs.txt) unique addresses in bigprog"
 cat bigprog > /dev/null # page cache warm for everyone
@@ -150,7 +185,8 @@ if [ "${SKIP_EU:-0}" = 1 ]; then echo "- - -" > eu-addr2line.time; echo "eu-addr
     measure eu-addr2line eu-addr2line -i -f -C -e bigprog < addrs.txt
 fi
 echo "--- one CU's functions only (peak RSS must follow the CUs touched, not the binary)"
-nm bigprog | awk '$2 ~ /^[tT]$/ && $3 ~ /8bench_u0[0-9]*f_/ { print "0x" $1 }' | head -400 > one-cu.txt
+# unit 0's functions: _ZN8bench_u05f_0_1Ejj, or with BASE _ZN10bench_u0007f_000_1Ejj
+nm bigprog | awk '$2 ~ /^[tT]$/ && $3 ~ /bench_u0+[0-9]f_0+_[0-9]+E/ { print "0x" $1 }' | head -400 > one-cu.txt
 measure heapfleet-one-cu "$SYMTOOL" addr bigprog - < one-cu.txt
 measure llvm-one-cu llvm-symbolizer --inlining --demangle --obj=bigprog < one-cu.txt
 echo "--- whole profile, end to end"

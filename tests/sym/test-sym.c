@@ -460,7 +460,8 @@ static void test_sym_cache_ops_persist_and_reload(void **state)
 {
     struct mini_store ms = { 0 };
     hp_arena_init(&ms.arena);
-    struct sym_cache_ops ops = { &ms, store_load_cb, store_save_cb, store_flush_cb };
+    /* A store whose strings last only until its next call: stable_strings false. */
+    struct sym_cache_ops ops = { &ms, store_load_cb, store_save_cb, store_flush_cb, false };
     struct sym_options so = { .debuginfod_urls = "", .cache_ops = &ops };
     struct built b = build_profile(jefixture, jefixture, NULL);
     struct symbolizer *s = sym_new(&so);
