@@ -380,6 +380,12 @@ static inline uint64_t store_unpack_u64(struct store_unpack *u)
 {
     if (u->p < u->end && !(*u->p & 0x80))
         return *u->p++;
+    /* Two bytes: most sizes and counts that are not one. */
+    if (u->end - u->p >= 2 && !(u->p[1] & 0x80)) {
+        uint64_t v = (uint64_t)(u->p[0] & 0x7f) | (uint64_t)u->p[1] << 7;
+        u->p += 2;
+        return v;
+    }
     return store_unpack_u64_slow(u);
 }
 static inline int64_t store_unpack_i64(struct store_unpack *u)

@@ -477,6 +477,8 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
         { "leaks", "--top", "0", "--format", "json", NULL },
         { "leaks", "be-1", "--format", "json", NULL },
         { "leaks", "steady", "--top", "0", "--sample", "inuse_objects", NULL },
+        /* The other pair of values (query_sample_one picks one pair). */
+        { "leaks", "--top", "0", "--sample", "alloc_space", "--format", "json", NULL },
         { "leaks", "--top", "0", "--ignore", "tracked_alloc|f1[0-9]", "--format", "json", NULL },
         { "leaks", "restarts", "--top", "0", "--keep-allocator", NULL },
         { "leaks", "--top", "5", "--min-rate", "1000", NULL },
