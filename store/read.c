@@ -1403,6 +1403,38 @@ out:
     return r;
 }
 
+int store_read_begin(struct store *s, struct hp_buf *err)
+{
+#ifdef STORE_BACKEND_SQLITE
+    if (s->read_tx)
+        return 0;
+    if (s->batch || !sqlite3_get_autocommit(s->db)) {
+        hp_err_printf(err, "%s: a read transaction inside a write transaction", s->path);
+        return HP_EUSAGE;
+    }
+    int r = store_exec(s, "BEGIN", err);
+    if (r < 0)
+        return r;
+    s->read_tx = true;
+#else
+    (void)s, (void)err;
+#endif
+    return 0;
+}
+
+void store_read_end(struct store *s)
+{
+#ifdef STORE_BACKEND_SQLITE
+    if (!s->read_tx)
+        return;
+    s->read_tx = false;
+    if (!sqlite3_get_autocommit(s->db))
+        (void)store_exec(s, "COMMIT", NULL); /* read only: nothing to lose */
+#else
+    (void)s;
+#endif
+}
+
 int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
                          struct hp_buf *err)
 {

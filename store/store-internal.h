@@ -255,6 +255,8 @@ struct store_backend {
     __typeof__(store_function_totals) *function_totals;
     __typeof__(store_series_function) *series_function;
     __typeof__(store_snapshot_stats) *snapshot_stats;
+    __typeof__(store_read_begin) *read_begin;
+    __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;
     __typeof__(store_symcache_get) *symcache_get;
     __typeof__(store_symcache_put) *symcache_put;
@@ -303,6 +305,7 @@ struct store {
     int64_t data_version; /* at this connection's last write transaction */
     bool batch;           /* store_batch_begin: transactions are savepoints */
     bool batch_lost;      /* SQLite rolled the open batch back */
+    bool read_tx;         /* store_read_begin opened a read transaction */
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
