@@ -302,7 +302,12 @@ static int load_store(struct ainput *in, struct hp_buf *err)
         return r;
     pl.st = st;
     pl.since_ms = in->since_s > 0 ? hp_wall_ms() - in->since_s * 1000 : 0;
-    if (in->scope_node) {
+    /* The listings and every snapshot's statistics (a statement each) in
+     * one read: one view, and SQLite's locks taken once. */
+    r = store_read_begin(st, err);
+    if (r < 0) {
+        /* said in err */
+    } else if (in->scope_node) {
         int64_t node_id;
         r = store_node_find(st, in->scope_node, &node_id, err);
         if (r == HP_ENOTFOUND) {
@@ -365,6 +370,7 @@ static int load_store(struct ainput *in, struct hp_buf *err)
     }
     in->nfiles = in->n;
     free(pl.v);
+    store_read_end(st);
     if (in->by_ids && r == 0)
         in->st = st;
     else

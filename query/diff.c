@@ -31,33 +31,59 @@ static double pprof_record_prob(uint64_t period, double avg)
     return -expm1(-avg / (double)period);
 }
 
+/* The variance of one (count, bytes) pair: raw c, b; un-sampled values vc,
+ * vb; scale the pair's profile_scale_factor (unused for pprof). What
+ * query_sample_variance and query_sample_one share, so that both give the
+ * same bits. */
+static void pair_variance(const struct profile *p, int64_t c, int64_t b, double vc, double vb,
+                          double scale, double ret[2])
+{
+    ret[0] = ret[1] = 0;
+    if (c <= 0 || b <= 0)
+        return;
+    double q, recorded = (double)c;
+    if (p->scaling == PROFILE_SCALING_NONE) {
+        /* A pprof file states its period; its values are un-sampled
+         * already (period 1, or none stated: every allocation). */
+        q = pprof_record_prob(p->period, vb / vc);
+        recorded = HP_MAX(1.0, vc * q);
+    } else {
+        q = scale > 1.0 ? 1.0 / scale : 1.0;
+    }
+    if (q >= 1.0)
+        return;
+    /* Binomial thinning: each of the N real allocations was recorded
+     * with probability q; N^ = c/q has variance N(1-q)/q, estimated by
+     * c(1-q)/q^2 = N^^2 (1-q)/c with c the recorded count. Bytes scale
+     * with it. */
+    ret[0] = vc * vc * (1.0 - q) / recorded;
+    ret[1] = vb * vb * (1.0 - q) / recorded;
+}
+
 void query_sample_variance(const struct profile *p, const struct profile_sample *s,
                            double ret[PV_COUNT])
 {
     for (int pair = 0; pair < PV_COUNT; pair += 2) {
-        int64_t c = s->raw[pair];
-        ret[pair] = ret[pair + 1] = 0;
-        if (c <= 0 || s->raw[pair + 1] <= 0)
-            continue;
-        double q, recorded = (double)c;
-        if (p->scaling == PROFILE_SCALING_NONE) {
-            /* A pprof file states its period; its values are un-sampled
-             * already (period 1, or none stated: every allocation). */
-            q = pprof_record_prob(p->period, s->value[pair + 1] / s->value[pair]);
-            recorded = HP_MAX(1.0, s->value[pair] * q);
-        } else {
-            double scale = profile_scale_factor(p->scaling, p->period, c, s->raw[pair + 1]);
-            q = scale > 1.0 ? 1.0 / scale : 1.0;
-        }
-        if (q >= 1.0)
-            continue;
-        /* Binomial thinning: each of the N real allocations was recorded
-         * with probability q; N^ = c/q has variance N(1-q)/q, estimated by
-         * c(1-q)/q^2 = N^^2 (1-q)/c with c the recorded count. Bytes scale
-         * with it. */
-        for (int k = 0; k < 2; k++)
-            ret[pair + k] = s->value[pair + k] * s->value[pair + k] * (1.0 - q) / recorded;
+        int64_t c = s->raw[pair], b = s->raw[pair + 1];
+        double scale = p->scaling == PROFILE_SCALING_NONE || c <= 0 || b <= 0
+                           ? 1.0
+                           : profile_scale_factor(p->scaling, p->period, c, b);
+        pair_variance(p, c, b, s->value[pair], s->value[pair + 1], scale, ret + pair);
     }
+}
+
+void query_sample_one(const struct profile *p, const int64_t raw[PV_COUNT], enum profile_value v,
+                      double *ret_value, double *ret_var)
+{
+    int pair = (int)v & ~1;
+    int64_t c = raw[pair], b = raw[pair + 1];
+    /* profile_sample_unsample's factor; the variance's scale is the same
+     * call with the same arguments, so it is computed once. */
+    double f = profile_scale_factor(p->scaling, p->period, c, b);
+    double vc = (double)c * f, vb = (double)b * f, var[2];
+    pair_variance(p, c, b, vc, vb, f, var);
+    *ret_value = (int)v == pair ? vc : vb;
+    *ret_var = var[(int)v - pair];
 }
 
 double query_absent_variance(enum profile_scaling scaling, uint64_t period, double avg_size,

@@ -197,6 +197,12 @@ void query_json_str(struct hp_buf *out, const char *s);
  * 0 when every allocation was recorded (period 1) or nothing is sampled. */
 void query_sample_variance(const struct profile *p, const struct profile_sample *s,
                            double ret[PV_COUNT]);
+/* One value of a sample from its raw values: value v un-sampled as
+ * profile_sample_unsample computes it, and its variance as
+ * query_sample_variance gives it, to the bit, without the other values'
+ * work (leaks over the store asks this of every changed sample). */
+void query_sample_one(const struct profile *p, const int64_t raw[PV_COUNT], enum profile_value v,
+                      double *ret_value, double *ret_var);
 
 /* Variance of a value v whose only evidence is that it was *not* seen, in a
  * profile sampled with (scaling, period): one allocation of avg_size bytes,

@@ -101,15 +101,10 @@ static int samples_cb(const struct store_samples *ss, void *ctx)
                                     sizeof(*nd->stack_of));
             nd->stack_of[nd->nstacks++] = sm->stack;
         }
-        /* Exactly what store_snapshot_load and query_fold compute. */
-        struct profile_sample ps = { 0 };
-        memcpy(ps.raw, sm->raw, sizeof(ps.raw));
-        profile_sample_unsample(p, &ps);
-        double var[PV_COUNT];
-        query_sample_variance(p, &ps, var);
+        /* Exactly what store_snapshot_load and query_fold compute, for
+         * the chosen value only. */
         x->ix[i] = ix;
-        x->value[i] = ps.value[nd->v];
-        x->var[i] = var[nd->v];
+        query_sample_one(p, sm->raw, nd->v, &x->value[i], &x->var[i]);
         *pv = (struct prev_sample){ ix, { sm->raw[pair], sm->raw[pair + 1] }, x->value[i],
                                     x->var[i] };
     }

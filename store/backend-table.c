@@ -61,6 +61,8 @@ const struct store_backend STORE_BE(backend) = {
     .function_totals = store_function_totals,
     .series_function = store_series_function,
     .snapshot_stats = store_snapshot_stats,
+    .read_begin = store_read_begin,
+    .read_end = store_read_end,
 #ifdef STORE_BACKEND_PG
     .retain = pgstore_retain_exclusive,
     .fleet_heartbeat = store_fleet_heartbeat,

@@ -227,6 +227,16 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
                                   err);
 }
 
+int store_read_begin(struct store *s, struct hp_buf *err)
+{
+    return s->be->read_begin(s, err);
+}
+
+void store_read_end(struct store *s)
+{
+    s->be->read_end(s);
+}
+
 int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
                          struct hp_buf *err)
 {

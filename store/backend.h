@@ -47,6 +47,8 @@
 #define store_function_totals STORE_BE(function_totals)
 #define store_series_function STORE_BE(series_function)
 #define store_snapshot_stats STORE_BE(snapshot_stats)
+#define store_read_begin STORE_BE(read_begin)
+#define store_read_end STORE_BE(read_end)
 #define store_retain STORE_BE(retain)
 #define store_symcache_get STORE_BE(symcache_get)
 #define store_symcache_put STORE_BE(symcache_put)

@@ -255,6 +255,8 @@ struct store_backend {
     __typeof__(store_function_totals) *function_totals;
     __typeof__(store_series_function) *series_function;
     __typeof__(store_snapshot_stats) *snapshot_stats;
+    __typeof__(store_read_begin) *read_begin;
+    __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;
     __typeof__(store_symcache_get) *symcache_get;
     __typeof__(store_symcache_put) *symcache_put;
@@ -303,6 +305,7 @@ struct store {
     int64_t data_version; /* at this connection's last write transaction */
     bool batch;           /* store_batch_begin: transactions are savepoints */
     bool batch_lost;      /* SQLite rolled the open batch back */
+    bool read_tx;         /* store_read_begin opened a read transaction */
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
@@ -381,6 +384,12 @@ static inline uint64_t store_unpack_u64(struct store_unpack *u)
 {
     if (u->p < u->end && !(*u->p & 0x80))
         return *u->p++;
+    /* Two bytes: most sizes and counts that are not one. */
+    if (u->end - u->p >= 2 && !(u->p[1] & 0x80)) {
+        uint64_t v = (uint64_t)(u->p[0] & 0x7f) | (uint64_t)u->p[1] << 7;
+        u->p += 2;
+        return v;
+    }
     return store_unpack_u64_slow(u);
 }
 static inline int64_t store_unpack_i64(struct store_unpack *u)

@@ -371,6 +371,16 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
                           struct store_function_point **ret_points, size_t *ret_n,
                           struct hp_buf *err) HP_MUST_CHECK;
 
+/* A reader's many small reads as one: on SQLite a read transaction (one
+ * consistent view, and SQLite's file locks taken once instead of around
+ * every statement: `query leaks` reads each snapshot's statistics, tens of
+ * thousands of statements); nothing on PostgreSQL, where each statement is
+ * its own round trip anyway. Not while a write transaction or batch is
+ * open (HP_EUSAGE). store_read_end ends it (no-op without one). Any thread
+ * that owns the handle. */
+int store_read_begin(struct store *s, struct hp_buf *err) HP_MUST_CHECK;
+void store_read_end(struct store *s);
+
 /* Statistics of one snapshot, in the order the node reported them. */
 typedef int (*store_stat_cb)(const struct store_stat *stat, void *ctx);
 int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,

@@ -403,51 +403,64 @@ static void test_stored_help_is_per_command(void **state)
  * 8 hours: several dictionaries whose names are addresses), "flipping"
  * (two load addresses alternating: the folded fallback), "threads"
  * (per-thread samples, which leaks must ignore). */
-static void insert_generated(const char *db)
+static const struct gen_node {
+    const char *name;
+    bool symbolize;
+    uint32_t nthreads, hours;
+    int bias_every; /* new load address every N hours; <0 alternating */
+} gen_nodes[] = {
+    { "steady", true, 0, 30, 0 },
+    { "restarts", false, 0, 24, 8 },
+    { "flipping", false, 0, 10, -1 },
+    { "threads", true, 2, 12, 0 },
+};
+#define GEN_HOURS_MAX 30
+
+/* Hour h of generated node k (deterministic). */
+static struct profile *gen_node_profile(size_t k, uint32_t h)
+{
+    int b = gen_nodes[k].bias_every;
+    uint64_t epoch = b > 0 ? h / (uint32_t)b : b < 0 ? h % 2 : 0;
+    struct gen_params gp = { .seed = 7 + k, .nstacks = 300, .nfuncs = 120, .hour = h,
+                             .nthreads = gen_nodes[k].nthreads,
+                             .load_bias = 0x555500000000u + (epoch << 24),
+                             .symbolize = gen_nodes[k].symbolize };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    /* Every 40th sample grows with the hours: leak suspects. Others
+     * gain a 4 MiB block every 6 hours: beyond sampling noise only
+     * by their exact variance (blocks of 8 periods are all
+     * recorded), not by the value x period bound. */
+    for (size_t i = 0; i < p->nsamples; i++) {
+        int64_t *raw = p->samples[i].raw;
+        if (i % 40 == 3)
+            for (int v = 0; v < 2; v++)
+                raw[v] += raw[v] * (int64_t)h / 3;
+        if (i % 40 == 23) {
+            raw[0] = 10 + h / 6;
+            raw[1] = raw[0] * (4 << 20);
+        }
+    }
+    profile_unsample(p);
+    return p;
+}
+
+/* The generated nodes' snapshots from t0 on, hourly; only hours h of node k
+ * with keep[k][h] when keep is given. */
+static void insert_generated_at(const char *db, int64_t t0,
+                                const bool (*keep)[GEN_HOURS_MAX])
 {
     struct store *st = NULL;
     struct hp_buf err = HP_BUF_INIT(0);
     if (store_open(db, STORE_OPEN_WRITE, &st, &err) < 0)
         fail_msg("open: %.*s", (int)err.len, err.data);
-    static const struct {
-        const char *name;
-        bool symbolize;
-        uint32_t nthreads, hours;
-        int bias_every; /* new load address every N hours; <0 alternating */
-    } nodes[] = {
-        { "steady", true, 0, 30, 0 },
-        { "restarts", false, 0, 24, 8 },
-        { "flipping", false, 0, 10, -1 },
-        { "threads", true, 2, 12, 0 },
-    };
-    int64_t t0 = hp_wall_ms() - 40 * INT64_C(3600000);
-    for (size_t k = 0; k < HP_ARRAY_SIZE(nodes); k++) {
+    for (size_t k = 0; k < HP_ARRAY_SIZE(gen_nodes); k++) {
         int64_t node_id;
-        struct store_node_info ni = { .name = nodes[k].name, .kind = "doris" };
+        struct store_node_info ni = { .name = gen_nodes[k].name, .kind = "doris" };
         assert_int_equal(store_node_upsert(st, &ni, &node_id, &err), 0);
-        for (uint32_t h = 0; h < nodes[k].hours; h++) {
-            int b = nodes[k].bias_every;
-            uint64_t epoch = b > 0 ? h / (uint32_t)b : b < 0 ? h % 2 : 0;
-            struct gen_params gp = { .seed = 7 + k, .nstacks = 300, .nfuncs = 120, .hour = h,
-                                     .nthreads = nodes[k].nthreads,
-                                     .load_bias = 0x555500000000u + (epoch << 24),
-                                     .symbolize = nodes[k].symbolize };
-            struct profile *p = gen_profile(&gp, NULL, NULL);
-            /* Every 40th sample grows with the hours: leak suspects. Others
-             * gain a 4 MiB block every 6 hours: beyond sampling noise only
-             * by their exact variance (blocks of 8 periods are all
-             * recorded), not by the value x period bound. */
-            for (size_t i = 0; i < p->nsamples; i++) {
-                int64_t *raw = p->samples[i].raw;
-                if (i % 40 == 3)
-                    for (int v = 0; v < 2; v++)
-                        raw[v] += raw[v] * (int64_t)h / 3;
-                if (i % 40 == 23) {
-                    raw[0] = 10 + h / 6;
-                    raw[1] = raw[0] * (4 << 20);
-                }
-            }
-            profile_unsample(p);
+        for (uint32_t h = 0; h < gen_nodes[k].hours; h++) {
+            if (keep && !keep[k][h])
+                continue;
+            struct profile *p = gen_node_profile(k, h);
             struct store_stat stats[] = {
                 { "memory_query_trackers_sum_bytes", "bytes", h % 3 ? 0 : 4e9 },
                 { "memory_load_trackers_sum_bytes", "bytes", 0 },
@@ -461,6 +474,11 @@ static void insert_generated(const char *db)
     }
     store_close(st);
     hp_buf_release(&err);
+}
+
+static void insert_generated(const char *db)
+{
+    insert_generated_at(db, hp_wall_ms() - 40 * INT64_C(3600000), NULL);
 }
 
 /* Leaks from stored stack ids and values answers byte for byte what leaks
@@ -477,6 +495,8 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
         { "leaks", "--top", "0", "--format", "json", NULL },
         { "leaks", "be-1", "--format", "json", NULL },
         { "leaks", "steady", "--top", "0", "--sample", "inuse_objects", NULL },
+        /* The other pair of values (query_sample_one picks one pair). */
+        { "leaks", "--top", "0", "--sample", "alloc_space", "--format", "json", NULL },
         { "leaks", "--top", "0", "--ignore", "tracked_alloc|f1[0-9]", "--format", "json", NULL },
         { "leaks", "restarts", "--top", "0", "--keep-allocator", NULL },
         { "leaks", "--top", "5", "--min-rate", "1000", NULL },
@@ -515,11 +535,119 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
     free(gen);
 }
 
+/* `query leaks --top 0` over db, ids path, text with the "#ID at " of the
+ * first and last snapshots taken out (two databases number them apart). */
+static char *leaks_text(const char *db, const char *out)
+{
+    char *argv[] = { getenv("QUERY_EXE"), "leaks", "--top", "0", "--db", (char *)db, NULL };
+    assert_non_null(argv[0]);
+    assert_int_equal(qt_run(argv, NULL, out), 0);
+    char *text = qt_slurp(out);
+    char *w = text;
+    for (const char *r = text; *r;) {
+        size_t d = r[0] == '#' ? strspn(r + 1, "0123456789") : 0;
+        if (d && strncmp(r + 1 + d, " at ", 4) == 0) {
+            r += 1 + d + 4;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = 0;
+    return text;
+}
+
+struct kept {
+    int64_t t0;
+    size_t n;
+    int64_t hour[GEN_HOURS_MAX], id[GEN_HOURS_MAX];
+};
+
+static int kept_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct kept *k = ctx;
+    assert_true(k->n < GEN_HOURS_MAX);
+    k->hour[k->n] = (si->taken_at - k->t0) / INT64_C(3600000);
+    k->id[k->n++] = si->id;
+    return 0;
+}
+
+/* Retention and reindex keep leaks right: after `store_retain` dropped
+ * snapshots (thinned days and an age limit) and the remaining ones of a node
+ * were reindexed, leaks answers what it answers over a database that only
+ * ever held the remaining snapshots. Leaks reads sample sets today; a store
+ * of precomputed per-node series (issue 18) must keep this. */
+static void test_stored_leaks_after_retain_equals_scratch(void **state)
+{
+    (void)state;
+    char *dir = qt_tmpdir();
+    char *a = qt_path(dir, "retained.db"), *b = qt_path(dir, "scratch.db");
+    char *out = qt_path(dir, "leaks.txt");
+    /* Hour 0 at a UTC midnight, so that thinning keeps hour 23 of day one
+     * (the last of that day). */
+    int64_t t0 = (hp_wall_ms() / 86400000 - 3) * INT64_C(86400000);
+    insert_generated_at(a, t0, NULL);
+    char *before = leaks_text(a, out);
+    struct store *st;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_open(a, STORE_OPEN_WRITE, &st, &err), 0);
+    /* At hour 30: hours 0-3 are older than 26 h (gone); of hours 4-17,
+     * older than 12 h, each node keeps its last (one per UTC day). */
+    int64_t now = t0 + 30 * INT64_C(3600000);
+    struct store_retain_policy pol = { .retain_s = 26 * 3600, .thin_after_s = 12 * 3600 };
+    struct store_retain_result res;
+    if (store_retain(st, &pol, now, &res, &err) < 0)
+        fail_msg("retain: %.*s", (int)err.len, err.data);
+    assert_true(res.snapshots_deleted > 20);
+    /* Which hours remain, node by node; reindex the remaining snapshots of
+     * "steady" with their own profiles (new sample sets and totals). */
+    bool keep[HP_ARRAY_SIZE(gen_nodes)][GEN_HOURS_MAX] = { { false } };
+    size_t nkept = 0;
+    for (size_t k = 0; k < HP_ARRAY_SIZE(gen_nodes); k++) {
+        int64_t node_id;
+        struct kept kp = { .t0 = t0 };
+        assert_int_equal(store_node_find(st, gen_nodes[k].name, &node_id, &err), 0);
+        assert_int_equal(store_snapshots_list(st, node_id, 0, INT64_MAX, false, kept_cb, &kp,
+                                              &err),
+                         0);
+        for (size_t i = 0; i < kp.n; i++) {
+            assert_true(kp.hour[i] >= 0 && kp.hour[i] < GEN_HOURS_MAX);
+            keep[k][kp.hour[i]] = true;
+            nkept++;
+            if (k != 0)
+                continue;
+            struct profile *p = gen_node_profile(0, (uint32_t)kp.hour[i]);
+            if (store_snapshot_reindex(st, kp.id[i], p, &err) < 0)
+                fail_msg("reindex: %.*s", (int)err.len, err.data);
+            profile_free(p);
+        }
+    }
+    assert_int_equal(nkept, 13 + 7 + 1 + 1);
+    store_close(st);
+    insert_generated_at(b, t0, (const bool (*)[GEN_HOURS_MAX])keep);
+    char *after = leaks_text(a, out), *scratch = leaks_text(b, out);
+    if (strcmp(after, scratch) != 0)
+        fail_msg("leaks after retention:\n%s\nfrom scratch:\n%s", after, scratch);
+    /* Retention changed the answer (fewer snapshots), so the comparison
+     * is not between two untouched databases. */
+    assert_string_not_equal(before, after);
+    assert_non_null(strstr(after, "/h"));
+    free(before);
+    free(after);
+    free(scratch);
+    hp_buf_release(&err);
+    unlink(out);
+    free(out);
+    free(a);
+    free(b);
+    qt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_leaks_name_paths_and_idle),
         cmocka_unit_test(test_stored_leaks_ids_path_equals_profiles_path),
+        cmocka_unit_test(test_stored_leaks_after_retain_equals_scratch),
         cmocka_unit_test(test_stored_discrepancy_uses_stored_figures),
         cmocka_unit_test(test_stored_fleet_and_trend),
         cmocka_unit_test(test_stored_cli_says_what_is_wrong),

@@ -1347,6 +1347,54 @@ static void test_store_delta_chains_read_back_exact(void **state)
     hp_buf_release(&err);
 }
 
+static int count_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    (void)si;
+    ++*(int *)ctx;
+    return 0;
+}
+
+static int reader_count(struct store *rd, int64_t node_id)
+{
+    int n = 0;
+    assert_int_equal(store_snapshots_list(rd, node_id, 0, INT64_MAX, false, count_cb, &n, NULL),
+                     0);
+    return n;
+}
+
+/* store_read_begin: a reader's statements share one view (what `query
+ * leaks` relies on to take SQLite's locks once) until store_read_end; it is
+ * refused inside a write batch. */
+static void test_store_read_tx_one_view(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-read");
+    struct gen_params gp = { .seed = 3, .nstacks = 50, .nfuncs = 20, .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    put(f->s, n, T0, p, NULL, 0);
+    struct store *rd;
+    assert_int_equal(store_open(f->db, STORE_OPEN_READ, &rd, NULL), 0);
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_read_begin(rd, &err), 0);
+    assert_int_equal(store_read_begin(rd, &err), 0); /* already open: fine */
+    assert_int_equal(reader_count(rd, n), 1);
+    put(f->s, n, T0 + HOUR_MS, p, NULL, 0);
+    assert_int_equal(reader_count(rd, n), 1); /* the view it began with */
+    store_read_end(rd);
+    assert_int_equal(reader_count(rd, n), 2);
+    store_read_end(rd); /* none open: nothing */
+    store_close(rd);
+    /* Not inside a writer's batch. */
+    assert_int_equal(store_batch_begin(f->s, &err), 0);
+    put(f->s, n, T0 + 2 * HOUR_MS, p, NULL, 0);
+    hp_buf_reset(&err);
+    assert_int_equal(store_read_begin(f->s, &err), HP_EUSAGE);
+    assert_non_null(strstr(err.data, "read transaction"));
+    assert_int_equal(store_batch_commit(f->s, &err), 0);
+    profile_free(p);
+    hp_buf_release(&err);
+}
+
 /* Retention with reclaim: after the snapshots of an old build are gone, its
  * stacks, locations, functions, files, objects and symbol-cache entries are
  * gone too (the dictionaries equal those of a database that only ever held
@@ -1686,6 +1734,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_store_read_tx_one_view, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_reclaims_dictionaries, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_symcache_roundtrip, setup, teardown),
