@@ -69,7 +69,7 @@ if [ -n "$SMOKE" ] && [ "$BASE" != 0 ] && [ $((UNITS - 1)) -ge "$BASE" ]; then
     # from WORK_DIR, as sym-bench.sh compiles (the paths are in the DWARF)
     (cd "$WORK" && g++ -g -O2 -c "src/unit$last.cc" -o real.o)
     dump() {
-        objdump --dwarf=info,abbrev,line,aranges,ranges "$1" | sed -E 's/offset: 0x[0-9a-f]+/offset: X/' | tail -n +3
+        objdump --dwarf=info,abbrev,line,aranges,ranges "$1" | sed -E 's/offset: (0x[0-9a-f]+|0)\b/offset: X/g' | tail -n +3
         objdump -d -r "$1" | tail -n +3
         nm "$1"
         readelf -SW "$1"
