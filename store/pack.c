@@ -115,13 +115,13 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
         s->cctx = ZSTD_createCCtx();
     if (!s->cctx)
         abort();
-    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, ret, ret_len,
-                                    err);
+    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, NULL, ret,
+                                    ret_len, err);
 }
 
 int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                             const void *base, size_t base_len, void **ret, size_t *ret_len,
-                             struct hp_buf *err)
+                             const void *base, size_t base_len, struct store_zbuf *reuse,
+                             void **ret, size_t *ret_len, struct hp_buf *err)
 {
     ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
     /* Against a base of megabytes: level 1 with long-distance matching (a
@@ -142,12 +142,23 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
             zr = ZSTD_CCtx_refPrefix(c, base, base_len);
     }
     size_t bound = ZSTD_compressBound(len);
-    void *out = hp_xmalloc(bound ? bound : 1);
+    void *out;
+    if (reuse) {
+        if (reuse->cap < bound) {
+            free(reuse->data);
+            reuse->data = hp_xmalloc(bound ? bound : 1);
+            reuse->cap = bound;
+        }
+        out = reuse->data;
+    } else {
+        out = hp_xmalloc(bound ? bound : 1);
+    }
     if (!ZSTD_isError(zr))
         zr = ZSTD_compress2(c, out, bound, src, len);
     if (ZSTD_isError(zr)) {
         hp_err_printf(err, "%s: compressing %zu bytes: %s", path, len, ZSTD_getErrorName(zr));
-        free(out);
+        if (!reuse)
+            free(out);
         return HP_ESTORE;
     }
     *ret = out;

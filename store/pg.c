@@ -965,6 +965,7 @@ void store_close(struct store *s)
     }
     ZSTD_freeCCtx(s->cctx);
     ZSTD_freeCCtx(s->cctx_raw);
+    free(s->raw_zbuf.data);
     ZSTD_freeDCtx(s->dctx);
     free(s->path);
     free(s);

@@ -296,6 +296,12 @@ int pgstore_query_int(struct store *s, const char *sql, int64_t *ret, struct hp_
 int pgstore_exec_sql(struct store *s, const char *sql, struct hp_buf *err);
 void pgstore_set_in_tx(struct store *s, bool in_tx);
 
+/* A reusable output buffer (store_zstd_compress_with). */
+struct store_zbuf {
+    void *data;
+    size_t cap;
+};
+
 struct store {
     const struct store_backend *be;
     struct store_pg *pg; /* PostgreSQL only */
@@ -312,6 +318,7 @@ struct store {
     struct store_write_counts counts;
     ZSTD_CCtx *cctx;
     ZSTD_CCtx *cctx_raw; /* the raw dump's, compressed on a thread of its own */
+    struct store_zbuf raw_zbuf; /* and where it goes */
     ZSTD_DCtx *dctx;
 };
 
@@ -404,10 +411,13 @@ const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
                         size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err);
 /* The same with a caller's context (one per thread), for work done off
- * the writer's thread; `path` names the store in errors. */
+ * the writer's thread; `path` names the store in errors. With `reuse`,
+ * the output goes to that buffer (grown as needed; *ret points into it,
+ * not to be freed): a fresh multi-MB buffer per dump, taken on another
+ * thread, cost ~460 page faults a snapshot. */
 int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                             const void *base, size_t base_len, void **ret, size_t *ret_len,
-                             struct hp_buf *err);
+                             const void *base, size_t base_len, struct store_zbuf *reuse,
+                             void **ret, size_t *ret_len, struct hp_buf *err);
 /* Decompress exactly `size` bytes (the stored size), with the same base. */
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);

@@ -589,7 +589,12 @@ static int stacks_missed(struct store *s, const struct profile *p, const struct 
     return r;
 }
 
-/* Fewer misses than this go straight to the hash lookups. */
+/* The node's previous profile is read for its stacks when at least this
+ * many, and at least half of the profile's, missed the cache: a node the
+ * writer has not cached (a fleet bigger than the cache, a writer started
+ * anew). A cached node's few misses are stacks new this hour, which that
+ * profile cannot hold: reading its 20k stacks for them cost a steady
+ * node's ingest. */
 #define STACK_HINT_MIN 32
 
 /* The stacks of the node's previous sample set (its cached base), hash ->
@@ -681,7 +686,7 @@ static int store_stacks(struct store *s, const struct node_base *nb, const struc
     if (!nm)
         goto out;
     mids = hp_xcalloc(nm, sizeof(*mids));
-    if (nm >= STACK_HINT_MIN && nb) {
+    if (nm >= STACK_HINT_MIN && nm * 2 >= p->nstacks && nb) {
         struct hp_map64 hint;
         hp_map64_init(&hint);
         r = stacks_hint(s, &nb->blob[STORE_BLOB_SS], &hint, err);
@@ -1005,26 +1010,34 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
 struct blob_enc {
     void *z;
     size_t zlen;
+    bool borrowed;   /* z is in a caller's reused buffer, not malloc'd */
     int64_t base_id; /* 0: a keyframe */
     int depth;
 };
+
+static void blob_enc_release(struct blob_enc *e)
+{
+    if (!e->borrowed)
+        free(e->z);
+    e->z = NULL;
+}
 
 /* The compression half of blob_insert: reads `base`, writes nothing, so it
  * may run on another thread (with its own context) while the writer goes
  * on, as long as nothing changes `base` meanwhile. */
 static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, const void *data,
-                       size_t len, const struct blob_base *base, struct blob_enc *e,
-                       struct hp_buf *err)
+                       size_t len, const struct blob_base *base, struct store_zbuf *reuse,
+                       struct blob_enc *e, struct hp_buf *err)
 {
-    *e = (struct blob_enc){ 0 };
+    *e = (struct blob_enc){ .borrowed = reuse != NULL };
     int r;
     bool chain = base->id && base->depth < STORE_CHAIN_MAX;
     const void *against = chain ? base->data : base->key_data;
     size_t against_len = chain ? base->len : base->key_len;
     int64_t against_id = chain ? base->id : base->key_id;
     if (against_id && against_len + len <= DELTA_MAX_BYTES) {
-        if ((r = store_zstd_compress_with(c, path, data, len, against, against_len, &e->z,
-                                          &e->zlen, err)) < 0)
+        if ((r = store_zstd_compress_with(c, path, data, len, against, against_len, reuse,
+                                          &e->z, &e->zlen, err)) < 0)
             return r;
         /* Packed function totals change more from hour to hour than
          * dumps and sample sets (most cumulative values move a little): a
@@ -1036,10 +1049,9 @@ static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, c
             e->depth = chain ? base->depth + 1 : 1;
             return 0;
         }
-        free(e->z);
-        e->z = NULL;
+        blob_enc_release(e);
     }
-    return store_zstd_compress_with(c, path, data, len, NULL, 0, &e->z, &e->zlen, err);
+    return store_zstd_compress_with(c, path, data, len, NULL, 0, reuse, &e->z, &e->zlen, err);
 }
 
 /* The writing half: insert the encoded row (raw_dumps binds hash first,
@@ -1096,8 +1108,7 @@ static int blob_put(struct store *s, enum store_stmt_id ins, const unsigned char
     *base = next;
     *ret_id = id;
 out:
-    free(e->z);
-    e->z = NULL;
+    blob_enc_release(e);
     return r;
 }
 
@@ -1110,7 +1121,7 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
     if (!s->cctx)
         abort();
     struct blob_enc e;
-    int r = blob_encode(s->cctx, s->path, ins, data, len, base, &e, err);
+    int r = blob_encode(s->cctx, s->path, ins, data, len, base, NULL, &e, err);
     if (r < 0)
         return r;
     return blob_put(s, ins, hash, key, data, len, base, &e, ret_id, err);
@@ -1160,6 +1171,7 @@ int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char r
 struct raw_job {
     const char *path;
     ZSTD_CCtx *c;
+    struct store_zbuf *zbuf;
     const void *raw;
     size_t len;
     const struct blob_base *base;
@@ -1175,7 +1187,8 @@ struct raw_job {
 static void *raw_job_main(void *arg)
 {
     struct raw_job *j = arg;
-    j->r = blob_encode(j->c, j->path, STMT_RAW_INSERT, j->raw, j->len, j->base, &j->enc, &j->err);
+    j->r = blob_encode(j->c, j->path, STMT_RAW_INSERT, j->raw, j->len, j->base, j->zbuf, &j->enc,
+                       &j->err);
     return NULL;
 }
 
@@ -1199,6 +1212,7 @@ static int raw_begin(struct store *s, struct node_base *nb, const void *raw, siz
         abort();
     j->path = s->path;
     j->c = s->cctx_raw;
+    j->zbuf = &s->raw_zbuf;
     j->raw = raw;
     j->len = len;
     j->base = &nb->blob[STORE_BLOB_RAW];
@@ -1227,8 +1241,7 @@ static int raw_finish(struct store *s, struct node_base *nb, struct raw_job *j, 
         hp_err_printf(err, "%s", j->err.data ? j->err.data : hp_strerror(r));
     hp_buf_release(&j->err);
     if (r < 0 || abandon) {
-        free(j->enc.z);
-        j->enc.z = NULL;
+        blob_enc_release(&j->enc);
         return r;
     }
     return blob_put(s, STMT_RAW_INSERT, j->hash, 0, j->raw, j->len, &nb->blob[STORE_BLOB_RAW],
