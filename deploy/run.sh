@@ -12,7 +12,7 @@
 #                           run the whole suite, then again under ASan+UBSan,
 #                           the 'threads' suite under ThreadSanitizer, and a
 #                           timed libFuzzer run of every fuzz target
-#                           (FUZZ_SECONDS each, default 10)
+#                           (FUZZ_SECONDS each, default 5)
 #   sh deploy/run.sh deps   only install the Debian packages
 #   sh deploy/run.sh build  only build (into ./build)
 set -eu
@@ -144,7 +144,7 @@ fuzz() {
     CC=clang build build-fuzz -Dfuzzing=true -Dtests=enabled \
         -Db_sanitize=address,undefined -Db_lundef=false &&
         ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-            FUZZ_SECONDS=${FUZZ_SECONDS:-10} \
+            FUZZ_SECONDS=${FUZZ_SECONDS:-5} \
             meson test -C build-fuzz --suite fuzz-timed --num-processes "$jobs" --print-errorlogs
 }
 
