@@ -639,42 +639,38 @@ static void ids_by_hash(PGresult *res, const int64_t *hashes, size_t n, int64_t 
     hp_map64_release(&at);
 }
 
-int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t *ret_ids,
-                      struct hp_buf *err)
+/* ret[i] for keys[i] (distinct) from a query of (key, value) rows whose
+ * $1 is the keys as a bigint[]; 0 for a key without a row. */
+static int values_by_key(struct store *s, const char *sql, const char *what,
+                         const int64_t *keys, size_t n, int64_t *ret, struct hp_buf *err)
 {
-    memset(ret_ids, 0, n * sizeof(*ret_ids));
+    memset(ret, 0, n * sizeof(*ret));
     if (!n)
         return 0;
     struct hp_buf arr = HP_BUF_INIT(0);
-    int_array(&arr, hashes, n);
+    int_array(&arr, keys, n);
     const char *vals[] = { arr.data };
     PGresult *res = NULL;
-    int r = exec_params(s, "SELECT hash, id FROM stacks WHERE hash = ANY($1::bigint[])", 1,
-                        vals, NULL, NULL, "looking up stacks", &res, err);
+    int r = exec_params(s, sql, 1, vals, NULL, NULL, what, &res, err);
     if (r == 0)
-        ids_by_hash(res, hashes, n, ret_ids);
+        ids_by_hash(res, keys, n, ret);
     PQclear(res);
     hp_buf_release(&arr);
     return r;
 }
 
+int store_stacks_find(struct store *s, const int64_t *hashes, size_t n, int64_t *ret_ids,
+                      struct hp_buf *err)
+{
+    return values_by_key(s, "SELECT hash, id FROM stacks WHERE hash = ANY($1::bigint[])",
+                         "looking up stacks", hashes, n, ret_ids, err);
+}
+
 int store_stacks_hashes(struct store *s, const int64_t *ids, size_t n, int64_t *ret_hashes,
                         struct hp_buf *err)
 {
-    memset(ret_hashes, 0, n * sizeof(*ret_hashes));
-    if (!n)
-        return 0;
-    struct hp_buf arr = HP_BUF_INIT(0);
-    int_array(&arr, ids, n);
-    const char *vals[] = { arr.data };
-    PGresult *res = NULL;
-    int r = exec_params(s, "SELECT id, hash FROM stacks WHERE id = ANY($1::bigint[])", 1, vals,
-                        NULL, NULL, "reading stacks by id", &res, err);
-    if (r == 0)
-        ids_by_hash(res, ids, n, ret_hashes); /* by id: the same matching */
-    PQclear(res);
-    hp_buf_release(&arr);
-    return r;
+    return values_by_key(s, "SELECT id, hash FROM stacks WHERE id = ANY($1::bigint[])",
+                         "reading stacks by id", ids, n, ret_hashes, err);
 }
 
 /* One INSERT of every row, numbered so the identity column counts them in
