@@ -317,6 +317,10 @@ struct query_snapshot {
      * them), leaks answers exactly as from the folded profile. */
     const double *id_vars;
     uint64_t id_period;
+    /* A stored snapshot's un-sampled totals per value (PV_COUNT), as the
+     * store keeps them; NULL for files. trend's heap total without a
+     * folded profile. */
+    const double *totals;
 };
 
 /* ---- leaks ---- */
@@ -465,6 +469,15 @@ struct query_trend_opts {
     enum profile_value sample;
     const char *function;      /* POSIX ERE: functions to chart (cum); NULL = top 5 */
     size_t max_functions;      /* default 5 when function is NULL, 50 otherwise */
+    /* Function columns chosen and filled by the caller (the store's
+     * per-snapshot function totals: query_stored_trend_functions) instead
+     * of computed from folded profiles: names[0..nfunctions) and values,
+     * nfunctions per snapshot in the order of the snaps given to
+     * query_trend_build (NAN where unknown). */
+    bool functions_given;
+    const char *const *names;
+    const double *values;
+    size_t nfunctions;
 };
 
 void query_trend_opts_init(struct query_trend_opts *o);

@@ -13,6 +13,8 @@
 #include "query/query.h"
 #include "store/store.h"
 
+#include <math.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +55,10 @@ struct query_stored {
     uint32_t run;
     struct query_folded **dicts;
     size_t ndicts, dicts_cap;
+    /* trend (query_stored_trend_functions): the chosen functions' names
+     * and values, nfunctions per snapshot. */
+    const char **trend_names;
+    double *trend_values;
 };
 
 static void stored_release(struct query_stored *nd)
@@ -66,6 +72,8 @@ static void stored_release(struct query_stored *nd)
     free(nd->prev);
     free(nd->run_seen);
     free(nd->run_local);
+    free(nd->trend_names);
+    free(nd->trend_values);
     hp_arena_release(&nd->arena);
 }
 
@@ -233,4 +241,210 @@ void query_stored_free(struct query_stored *nd)
         return;
     stored_release(nd);
     free(nd);
+}
+
+/* ---- trend's function columns from the store's function totals ---- */
+
+bool query_stored_trend_ok(const struct query_opts *o)
+{
+    return (o->sample == PV_INUSE_SPACE || o->sample == PV_INUSE_OBJECTS) && !o->no_inline &&
+           !o->keep_allocator && !o->with_lines && !(o->focus && *o->focus) &&
+           !(o->ignore && *o->ignore);
+}
+
+/* A candidate function and what ranks it. */
+struct tcand {
+    int64_t id;
+    const char *name; /* in the arena */
+    double key;
+};
+
+struct tpick {
+    struct hp_arena *arena;
+    regex_t *re;
+    enum profile_value v;
+    struct hp_map64 of; /* function id -> index in c */
+    struct tcand *c;
+    size_t n, cap;
+};
+
+static struct tcand *tcand_get(struct tpick *tp, int64_t id, const char *name)
+{
+    uint32_t k;
+    if (hp_map64_put(&tp->of, (uint64_t)id, (uint32_t)tp->n, &k) == 0) {
+        tp->c = hp_xgrow(tp->c, &tp->cap, tp->n + 1, sizeof(*tp->c));
+        tp->c[tp->n++] = (struct tcand){ id, hp_arena_strdup(tp->arena, name), 0 };
+    }
+    return &tp->c[k];
+}
+
+static int match_cb(int64_t id, const char *name, void *ctx)
+{
+    struct tpick *tp = ctx;
+    if (regexec(tp->re, name, 0, NULL, 0) == 0)
+        (void)tcand_get(tp, id, name);
+    return 0;
+}
+
+static double point_value(const struct store_function_point *pt, enum profile_value v)
+{
+    return (double)(v == PV_INUSE_OBJECTS ? pt->cum_objects : pt->cum_space);
+}
+
+static int newest_cb(const struct store_function_total *row, void *ctx)
+{
+    struct tpick *tp = ctx;
+    int64_t x = tp->v == PV_INUSE_OBJECTS ? row->cum_objects : row->cum_space;
+    tcand_get(tp, row->function_id, row->name)->key += (double)x;
+    return 0;
+}
+
+static int tcand_cmp(const void *a, const void *b)
+{
+    const struct tcand *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/* One node of the snapshots: its id and time window. */
+struct tnode {
+    const char *name;
+    int64_t id, since_ms, until_ms, newest_snap, newest_s;
+};
+
+/* Function f's series on every node, into column j of values (rows by
+ * snapshot index through row_of); its largest value into *ret_max. */
+static int fill_column(struct store *st, const struct tnode *nodes, size_t nn,
+                       const struct hp_map64 *row_of, const char *fname, enum profile_value v,
+                       double *values, size_t stride, size_t j, double *ret_max,
+                       struct hp_buf *err)
+{
+    double mx = 0;
+    for (size_t k = 0; k < nn; k++) {
+        struct store_function_point *pts = NULL;
+        size_t np = 0;
+        int r = store_series_function(st, nodes[k].id, fname, nodes[k].since_ms,
+                                      nodes[k].until_ms, &pts, &np, err);
+        if (r < 0)
+            return r;
+        for (size_t i = 0; i < np; i++) {
+            uint32_t row;
+            if (!hp_map64_get(row_of, (uint64_t)pts[i].snapshot_id, &row))
+                continue;
+            double x = point_value(&pts[i], v);
+            if (values)
+                values[(size_t)row * stride + j] = x;
+            mx = HP_MAX(mx, x);
+        }
+        free(pts);
+    }
+    *ret_max = mx;
+    return 0;
+}
+
+int query_stored_trend_functions(struct store *st, const struct query_opts *o,
+                                 const struct query_snapshot *snaps, size_t n,
+                                 struct query_trend_opts *t, struct query_stored **ret,
+                                 struct hp_buf *err)
+{
+    struct query_stored *nd = hp_xcalloc(1, sizeof(*nd));
+    hp_arena_init(&nd->arena);
+    hp_map64_init(&nd->ix_of);
+    struct tpick tp = { .arena = &nd->arena, .v = o->sample };
+    hp_map64_init(&tp.of);
+    struct hp_map64 row_of;
+    hp_map64_init(&row_of);
+    struct tnode *nodes = hp_xcalloc(n + 1, sizeof(*nodes));
+    size_t nn = 0;
+    regex_t re;
+    bool has_re = t->function && *t->function;
+    int r = 0;
+    if (has_re) {
+        int rc = regcomp(&re, t->function, REG_EXTENDED | REG_NOSUB);
+        if (rc != 0) {
+            char msg[256];
+            regerror(rc, &re, msg, sizeof(msg));
+            hp_err_printf(err, "--function \"%s\": invalid regular expression: %s",
+                          t->function, msg);
+            has_re = false;
+            r = HP_EUSAGE;
+            goto out;
+        }
+        tp.re = &re;
+    }
+    /* The nodes, each with the window of its snapshots and its newest. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t old;
+        (void)hp_map64_put(&row_of, (uint64_t)snaps[i].id, (uint32_t)i, &old);
+        size_t k;
+        for (k = 0; k < nn; k++)
+            if (strcmp(nodes[k].name, snaps[i].node) == 0)
+                break;
+        int64_t ms = snaps[i].time_s * 1000;
+        if (k == nn) {
+            nodes[nn++] = (struct tnode){ snaps[i].node, 0, ms, ms + 999, snaps[i].id,
+                                          snaps[i].time_s };
+            if ((r = store_node_find(st, snaps[i].node, &nodes[k].id, err)) < 0)
+                goto out;
+            continue;
+        }
+        nodes[k].since_ms = HP_MIN(nodes[k].since_ms, ms);
+        nodes[k].until_ms = HP_MAX(nodes[k].until_ms, ms + 999);
+        if (snaps[i].time_s >= nodes[k].newest_s) {
+            nodes[k].newest_s = snaps[i].time_s;
+            nodes[k].newest_snap = snaps[i].id;
+        }
+    }
+    size_t maxf = t->max_functions ? t->max_functions : has_re ? 50 : 5;
+    if (has_re) {
+        /* Every function the expression matches, ranked by its largest
+         * value in the window; those that never hold anything there are
+         * not in these profiles. */
+        if ((r = store_functions_list(st, match_cb, &tp, err)) < 0)
+            goto out;
+        size_t keep = 0;
+        for (size_t c = 0; c < tp.n; c++) {
+            if ((r = fill_column(st, nodes, nn, &row_of, tp.c[c].name, o->sample, NULL, 0, 0,
+                                 &tp.c[c].key, err)) < 0)
+                goto out;
+            if (tp.c[c].key > 0)
+                tp.c[keep++] = tp.c[c];
+        }
+        tp.n = keep;
+    } else {
+        for (size_t k = 0; k < nn; k++)
+            if ((r = store_function_totals(st, nodes[k].newest_snap, newest_cb, &tp, err)) < 0)
+                goto out;
+    }
+    hp_qsort(tp.c, tp.n, sizeof(*tp.c), tcand_cmp);
+    size_t nf = HP_MIN(tp.n, maxf);
+    nd->trend_names = hp_xcalloc(nf + 1, sizeof(*nd->trend_names));
+    nd->trend_values = hp_xmalloc((n * nf + 1) * sizeof(*nd->trend_values));
+    for (size_t i = 0; i < n * nf; i++)
+        nd->trend_values[i] = NAN; /* a snapshot no series gave */
+    for (size_t j = 0; j < nf; j++) {
+        double mx;
+        nd->trend_names[j] = tp.c[j].name;
+        if ((r = fill_column(st, nodes, nn, &row_of, tp.c[j].name, o->sample, nd->trend_values,
+                             nf, j, &mx, err)) < 0)
+            goto out;
+    }
+    t->functions_given = true;
+    t->names = nd->trend_names;
+    t->values = nd->trend_values;
+    t->nfunctions = nf;
+out:
+    if (has_re)
+        regfree(&re);
+    free(nodes);
+    free(tp.c);
+    hp_map64_release(&tp.of);
+    hp_map64_release(&row_of);
+    if (r < 0) {
+        query_stored_free(nd);
+        return r;
+    }
+    *ret = nd;
+    return 0;
 }

@@ -9,6 +9,7 @@
 #ifndef HP_QUERY_STORED_H
 #define HP_QUERY_STORED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "store/hp.h"
@@ -30,5 +31,30 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
                       struct query_snapshot *snaps, size_t n, struct query_stored **ret,
                       struct hp_buf *err) HP_MUST_CHECK;
 void query_stored_free(struct query_stored *qs);
+
+struct query_trend_opts;
+
+/* Whether `query trend` can take its function columns from the store's
+ * per-snapshot function totals under these options: in-use bytes or
+ * objects of the default fold (inline frames, allocator frames trimmed,
+ * no focus/ignore, function granularity), which is what the store keeps.
+ * Otherwise the profiles must be loaded and folded. */
+bool query_stored_trend_ok(const struct query_opts *o);
+
+/* Choose and fill trend's function columns for stored snapshots
+ * snaps[0..n) (any nodes; each with its id, node and time) from the
+ * store's function totals, without loading a profile: the functions
+ * t->function matches, by their largest value in the window (at most
+ * t->max_functions, default 50), else the t->max_functions (default 5)
+ * holding the most at each node's newest snapshot, as query_trend_build
+ * chooses them from folded profiles; values per snapshot as the folded
+ * profiles give them, to the whole byte or object. Sets t's
+ * functions_given, names, values and nfunctions, which point into *ret
+ * (query_stored_free after the trend is built). Only where
+ * query_stored_trend_ok(o). 0 or a negative HP_E* code with err set. */
+int query_stored_trend_functions(struct store *st, const struct query_opts *o,
+                                 const struct query_snapshot *snaps, size_t n,
+                                 struct query_trend_opts *t, struct query_stored **ret,
+                                 struct hp_buf *err) HP_MUST_CHECK;
 
 #endif

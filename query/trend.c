@@ -43,14 +43,18 @@ static int snap_cmp(const void *a, const void *b)
 struct fsel {
     uint32_t id;
     double key;
+    const char *name;
 };
 
+/* Largest first; equals by name, so that the choice does not depend on
+ * the order stacks were met in (the store's function totals choose the
+ * same way: query_stored_trend_functions). */
 static int fsel_cmp(const void *a, const void *b)
 {
     const struct fsel *x = a, *y = b;
     if (x->key != y->key)
         return x->key < y->key ? 1 : -1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return strcmp(x->name, y->name);
 }
 
 int query_trend_build(const struct query_snapshot *snaps, size_t n,
@@ -60,7 +64,8 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
     enum profile_value v = o->sample;
     regex_t re;
     bool has_re = false;
-    if (o->function && *o->function) {
+    bool given = o->functions_given;
+    if (!given && o->function && *o->function) {
         int rc = regcomp(&re, o->function, REG_EXTENDED | REG_NOSUB);
         if (rc != 0) {
             char msg[256];
@@ -106,7 +111,7 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
         double v;
     } *trips = NULL;
     size_t ntrips = 0, cap = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !given; i++) {
         const struct query_folded *f = ord[i].s->folded;
         if (!f)
             continue;
@@ -148,11 +153,13 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
     for (size_t f = 0; f < fn->n; f++) {
         if (has_re && regexec(&re, fn->name[f], 0, NULL, 0) != 0)
             continue;
-        sel[nsel++] = (struct fsel){ (uint32_t)f, key[f] };
+        sel[nsel++] = (struct fsel){ (uint32_t)f, key[f], fn->name[f] };
     }
     hp_qsort(sel, nsel, sizeof(*sel), fsel_cmp);
     if (nsel > maxf)
         nsel = maxf;
+    if (given)
+        nsel = o->nfunctions;
 
     T->nrows = n;
     T->ncols = 1 + nfig + nsel;
@@ -161,7 +168,7 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
     for (size_t j = 0; j < nfig; j++)
         T->cols[1 + j] = figcols[j];
     for (size_t j = 0; j < nsel; j++) {
-        const char *nm = fn->name[sel[j].id];
+        const char *nm = given ? o->names[j] : fn->name[sel[j].id];
         size_t len = strlen(nm);
         char *c = hp_arena_alloc(&pv->arena, len + 4);
         memcpy(c, "fn:", 3);
@@ -177,17 +184,24 @@ int query_trend_build(const struct query_snapshot *snaps, size_t n,
         double *row = T->cells + i * T->ncols;
         T->row_node[i] = s->node;
         T->row_time[i] = s->time_s;
-        row[0] = s->folded ? s->folded->total[v] : NAN;
+        row[0] = s->folded ? s->folded->total[v] : s->totals ? s->totals[v] : NAN;
         for (size_t j = 0; j < nfig; j++) {
             double x;
             row[1 + j] = query_figure_find(s->figures, s->nfigures, figcols[j], &x) ? x : NAN;
+        }
+        if (given) {
+            const double *gv = o->values + (size_t)(s - snaps) * nsel;
+            for (size_t j = 0; j < nsel; j++)
+                row[1 + nfig + j] = gv[j];
+            continue;
         }
         memset(rowval, 0, fn->n * sizeof(*rowval));
         for (; k < ntrips && trips[k].row == i; k++)
             for (uint32_t j = fn->stack_off[trips[k].id]; j < fn->stack_off[trips[k].id + 1]; j++)
                 rowval[fn->ids[j]] += trips[k].v;
+        /* Whole bytes or objects, as the store keeps function totals. */
         for (size_t j = 0; j < nsel; j++)
-            row[1 + nfig + j] = s->folded ? rowval[sel[j].id] : NAN;
+            row[1 + nfig + j] = s->folded ? round(rowval[sel[j].id]) : NAN;
     }
     free(sel);
     free(rowval);

@@ -60,6 +60,7 @@ const struct store_backend STORE_BE(backend) = {
     .series_node = store_series_node,
     .function_totals = store_function_totals,
     .series_function = store_series_function,
+    .functions_list = store_functions_list,
     .snapshot_stats = store_snapshot_stats,
     .read_begin = store_read_begin,
     .read_end = store_read_end,

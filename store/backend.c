@@ -227,6 +227,12 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
                                   err);
 }
 
+int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
+                         struct hp_buf *err)
+{
+    return s->be->functions_list(s, cb, ctx, err);
+}
+
 int store_read_begin(struct store *s, struct hp_buf *err)
 {
     return s->be->read_begin(s, err);

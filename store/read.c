@@ -1349,6 +1349,22 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
     return 0;
 }
 
+int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
+                         struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_FUNCTIONS_ALL, &st, err);
+    if (r < 0)
+        return r;
+    while ((r = store_step_row(s, st, "listing functions", err)) == 1) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if ((r = cb(sqlite3_column_int64(st, 0), name ? name : "", ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
 static int ft_total_cmp(const void *a, const void *b)
 {
     /* As SQL's ORDER BY cum_space DESC, name (BINARY collation). */

@@ -121,6 +121,7 @@ extern const int store_nmigrations;
     X(FTR_REBASE, "UPDATE function_totals_rest SET base_id = ?2, data = ?3"                    \
                   " WHERE snapshot_id = ?1")                                                   \
     X(FUNCTION_NAME, "SELECT name FROM functions WHERE id = ?1")                               \
+    X(FUNCTIONS_ALL, "SELECT id, name FROM functions ORDER BY id")                             \
     X(STAT_NAME_FIND, "SELECT id FROM stat_names WHERE name = ?1 AND unit = ?2")               \
     X(STAT_NAME_INSERT, "INSERT INTO stat_names(name, unit) VALUES (?1, ?2)")                  \
     X(STAT_INSERT, "INSERT INTO node_stats(snapshot_id, seq, stat_id, value)"                  \
@@ -254,6 +255,7 @@ struct store_backend {
     __typeof__(store_series_node) *series_node;
     __typeof__(store_function_totals) *function_totals;
     __typeof__(store_series_function) *series_function;
+    __typeof__(store_functions_list) *functions_list;
     __typeof__(store_snapshot_stats) *snapshot_stats;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;

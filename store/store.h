@@ -371,6 +371,12 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
                           struct store_function_point **ret_points, size_t *ret_n,
                           struct hp_buf *err) HP_MUST_CHECK;
 
+/* Every function name the store knows (any node, any snapshot), by id:
+ * what a trend's --function expression is matched against. */
+typedef int (*store_function_name_cb)(int64_t function_id, const char *name, void *ctx);
+int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
 /* A reader's many small reads as one: on SQLite a read transaction (one
  * consistent view, and SQLite's file locks taken once instead of around
  * every statement: `query leaks` reads each snapshot's statistics, tens of

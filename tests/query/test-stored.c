@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "store/store.h"
 #include "tests/query/qtest.h"
@@ -481,6 +482,51 @@ static void insert_generated(const char *db)
     insert_generated_at(db, hp_wall_ms() - 40 * INT64_C(3600000), NULL);
 }
 
+/* Runs every variant (query ARGS --db DB) over every database twice, the
+ * second time with `via` in the environment (the path through whole
+ * profiles), and fails unless both print the same bytes with the same exit
+ * status. Returns how many outputs contained one of marks[] (NULL-ended). */
+static size_t same_both_paths(const char *const *dbs, size_t ndbs,
+                              const char *const (*variants)[12], size_t nvariants, char *via,
+                              const char *const *marks)
+{
+    char *outdir = qt_tmpdir();
+    char *out_a = qt_path(outdir, "stored.out"), *out_b = qt_path(outdir, "profiles.out");
+    size_t marked = 0;
+    for (size_t d = 0; d < ndbs; d++)
+        for (size_t v = 0; v < nvariants; v++) {
+            char *argv[16];
+            size_t n = 0;
+            argv[n++] = getenv("QUERY_EXE");
+            for (size_t i = 0; variants[v][i]; i++)
+                argv[n++] = (char *)variants[v][i];
+            argv[n++] = "--db";
+            argv[n++] = (char *)dbs[d];
+            argv[n] = NULL;
+            char *env[] = { via, NULL };
+            int ra = qt_run(argv, NULL, out_a), rb = qt_run(argv, env, out_b);
+            char *a = qt_slurp(out_a), *b = qt_slurp(out_b);
+            if (ra != rb || strcmp(a, b) != 0) {
+                fprintf(stderr, "stored path:\n%s\nprofiles path:\n%s\n", a, b);
+                fail_msg("%s %s %s %s: stored path (exit %d):\n%s\nprofiles path (exit %d):\n%s",
+                         dbs[d], variants[v][0], variants[v][1],
+                         variants[v][2] ? variants[v][2] : "", ra, a, rb, b);
+            }
+            bool hit = false;
+            for (size_t m = 0; marks[m]; m++)
+                hit |= strstr(a, marks[m]) != NULL;
+            marked += hit;
+            free(a);
+            free(b);
+        }
+    unlink(out_a);
+    unlink(out_b);
+    free(out_a);
+    free(out_b);
+    qt_tmpdir_remove(outdir);
+    return marked;
+}
+
 /* Leaks from stored stack ids and values answers byte for byte what leaks
  * from the stored profiles, folded, answers: every node of the fixture and
  * the generated ones, text and JSON, with options that change the fold. */
@@ -490,7 +536,7 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
     char *gen = qt_path(f->dir, "gen.db");
     insert_generated(gen);
     const char *dbs[] = { f->db, gen };
-    static const char *const variants[][8] = {
+    static const char *const variants[][12] = {
         { "leaks", "--top", "0", NULL },
         { "leaks", "--top", "0", "--format", "json", NULL },
         { "leaks", "be-1", "--format", "json", NULL },
@@ -501,38 +547,83 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
         { "leaks", "restarts", "--top", "0", "--keep-allocator", NULL },
         { "leaks", "--top", "5", "--min-rate", "1000", NULL },
     };
-    char *outdir = qt_tmpdir();
-    char *out_a = qt_path(outdir, "ids.out"), *out_b = qt_path(outdir, "profiles.out");
-    size_t nonempty = 0;
-    for (size_t d = 0; d < HP_ARRAY_SIZE(dbs); d++)
-        for (size_t v = 0; v < HP_ARRAY_SIZE(variants); v++) {
-            char *argv[16];
-            size_t n = 0;
-            argv[n++] = getenv("QUERY_EXE");
-            for (size_t i = 0; variants[v][i]; i++)
-                argv[n++] = (char *)variants[v][i];
-            argv[n++] = "--db";
-            argv[n++] = (char *)dbs[d];
-            argv[n] = NULL;
-            char *via[] = { "HEAPFLEET_LEAKS_VIA=profiles", NULL };
-            int ra = qt_run(argv, NULL, out_a), rb = qt_run(argv, via, out_b);
-            char *a = qt_slurp(out_a), *b = qt_slurp(out_b);
-            if (ra != rb || strcmp(a, b) != 0)
-                fail_msg("%s %s %s: ids path (exit %d):\n%s\nprofiles path (exit %d):\n%s",
-                         dbs[d], variants[v][0], variants[v][1], ra, a, rb, b);
-            nonempty += strstr(a, "rate_per_hour") || strstr(a, "/h ") ? 1 : 0;
-            free(a);
-            free(b);
-        }
     /* The comparisons saw suspects, not only empty tables. */
-    assert_true(nonempty >= 4);
-    unlink(out_a);
-    unlink(out_b);
-    free(out_a);
-    free(out_b);
-    qt_tmpdir_remove(outdir);
+    const char *const marks[] = { "rate_per_hour", "/h ", NULL };
+    assert_true(same_both_paths(dbs, HP_ARRAY_SIZE(dbs), variants, HP_ARRAY_SIZE(variants),
+                                "HEAPFLEET_LEAKS_VIA=profiles", marks) >= 4);
     unlink(gen);
     free(gen);
+}
+
+/* `query trend` over the store takes its function columns from the stored
+ * function totals and answers what the folded profiles answer: the top
+ * five, a --function expression, a fleet, objects, CSV and JSON. */
+static void test_stored_trend_totals_path_equals_profiles_path(void **state)
+{
+    struct fx *f = *state;
+    char *gen = qt_path(f->dir, "gen.db");
+    insert_generated(gen);
+    const char *fixture[] = { f->db }, *generated[] = { gen };
+    static const char *const on_fixture[][12] = {
+        { "trend", "be-1", "--format", "csv", NULL },
+        { "trend", "be-1", "--function", "leak|tablet", "--format", "csv", NULL },
+        { "trend", "--fleet", "--format", "json", NULL },
+        { "trend", "--fleet", "--function", "^leak_tablet_schema$", "--format", "csv", NULL },
+        { "trend", "be-17", "--sample", "inuse_objects", "--format", "csv", NULL },
+    };
+    static const char *const on_generated[][12] = {
+        { "trend", "steady", "--format", "csv", NULL },
+        { "trend", "steady", "--function", "Serialize", "--format", "json", NULL },
+        { "trend", "--fleet", "--format", "csv", NULL },
+        { "trend", "--fleet", "--function", "Compact|Aggregate", "--sample", "inuse_objects",
+          "--format",
+          "csv", NULL },
+        { "trend", "threads", NULL }, /* text: totals and figures only */
+    };
+    /* Function columns were compared, not only totals. */
+    const char *const marks[] = { "fn:", NULL };
+    assert_int_equal(same_both_paths(fixture, 1, on_fixture, HP_ARRAY_SIZE(on_fixture),
+                                     "HEAPFLEET_TREND_VIA=profiles", marks),
+                     HP_ARRAY_SIZE(on_fixture));
+    assert_int_equal(same_both_paths(generated, 1, on_generated, HP_ARRAY_SIZE(on_generated),
+                                     "HEAPFLEET_TREND_VIA=profiles", marks),
+                     HP_ARRAY_SIZE(on_generated) - 1);
+    unlink(gen);
+    free(gen);
+}
+
+/* A year of hourly snapshots took `query trend` 40 s and 19 GB: it loaded
+ * and folded every stored profile. It reads no profile now: with every
+ * sample set unreadable it still charts the node (the profiles path, given
+ * the same database, cannot). */
+static void test_stored_trend_reads_no_profile(void **state)
+{
+    struct fx *f = *state;
+    char *db = qt_path(f->dir, "noprof.db");
+    insert_generated(db);
+    sqlite3 *sq;
+    assert_int_equal(sqlite3_open(db, &sq), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(sq, "UPDATE sample_sets SET data = x'ff'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_true(sqlite3_changes(sq) > 0);
+    sqlite3_close(sq);
+    char *outdir = qt_tmpdir(), *out = qt_path(outdir, "trend.csv");
+    char *argv[] = { getenv("QUERY_EXE"), "trend", "steady", "--format", "csv", "--db", db, NULL };
+    assert_int_equal(qt_run(argv, NULL, out), 0);
+    char *text = qt_slurp(out);
+    size_t lines = 0;
+    for (const char *p = text; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    assert_int_equal(lines, 1 + gen_nodes[0].hours);
+    assert_non_null(strstr(text, ",fn:"));
+    free(text);
+    char *via[] = { "HEAPFLEET_TREND_VIA=profiles", NULL };
+    assert_int_not_equal(qt_run(argv, via, out), 0);
+    unlink(out);
+    free(out);
+    qt_tmpdir_remove(outdir);
+    unlink(db);
+    free(db);
 }
 
 /* `query leaks --top 0` over db, ids path, text with the "#ID at " of the
@@ -647,6 +738,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_leaks_name_paths_and_idle),
         cmocka_unit_test(test_stored_leaks_ids_path_equals_profiles_path),
+        cmocka_unit_test(test_stored_trend_totals_path_equals_profiles_path),
+        cmocka_unit_test(test_stored_trend_reads_no_profile),
         cmocka_unit_test(test_stored_leaks_after_retain_equals_scratch),
         cmocka_unit_test(test_stored_discrepancy_uses_stored_figures),
         cmocka_unit_test(test_stored_fleet_and_trend),
