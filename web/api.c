@@ -1153,6 +1153,22 @@ int web_api_load_many(struct web_request *r, const int64_t *ids, size_t n, struc
     return 0;
 }
 
+/* The snapshots as the series analyses take them, without a profile:
+ * node, time, id, figures and stored totals. */
+static void series_list(struct web_request *r, const struct web_snapshot_info *snaps, size_t n,
+                        struct web_loaded *L)
+{
+    L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
+    L->n = n;
+    for (size_t i = 0; i < n; i++)
+        L->qs[i] = (struct query_snapshot){ .node = snaps[i].node,
+                                            .time_s = snaps[i].time_ms / 1000,
+                                            .id = snaps[i].id,
+                                            .figures = figures_of(r, &snaps[i]),
+                                            .nfigures = snaps[i].nraw,
+                                            .totals = snaps[i].total };
+}
+
 int web_api_load_series(struct web_request *r, const struct web_snapshot_info *snaps, size_t n,
                         struct web_loaded *L, struct hp_buf *err)
 {
@@ -1164,14 +1180,7 @@ int web_api_load_series(struct web_request *r, const struct web_snapshot_info *s
         free(ids);
         return rc;
     }
-    L->qs = hp_xcalloc(n + 1, sizeof(*L->qs));
-    L->n = n;
-    for (size_t i = 0; i < n; i++)
-        L->qs[i] = (struct query_snapshot){ .node = snaps[i].node,
-                                            .time_s = snaps[i].time_ms / 1000,
-                                            .id = snaps[i].id,
-                                            .figures = figures_of(r, &snaps[i]),
-                                            .nfigures = snaps[i].nraw };
+    series_list(r, snaps, n, L);
     return r->src->load_stored(r->src_ctx, &r->p.qo, L->qs, n, &L->stored, err);
 }
 
@@ -1184,10 +1193,18 @@ void web_api_loaded_release(struct web_loaded *L)
     free(L->folds);
 }
 
+/* How a series analysis reads a node's snapshots. */
+enum series_read {
+    READ_PROFILES,  /* each loaded and folded */
+    READ_STACK_IDS, /* leaks: stack ids and values (the source's load_stored) */
+    READ_TOTALS,    /* trend: listed only; functions from the source's totals */
+};
+
 /* A node's snapshots (since, newest `limit`) loaded for a series analysis.
- * Where the source reads them by stack ids (leaks over the store), no
- * limit unless asked for: all since `since`, as `query leaks` reads them. */
-static int load_node_series(struct web_request *r, size_t def_limit, bool by_ids,
+ * Where the source reads them without profiles (by stack ids, or only
+ * their totals), no limit unless asked for: all since `since`, as `query
+ * leaks` and `query trend` read them. */
+static int load_node_series(struct web_request *r, size_t def_limit, enum series_read how,
                             struct web_loaded *L, struct hp_buf *err)
 {
     struct web_snapshot_info *snaps = NULL;
@@ -1197,15 +1214,22 @@ static int load_node_series(struct web_request *r, size_t def_limit, bool by_ids
         hp_err_printf(err, "this data source cannot list and load snapshots");
         return HP_EUSAGE;
     }
-    by_ids = by_ids && r->src->load_stored;
-    size_t limit = by_ids ? r->p.limit
-                          : (r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : def_limit);
+    if ((how == READ_STACK_IDS && !r->src->load_stored) ||
+        (how == READ_TOTALS && !r->src->trend_functions))
+        how = READ_PROFILES;
+    size_t limit = how != READ_PROFILES
+                       ? r->p.limit
+                       : (r->p.limit ? HP_MIN(r->p.limit, (size_t)500) : def_limit);
     int rc = r->src->list_snapshots(r->src_ctx, r->p.node, r->p.since_ms, limit, &r->arena,
                                     &snaps, &n, err);
     if (rc < 0)
         return rc;
-    if (by_ids)
+    if (how == READ_STACK_IDS)
         return web_api_load_series(r, snaps, n, L, err);
+    if (how == READ_TOTALS) {
+        series_list(r, snaps, n, L);
+        return 0;
+    }
     int64_t *ids = hp_xcalloc(n + 1, sizeof(*ids));
     for (size_t i = 0; i < n; i++)
         ids[i] = snaps[i].id;
@@ -1238,7 +1262,7 @@ void web_h_leaks(struct web_request *r)
     query_leak_opts_init(&lo);
     lo.sample = r->p.qo.sample;
     lo.top = r->p.qo.top;
-    int rc = load_node_series(r, 50, true, &L, &err);
+    int rc = load_node_series(r, 50, READ_STACK_IDS, &L, &err);
     if (rc == 0)
         rc = query_leaks_build(L.qs, L.n, &lo, &l, &err);
     if (rc == 0) {
@@ -1262,7 +1286,12 @@ void web_h_trend(struct web_request *r)
     query_trend_opts_init(&to);
     to.sample = r->p.qo.sample;
     to.function = r->p.function;
-    int rc = load_node_series(r, 200, false, &L, &err);
+    /* From the store: function columns from its function totals, every
+     * snapshot since `since` and no profile loaded, as `query trend`. */
+    bool totals = r->src->trend_functions && query_stored_trend_ok(&r->p.qo);
+    int rc = load_node_series(r, 200, totals ? READ_TOTALS : READ_PROFILES, &L, &err);
+    if (rc == 0 && totals && L.n)
+        rc = r->src->trend_functions(r->src_ctx, &r->p.qo, L.qs, L.n, &to, &L.stored, &err);
     if (rc == 0)
         rc = query_trend_build(L.qs, L.n, &to, &t, &err);
     if (rc == 0) {

@@ -382,6 +382,23 @@ static int load_stored(void *ctx, const struct query_opts *o, struct query_snaps
     return r;
 }
 
+static int trend_functions(void *ctx, const struct query_opts *o,
+                           const struct query_snapshot *snaps, size_t n,
+                           struct query_trend_opts *t, struct query_stored **ret,
+                           struct hp_buf *err)
+{
+    struct web_source_store *w = ctx;
+    unsigned slot;
+    int r = get_conn(w, &slot, err);
+    if (r < 0)
+        return r;
+    r = query_stored_trend_functions(w->conn[slot], o, snaps, n, t, ret, err);
+    if (r < 0)
+        unname_store(w->conn[slot], err);
+    put_conn(w, slot);
+    return r;
+}
+
 static int symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
@@ -437,6 +454,7 @@ const struct web_source_ops web_source_store_ops = {
     .list_snapshots = list_snapshots,
     .load_snapshot = load_snapshot,
     .load_stored = load_stored,
+    .trend_functions = trend_functions,
     .symbolization = symbolization,
     .metrics = metrics,
 };

@@ -31,6 +31,7 @@ struct web_server;
 struct query_opts;
 struct query_snapshot;
 struct query_stored;
+struct query_trend_opts;
 
 /* ---- the data source ------------------------------------------------------ */
 
@@ -122,6 +123,15 @@ struct web_source_ops {
      * query_stored_free. Without it, leaks loads and folds profiles. */
     int (*load_stored)(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,
                        size_t n, struct query_stored **ret, struct hp_buf *err);
+    /* Optional (the store source): trend's function columns for snaps[0..n)
+     * (with ids from list_snapshots) from the stored function totals, as
+     * `query trend` takes them (query_stored_trend_functions; only where
+     * query_stored_trend_ok(o)). Without it, trend loads and folds
+     * profiles. */
+    int (*trend_functions)(void *ctx, const struct query_opts *o,
+                           const struct query_snapshot *snaps, size_t n,
+                           struct query_trend_opts *t, struct query_stored **ret,
+                           struct hp_buf *err);
     /* Symbolization status as a JSON object text appended to out. */
     int (*symbolization)(void *ctx, struct hp_buf *out, struct hp_buf *err);
     /* Extra Prometheus exposition lines (the collector's own health:
