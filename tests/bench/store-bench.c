@@ -3,6 +3,7 @@
  * dump) run side by side as the baseline.
  *
  *   store-bench [--smoke] [--dir DIR] [--stacks N] [--hours N] [--trend-hours N]
+ *               [--query PATH]
  *
  *  1. A steady node: N hourly 20k-stack dumps of one binary that drift a
  *     little (tests/store/gen.c writes them as jemalloc heap_v2 text).
@@ -14,7 +15,10 @@
  *     render the text table (target < 30 ms), beside `query top FILE`:
  *     parsing the same dump from its .heap file and the same fold/render.
  *  3. A trend over 8,760 hourly snapshots of one node: the node's totals and
- *     one function's cumulative bytes (target < 10 ms each).
+ *     one function's cumulative bytes (target < 10 ms each). With --query,
+ *     `query trend NODE` end to end (CPU time as a child, best of 3) over
+ *     the last 720 snapshots, beside the same command through the folded
+ *     profiles (HEAPFLEET_TREND_VIA=profiles), and over all of them.
  *
  * Lines starting "RESULT<tab>" (figure, value, unit, goal, peer, peer's
  * value) are what tests/bench/run-all tabulates.
@@ -25,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -102,11 +108,49 @@ static double cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* CPU ms (user + system) of one run of argv with env added, stdout and
+ * stderr to /dev/null; -1 when it failed. */
+static double child_cpu_ms(char *const *argv, const char *env)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (env)
+            putenv((char *)env);
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    return (double)ru.ru_utime.tv_sec * 1e3 + (double)ru.ru_utime.tv_usec / 1e3 +
+           (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+}
+
+/* Best of `runs` of child_cpu_ms; -1 when any run failed. */
+static double child_best_ms(char *const *argv, const char *env, int runs)
+{
+    double best = 1e18;
+    for (int i = 0; i < runs; i++) {
+        double ms = child_cpu_ms(argv, env);
+        if (ms < 0)
+            return -1;
+        best = ms < best ? ms : best;
+    }
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "/tmp";
     char smoke_dir[64] = "";
     uint32_t nstacks = 20000, hours = 120, trend_hours = 8760;
+    const char *query = NULL; /* the query executable, for the trend end to end */
     int runs = 10;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--smoke") == 0) {
@@ -128,9 +172,11 @@ int main(int argc, char **argv)
             hours = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--trend-hours") == 0 && i + 1 < argc)
             trend_hours = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--query") == 0 && i + 1 < argc)
+            query = argv[++i];
         else {
             fprintf(stderr, "usage: store-bench [--smoke] [--dir DIR] [--stacks N] [--hours N] "
-                            "[--trend-hours N]\n");
+                            "[--trend-hours N] [--query PATH]\n");
             return 2;
         }
     }
@@ -341,9 +387,38 @@ int main(int argc, char **argv)
            trend_hours, nbest);
     printf("RESULT\ttrend, one function over %u snapshots\t%.2f\tms\t< 10 ms\t-\t-\n",
            trend_hours, fbest);
+    /* `query trend NODE` as a user runs it: the last 720 snapshots (--since
+     * counts back from now; the year ends at T0 + trend_hours) through the
+     * stored function totals and through the folded profiles, then all. */
+    double cli_month = 0, cli_month_prof = 0, cli_year = 0;
+    uint32_t month = trend_hours < 720 ? trend_hours : 720;
+    if (query) {
+        int64_t first_ms = T0 + (int64_t)(trend_hours - month) * HOUR_MS;
+        char since[32];
+        snprintf(since, sizeof(since), "%llds",
+                 (long long)((hp_wall_ms() - first_ms) / 1000 + 1));
+        char *month_argv[] = { (char *)query, "trend", "be-year", "--since", since, "--db",
+                               db2, "--format", "csv", NULL };
+        char *year_argv[] = { (char *)query, "trend", "be-year", "--db", db2, "--format", "csv",
+                              NULL };
+        cli_month = child_best_ms(month_argv, NULL, 3);
+        cli_month_prof = child_best_ms(month_argv, "HEAPFLEET_TREND_VIA=profiles", 1);
+        cli_year = child_best_ms(year_argv, NULL, 3);
+        printf("query trend be-year (top five functions), CPU: %u snapshots %.0f ms "
+               "(through folded profiles: %.0f ms, %.0fx), %u snapshots %.0f ms\n",
+               month, cli_month, cli_month_prof, cli_month > 0 ? cli_month_prof / cli_month : 0,
+               trend_hours, cli_year);
+        printf("RESULT\tquery trend NODE, %u snapshots (CLI, CPU)\t%.0f\tms\t-\t"
+               "same via folded profiles\t%.0f\n",
+               month, cli_month, cli_month_prof);
+        if (month < trend_hours)
+            printf("RESULT\tquery trend NODE, %u snapshots (CLI, CPU)\t%.0f\tms\t-\t-\t-\n",
+                   trend_hours, cli_year);
+    }
     if (smoke_dir[0]) {
         /* The smoke run checks that every part produced its figure. */
-        int bad = npts != trend_hours || fpts != trend_hours || out_len == 0 || per_snap <= 0;
+        int bad = npts != trend_hours || fpts != trend_hours || out_len == 0 || per_snap <= 0 ||
+                  (query && (cli_month <= 0 || cli_month_prof <= 0 || cli_year <= 0));
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", smoke_dir);
         if (system(cmd) != 0)
