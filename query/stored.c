@@ -343,6 +343,86 @@ static int fill_column(struct store *st, const struct tnode *nodes, size_t nn,
     return 0;
 }
 
+/* Above this many functions, one pass over the snapshots reads them all
+ * (store_series_functions): a series each reads every snapshot once per
+ * function, and a function in the packed rest costs a decompression per
+ * snapshot, which the pass pays once for all. */
+#define TREND_ONE_PASS 16
+
+struct pass_ctx {
+    const struct hp_map64 *row_of;
+    enum profile_value v;
+    struct tcand *c;     /* the functions, ascending ids */
+    size_t n;
+    double *values;      /* NULL: maxima only, into c[].key */
+    size_t stride;
+    const uint32_t *col; /* per function: its column in values */
+};
+
+static int pass_cb(const struct store_function_point *pts, size_t nf, void *ctx)
+{
+    struct pass_ctx *pc = ctx;
+    uint32_t row;
+    if (!nf || !hp_map64_get(pc->row_of, (uint64_t)pts[0].snapshot_id, &row))
+        return 0;
+    for (size_t j = 0; j < nf; j++) {
+        double x = point_value(&pts[j], pc->v);
+        if (pc->values)
+            pc->values[(size_t)row * pc->stride + pc->col[j]] = x;
+        else
+            pc->c[j].key = HP_MAX(pc->c[j].key, x);
+    }
+    return 0;
+}
+
+static int tcand_id_cmp(const void *a, const void *b)
+{
+    const struct tcand *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The series of functions c[0..n) on every node: their largest values
+ * into c[].key when values is NULL, else function j's into column j. */
+static int fill_columns(struct store *st, const struct tnode *nodes, size_t nn,
+                        const struct hp_map64 *row_of, struct tcand *c, size_t n,
+                        enum profile_value v, double *values, struct hp_buf *err)
+{
+    if (n <= TREND_ONE_PASS) {
+        for (size_t j = 0; j < n; j++) {
+            int r = fill_column(st, nodes, nn, row_of, c[j].name, v, values, n, j,
+                                values ? &(double){ 0 } : &c[j].key, err);
+            if (r < 0)
+                return r;
+        }
+        return 0;
+    }
+    /* By ascending id, as the pass wants them; columns stay in c's order. */
+    struct tcand *byid = hp_xmalloc(n * sizeof(*byid));
+    uint32_t *col = hp_xmalloc(n * sizeof(*col));
+    int64_t *fids = hp_xmalloc(n * sizeof(*fids));
+    memcpy(byid, c, n * sizeof(*byid));
+    for (size_t j = 0; j < n; j++)
+        byid[j].key = (double)j; /* its column, carried through the sort */
+    hp_qsort(byid, n, sizeof(*byid), tcand_id_cmp);
+    for (size_t j = 0; j < n; j++) {
+        col[j] = (uint32_t)byid[j].key;
+        byid[j].key = 0;
+        fids[j] = byid[j].id;
+    }
+    struct pass_ctx pc = { row_of, v, byid, n, values, n, col };
+    int r = 0;
+    for (size_t k = 0; k < nn && r >= 0; k++)
+        r = store_series_functions(st, nodes[k].id, nodes[k].since_ms, nodes[k].until_ms, fids,
+                                   n, pass_cb, &pc, err);
+    if (!values)
+        for (size_t j = 0; j < n; j++)
+            c[col[j]].key = byid[j].key;
+    free(fids);
+    free(col);
+    free(byid);
+    return r < 0 ? r : 0;
+}
+
 int query_stored_trend_functions(struct store *st, const struct query_opts *o,
                                  const struct query_snapshot *snaps, size_t n,
                                  struct query_trend_opts *t, struct query_stored **ret,
@@ -401,16 +481,13 @@ int query_stored_trend_functions(struct store *st, const struct query_opts *o,
         /* Every function the expression matches, ranked by its largest
          * value in the window; those that never hold anything there are
          * not in these profiles. */
-        if ((r = store_functions_list(st, match_cb, &tp, err)) < 0)
+        if ((r = store_functions_list(st, match_cb, &tp, err)) < 0 ||
+            (r = fill_columns(st, nodes, nn, &row_of, tp.c, tp.n, o->sample, NULL, err)) < 0)
             goto out;
         size_t keep = 0;
-        for (size_t c = 0; c < tp.n; c++) {
-            if ((r = fill_column(st, nodes, nn, &row_of, tp.c[c].name, o->sample, NULL, 0, 0,
-                                 &tp.c[c].key, err)) < 0)
-                goto out;
+        for (size_t c = 0; c < tp.n; c++)
             if (tp.c[c].key > 0)
                 tp.c[keep++] = tp.c[c];
-        }
         tp.n = keep;
     } else {
         for (size_t k = 0; k < nn; k++)
@@ -423,13 +500,11 @@ int query_stored_trend_functions(struct store *st, const struct query_opts *o,
     nd->trend_values = hp_xmalloc((n * nf + 1) * sizeof(*nd->trend_values));
     for (size_t i = 0; i < n * nf; i++)
         nd->trend_values[i] = NAN; /* a snapshot no series gave */
-    for (size_t j = 0; j < nf; j++) {
-        double mx;
+    for (size_t j = 0; j < nf; j++)
         nd->trend_names[j] = tp.c[j].name;
-        if ((r = fill_column(st, nodes, nn, &row_of, tp.c[j].name, o->sample, nd->trend_values,
-                             nf, j, &mx, err)) < 0)
-            goto out;
-    }
+    if ((r = fill_columns(st, nodes, nn, &row_of, tp.c, nf, o->sample, nd->trend_values, err)) <
+        0)
+        goto out;
     t->functions_given = true;
     t->names = nd->trend_names;
     t->values = nd->trend_values;

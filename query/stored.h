@@ -48,7 +48,9 @@ bool query_stored_trend_ok(const struct query_opts *o);
  * t->max_functions, default 50), else the t->max_functions (default 5)
  * holding the most at each node's newest snapshot, as query_trend_build
  * chooses them from folded profiles; values per snapshot as the folded
- * profiles give them, to the whole byte or object. Sets t's
+ * profiles give them, to the whole byte or object. One difference: a
+ * frame no symbol names (the folded path's "0x... lib.so") has no
+ * function totals, so --function "." lists named functions only. Sets t's
  * functions_given, names, values and nfunctions, which point into *ret
  * (query_stored_free after the trend is built). Only where
  * query_stored_trend_ok(o). 0 or a negative HP_E* code with err set. */

@@ -61,6 +61,7 @@ const struct store_backend STORE_BE(backend) = {
     .function_totals = store_function_totals,
     .series_function = store_series_function,
     .functions_list = store_functions_list,
+    .series_functions = store_series_functions,
     .snapshot_stats = store_snapshot_stats,
     .read_begin = store_read_begin,
     .read_end = store_read_end,

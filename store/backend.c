@@ -233,6 +233,13 @@ int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
     return s->be->functions_list(s, cb, ctx, err);
 }
 
+int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                           const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
+                           struct hp_buf *err)
+{
+    return s->be->series_functions(s, node_id, since_ms, until_ms, fids, nf, cb, ctx, err);
+}
+
 int store_read_begin(struct store *s, struct hp_buf *err)
 {
     return s->be->read_begin(s, err);

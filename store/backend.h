@@ -47,6 +47,7 @@
 #define store_function_totals STORE_BE(function_totals)
 #define store_series_function STORE_BE(series_function)
 #define store_functions_list STORE_BE(functions_list)
+#define store_series_functions STORE_BE(series_functions)
 #define store_snapshot_stats STORE_BE(snapshot_stats)
 #define store_read_begin STORE_BE(read_begin)
 #define store_read_end STORE_BE(read_end)

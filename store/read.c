@@ -1365,6 +1365,84 @@ int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
     return r;
 }
 
+/* Entries e[0..n) (ascending ids) of the functions in fids[0..nf)
+ * (ascending) into their points. */
+static void ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *fids, size_t nf,
+                     struct store_function_point *pts)
+{
+    for (size_t i = 0, j = 0; i < n && j < nf;) {
+        if (e[i].function_id < fids[j]) {
+            i++;
+        } else if (e[i].function_id > fids[j]) {
+            j++;
+        } else {
+            pts[j].flat_space = e[i].flat_space;
+            pts[j].cum_space = e[i].cum_space;
+            pts[j].flat_objects = e[i].flat_objects;
+            pts[j].cum_objects = e[i].cum_objects;
+            i++, j++;
+        }
+    }
+}
+
+int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                           const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
+                           struct hp_buf *err)
+{
+    /* The snapshots first: the rows of each are read by other statements. */
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SERIES_SNAPS, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    struct store_function_point *snaps = NULL;
+    size_t ns = 0, cap = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        snaps = hp_xgrow(snaps, &cap, ns + 1, sizeof(*snaps));
+        snaps[ns++] = (struct store_function_point){ .snapshot_id = sqlite3_column_int64(st, 0),
+                                                     .taken_at = sqlite3_column_int64(st, 1) };
+    }
+    sqlite3_reset(st);
+    struct store_function_point *pts = hp_xmalloc((nf + 1) * sizeof(*pts));
+    struct store_ft_entry *rows = NULL;
+    size_t rows_cap = 0;
+    struct blob_cache cache = { 0 };
+    for (size_t k = 0; r == 0 && k < ns; k++) {
+        for (size_t j = 0; j < nf; j++)
+            pts[j] = snaps[k]; /* id and time; zeros */
+        if ((r = store_stmt(s, STMT_FT_BY_SNAP, &st, err)) < 0)
+            break;
+        sqlite3_bind_int64(st, 1, snaps[k].snapshot_id);
+        size_t nrows = 0;
+        while ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
+            rows = hp_xgrow(rows, &rows_cap, nrows + 1, sizeof(*rows));
+            rows[nrows++] = (struct store_ft_entry){ sqlite3_column_int64(st, 0),
+                                                     sqlite3_column_int64(st, 1),
+                                                     sqlite3_column_int64(st, 2),
+                                                     sqlite3_column_int64(st, 3),
+                                                     sqlite3_column_int64(st, 4) };
+        }
+        sqlite3_reset(st);
+        if (r < 0)
+            break;
+        ft_merge(rows, nrows, fids, nf, pts);
+        struct store_ft_entry *rest;
+        size_t nrest;
+        if ((r = ft_rest_load_cached(s, snaps[k].snapshot_id, &cache, &rest, &nrest, err)) < 0)
+            break;
+        ft_merge(rest, nrest, fids, nf, pts);
+        free(rest);
+        r = cb(pts, nf, ctx);
+    }
+    blob_cache_release(&cache);
+    free(rows);
+    free(pts);
+    free(snaps);
+    return r;
+}
+
 static int ft_total_cmp(const void *a, const void *b)
 {
     /* As SQL's ORDER BY cum_space DESC, name (BINARY collation). */

@@ -182,6 +182,12 @@ extern const int store_nmigrations;
       "   ON t.snapshot_id = s.id AND t.function_id = ?4"                                      \
       " WHERE s.node_id = ?1 AND s.status = 'ok' AND s.taken_at BETWEEN ?2 AND ?3"             \
       " ORDER BY s.taken_at, s.id")                                                            \
+    X(SERIES_SNAPS,                                                                            \
+      "SELECT id, taken_at FROM snapshots WHERE node_id = ?1 AND status = 'ok'"                \
+      " AND taken_at BETWEEN ?2 AND ?3 ORDER BY taken_at, id")                                 \
+    X(FT_BY_SNAP,                                                                              \
+      "SELECT function_id, flat_space, cum_space, flat_objects, cum_objects"                   \
+      " FROM function_totals WHERE snapshot_id = ?1 ORDER BY function_id")                     \
     X(FT_LIST,                                                                                 \
       "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \
@@ -256,6 +262,7 @@ struct store_backend {
     __typeof__(store_function_totals) *function_totals;
     __typeof__(store_series_function) *series_function;
     __typeof__(store_functions_list) *functions_list;
+    __typeof__(store_series_functions) *series_functions;
     __typeof__(store_snapshot_stats) *snapshot_stats;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;

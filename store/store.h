@@ -371,6 +371,19 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
                           struct store_function_point **ret_points, size_t *ret_n,
                           struct hp_buf *err) HP_MUST_CHECK;
 
+/* The totals of functions fids[0..nf) (ascending, distinct) over the
+ * node's ok snapshots in [since, until], oldest first, in one pass: each
+ * snapshot's rows and packed rest are read once however many functions are
+ * asked for (a trend's --function expression may match thousands, and a
+ * series each would read every snapshot's rest once per function). cb gets
+ * each snapshot's nf points in fids' order (zeros where a function holds
+ * nothing); a non-zero return stops the pass and is returned. */
+typedef int (*store_functions_cb)(const struct store_function_point *pts, size_t nf,
+                                  void *ctx);
+int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                           const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
+                           struct hp_buf *err) HP_MUST_CHECK;
+
 /* Every function name the store knows (any node, any snapshot), by id:
  * what a trend's --function expression is matched against. */
 typedef int (*store_function_name_cb)(int64_t function_id, const char *name, void *ctx);

@@ -578,6 +578,10 @@ static void test_stored_trend_totals_path_equals_profiles_path(void **state)
         { "trend", "--fleet", "--function", "Compact|Aggregate", "--sample", "inuse_objects",
           "--format",
           "csv", NULL },
+        /* Hundreds of matches: read in one pass over the snapshots. */
+        { "trend", "steady", "--function", "doris|std", "--format", "csv", NULL },
+        { "trend", "--fleet", "--function", "::", "--sample", "inuse_objects", "--format", "json",
+          NULL },
         { "trend", "threads", NULL }, /* text: totals and figures only */
     };
     /* Function columns were compared, not only totals. */
