@@ -570,6 +570,9 @@ static void test_stored_trend_totals_path_equals_profiles_path(void **state)
         { "trend", "--fleet", "--format", "json", NULL },
         { "trend", "--fleet", "--function", "^leak_tablet_schema$", "--format", "csv", NULL },
         { "trend", "be-17", "--sample", "inuse_objects", "--format", "csv", NULL },
+        /* Options the stored totals do not cover: both fold profiles. */
+        { "trend", "be-1", "--no-inline", "--format", "csv", NULL },
+        { "trend", "be-1", "--sample", "alloc_space", "--format", "csv", NULL },
     };
     static const char *const on_generated[][12] = {
         { "trend", "steady", "--format", "csv", NULL },
