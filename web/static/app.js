@@ -792,7 +792,7 @@ async function functionPage(q) {
   out.innerHTML = `<p class="muted" id="fnprog">Reading ${nodes.length} nodes…</p>`;
   const seq = navSeq;
   const per = await pool(nodes, 4, async (n) => {
-    try { return { node: n.name, t: await api(`/api/v1/trend?node=${enc(n.name)}&function=${enc(fn)}&limit=200${since}`) }; }
+    try { return { node: n.name, t: await api(`/api/v1/trend?node=${enc(n.name)}&function=${enc(fn)}${since}`) }; }
     catch (e) { return { node: n.name, error: e }; }
   });
   if (seq !== navSeq) return;

@@ -108,8 +108,13 @@ export class TimeChart {
       ctx.beginPath();
       pts.forEach((p, i) => { const x = L.x(p.t), y = L.y(p.v); if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y); });
       ctx.stroke();
+      // A mark on every point while they stand apart; on a dense series
+      // (a year of hourly snapshots) only the hovered one, or the marks
+      // would paint a band over the line.
+      const span = pts.length > 1 ? (L.x(pts[pts.length - 1].t) - L.x(pts[0].t)) / (pts.length - 1) : 99;
       for (const p of pts) {
         const big = this.hover && this.hover.pt === p;
+        if (span < 6 && !big) continue;
         ctx.beginPath(); ctx.arc(L.x(p.t), L.y(p.v), big ? 5.5 : 3.5, 0, Math.PI * 2);
         ctx.fillStyle = "#fff"; ctx.fill(); ctx.lineWidth = 2; ctx.strokeStyle = s.color; ctx.stroke();
       }
