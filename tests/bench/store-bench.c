@@ -19,6 +19,14 @@
  *     `query trend NODE` end to end (CPU time as a child, best of 3) over
  *     the last 720 snapshots, beside the same command through the folded
  *     profiles (HEAPFLEET_TREND_VIA=profiles), and over all of them.
+ *  4. Retention of a year: 8,760 hourly 2k-stack snapshots (raw dumps kept)
+ *     of a node whose code changes every 30 days (a release: other stacks,
+ *     locations and functions), thinned to the last 90 days hourly and one a
+ *     day before, with reclaim and incremental vacuum (store_retain as
+ *     `query retain --reclaim` runs it). Prints the file and the rows before
+ *     and after, and checks "reclaims everything": the stacks, locations and
+ *     functions left are exactly those of a store that only ever held the
+ *     kept snapshots.
  *
  * Lines starting "RESULT<tab>" (figure, value, unit, goal, peer, peer's
  * value) are what tests/bench/run-all tabulates.
@@ -143,6 +151,129 @@ static double child_best_ms(char *const *argv, const char *env, int runs)
         best = ms < best ? ms : best;
     }
     return best;
+}
+
+/* The snapshot of hour h of the retention year: release h / every (its
+ * code), drift step h % 24. */
+static struct profile *year_profile(uint32_t h, uint32_t every, char **raw, size_t *raw_len)
+{
+    struct gen_params gp = { .seed = 100 + h / every, .nstacks = 2000, .nfuncs = 1500,
+                             .hour = h % 24, .symbolize = true };
+    return gen_profile(&gp, raw, raw_len);
+}
+
+static void year_insert(struct store *s, int64_t node, uint32_t h, uint32_t every,
+                        struct hp_buf *err)
+{
+    char *raw;
+    size_t raw_len;
+    struct profile *p = year_profile(h, every, &raw, &raw_len);
+    int64_t id;
+    if (store_snapshot_insert(s, node, T0 + h * HOUR_MS, p, raw, raw_len, NULL, NULL, 0, &id,
+                              err) < 0)
+        die("retention insert", err);
+    profile_free(p);
+    free(raw);
+}
+
+struct kept_hours {
+    uint32_t *h;
+    size_t n, cap;
+};
+
+static int kept_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct kept_hours *k = ctx;
+    k->h = hp_xgrow(k->h, &k->cap, k->n + 1, sizeof(*k->h));
+    k->h[k->n++] = (uint32_t)((si->taken_at - T0) / HOUR_MS);
+    return 0;
+}
+
+static struct store_usage usage_of(const char *db, struct hp_buf *err)
+{
+    struct store *s;
+    struct store_usage u;
+    if (store_open(db, STORE_OPEN_WRITE, &s, err) < 0 || store_usage_get(s, &u, err) < 0)
+        die("usage", err);
+    store_close(s); /* checkpointed: the file is all of it */
+    u.file_bytes = db_bytes(db);
+    return u;
+}
+
+/* 4. Retention of a year; returns non-zero when what is left is not what a
+ * store of the kept snapshots alone holds. */
+static int bench_retention(const char *dir, uint32_t hours, struct hp_buf *err)
+{
+    uint32_t every = hours / 12 ? hours / 12 : 1; /* 730 h: a release a month */
+    uint32_t thin_h = (uint32_t)((uint64_t)hours * 90 / 365);
+    char db[600], fresh[600];
+    snprintf(db, sizeof(db), "%s/store-bench-retain-%d.db", dir, (int)getpid());
+    snprintf(fresh, sizeof(fresh), "%s/store-bench-kept-%d.db", dir, (int)getpid());
+    struct store *s;
+    int64_t node;
+    struct store_node_info ni = { .name = "be-year", .kind = "doris" };
+    if (store_open(db, STORE_OPEN_WRITE, &s, err) < 0 || store_node_upsert(s, &ni, &node, err) < 0)
+        die("retention db", err);
+    uint64_t t0 = hp_now_ns();
+    for (uint32_t h = 0; h < hours; h++)
+        year_insert(s, node, h, every, err);
+    double fill_s = ms_since(t0) / 1000;
+    store_close(s);
+    struct store_usage before = usage_of(db, err);
+    /* Thin: older than 90 days (of the year's end), one a day. */
+    struct store_retain_policy pol = { .thin_after_s = (int64_t)thin_h * 3600, .reclaim = true };
+    struct store_retain_result rr;
+    if (store_open(db, STORE_OPEN_WRITE, &s, err) < 0)
+        die("retention open", err);
+    t0 = hp_now_ns();
+    if (store_retain(s, &pol, T0 + (int64_t)hours * HOUR_MS, &rr, err) < 0)
+        die("retain", err);
+    double retain_s = ms_since(t0) / 1000;
+    struct kept_hours kept = { 0 };
+    if (store_snapshots_list(s, node, 0, INT64_MAX, false, kept_cb, &kept, err) < 0)
+        die("list kept", err);
+    store_close(s);
+    struct store_usage after = usage_of(db, err);
+    /* The same kept snapshots, in a store that never held the others. */
+    if (store_open(fresh, STORE_OPEN_WRITE, &s, err) < 0 ||
+        store_node_upsert(s, &ni, &node, err) < 0)
+        die("fresh db", err);
+    for (size_t i = 0; i < kept.n; i++)
+        year_insert(s, node, kept.h[i], every, err);
+    store_close(s);
+    struct store_usage scratch = usage_of(fresh, err);
+    bool same = after.stacks == scratch.stacks && after.locations == scratch.locations &&
+                after.functions == scratch.functions && after.snapshots == (int64_t)kept.n;
+    printf("== retention: %u hourly snapshots (a release every %u h) -> the last %u h hourly, "
+           "one a day before ==\n",
+           hours, every, thin_h);
+    printf("(filled in %.1f s; retain with reclaim and vacuum took %.1f s)\n", fill_s, retain_s);
+    printf("before: %lld snapshots, %lld stacks, %lld locations, %lld functions, %.1f MB\n",
+           (long long)before.snapshots, (long long)before.stacks, (long long)before.locations,
+           (long long)before.functions, before.file_bytes / 1e6);
+    printf("after:  %lld snapshots, %lld stacks, %lld locations, %lld functions, %.1f MB "
+           "(deleted %lld snapshots, %lld raw dumps, %lld stacks, %lld locations, %lld names; "
+           "%lld pages freed)\n",
+           (long long)after.snapshots, (long long)after.stacks, (long long)after.locations,
+           (long long)after.functions, after.file_bytes / 1e6, (long long)rr.snapshots_deleted,
+           (long long)rr.raw_deleted, (long long)rr.stacks_deleted,
+           (long long)rr.locations_deleted, (long long)rr.names_deleted,
+           (long long)rr.pages_freed);
+    printf("a store that only ever held the kept snapshots: %lld stacks, %lld locations, %lld "
+           "functions, %.1f MB: %s\n",
+           (long long)scratch.stacks, (long long)scratch.locations, (long long)scratch.functions,
+           scratch.file_bytes / 1e6,
+           same ? "retention left exactly that" : "RETENTION LEFT SOMETHING ELSE");
+    printf("RESULT\tretention, a year -> 90 days + daily: file\t%.1f\tMB\t< before\t"
+           "before retention\t%.1f\n",
+           after.file_bytes / 1e6, before.file_bytes / 1e6);
+    printf("RESULT\tretention: dictionary rows left over a fresh store\t%lld\trows\t0\t-\t-\n",
+           (long long)((after.stacks - scratch.stacks) + (after.locations - scratch.locations) +
+                       (after.functions - scratch.functions)));
+    free(kept.h);
+    unlink(db);
+    unlink(fresh);
+    return same && after.file_bytes < before.file_bytes ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -415,9 +546,11 @@ int main(int argc, char **argv)
             printf("RESULT\tquery trend NODE, %u snapshots (CLI, CPU)\t%.0f\tms\t-\t-\t-\n",
                    trend_hours, cli_year);
     }
+    int retention_bad = bench_retention(dir, trend_hours, &err);
     if (smoke_dir[0]) {
         /* The smoke run checks that every part produced its figure. */
         int bad = npts != trend_hours || fpts != trend_hours || out_len == 0 || per_snap <= 0 ||
+                  retention_bad ||
                   (query && (cli_month <= 0 || cli_month_prof <= 0 || cli_year <= 0));
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", smoke_dir);
