@@ -10,8 +10,11 @@
  *   ft-chains dump DB HOURS    every stored value: per snapshot, each
  *                              function's totals ("T id function values"),
  *                              and each function's trend over the node
- *                              ("S id function values"), sorted by the
- *                              caller
+ *                              ("S id function values"), and the same
+ *                              trends read in one pass over the snapshots
+ *                              for all functions at once ("M id function
+ *                              values": store_series_functions), sorted by
+ *                              the caller
  * Exit 0, or 1 with the store's message. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,50 @@ static int total_cb(const struct store_function_total *t, void *ctx)
     nm->v = hp_xgrow(nm->v, &nm->cap, nm->n + 1, sizeof(*nm->v));
     nm->v[nm->n++] = hp_xstrdup(t->name);
     return 0;
+}
+
+/* The functions of names, with their ids (store_functions_list), for
+ * store_series_functions, which wants ids ascending. */
+struct fn_ids {
+    const struct names *names;
+    int64_t *id;
+    const char **name;
+    size_t n;
+};
+
+static int fn_id_cb(int64_t id, const char *name, void *ctx)
+{
+    struct fn_ids *f = ctx;
+    for (size_t i = 0; i < f->names->n; i++)
+        if (strcmp(f->names->v[i], name) == 0) {
+            f->id[f->n] = id; /* listed by id: ascending */
+            f->name[f->n++] = f->names->v[i];
+            break;
+        }
+    return 0;
+}
+
+static int pass_cb(const struct store_function_point *pts, size_t nf, void *ctx)
+{
+    const struct fn_ids *f = ctx;
+    for (size_t j = 0; j < nf; j++)
+        printf("M %lld %s %lld %lld %lld %lld\n", (long long)pts[j].snapshot_id, f->name[j],
+               (long long)pts[j].flat_space, (long long)pts[j].cum_space,
+               (long long)pts[j].flat_objects, (long long)pts[j].cum_objects);
+    return 0;
+}
+
+static int dump_one_pass(struct store *s, int64_t node, const struct names *names,
+                         struct hp_buf *err)
+{
+    struct fn_ids f = { names, hp_xcalloc(names->n + 1, sizeof(*f.id)),
+                        hp_xcalloc(names->n + 1, sizeof(*f.name)), 0 };
+    int r = store_functions_list(s, fn_id_cb, &f, err);
+    if (r == 0)
+        r = store_series_functions(s, node, 0, INT64_MAX, f.id, f.n, pass_cb, &f, err);
+    free(f.id);
+    free(f.name);
+    return r;
 }
 
 static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *err)
@@ -105,6 +152,8 @@ static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *
                    (long long)pts[k].flat_objects, (long long)pts[k].cum_objects);
         free(pts);
     }
+    if (r >= 0)
+        r = dump_one_pass(s, node, &names, err);
     for (size_t i = 0; i < names.n; i++)
         free(names.v[i]);
     free(names.v);

@@ -23,8 +23,17 @@ S="$T/s.db"
 "$F" write "$S" $H || fail "write"
 chained=$(sqlite3 "$S" "SELECT count(*) FROM function_totals_rest WHERE base_id IS NOT NULL")
 [ "$chained" -gt $((H / 2)) ] || fail "only $chained packed totals chained on SQLite"
+# one_pass_same DUMP: the trends read in one pass (M) are the trends read a
+# function at a time (S).
+one_pass_same() {
+    grep '^S ' "$1" | sed 's/^S /M /' >s.only
+    grep '^M ' "$1" >m.only
+    [ -s m.only ] || fail "$1: no one-pass trend"
+    cmp -s s.only m.only || { diff s.only m.only | head >&2; fail "$1: one pass differs"; }
+}
 "$F" dump "$S" $H | sort >a.txt
 grep -q '^T ' a.txt && grep -q '^S ' a.txt || fail "nothing dumped"
+one_pass_same a.txt
 
 "$Q" migrate --from "$S" --to "$PGURI" >mig.txt 2>mig.err || fail "migrate: $(cat mig.err)"
 grep -q "^function_totals_rest .*: ok$" mig.txt || fail "rest not copied: $(cat mig.txt)"
@@ -32,6 +41,7 @@ pg_chained=$(pg_psql -c "SELECT count(*) FROM function_totals_rest WHERE base_id
 [ "$pg_chained" = "$chained" ] ||
     fail "the chains did not arrive in PostgreSQL"
 "$F" dump "$PGURI" $H | sort >b.txt
+one_pass_same b.txt
 cmp -s a.txt b.txt || { diff a.txt b.txt | head >&2; fail "PostgreSQL reads other totals"; }
 echo "ok: $(wc -l <a.txt) values the same after migrate ($chained chained rows)"
 
@@ -39,6 +49,8 @@ echo "ok: $(wc -l <a.txt) values the same after migrate ($chained chained rows)"
 "$F" retain "$PGURI" $H || fail "retain on PostgreSQL"
 "$F" dump "$S" $H | sort >a2.txt
 "$F" dump "$PGURI" $H | sort >b2.txt
+one_pass_same a2.txt
+one_pass_same b2.txt
 cmp -s a2.txt b2.txt || { diff a2.txt b2.txt | head >&2; fail "engines differ after retention"; }
 # Per-snapshot totals are unchanged; a trend has fewer points, each as before.
 [ "$(grep -c '^T ' a2.txt)" -lt "$(grep -c '^T ' a.txt)" ] || fail "retention deleted nothing"
