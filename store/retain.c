@@ -261,9 +261,13 @@ static int sweep(struct store *s, const char *sql, int64_t *ret_n, struct hp_buf
     return r;
 }
 
-/* Mark the stacks and objects of every stored sample set. Rows are read in
- * id order; a row's decompressed bytes are kept until the row compressed
- * against it comes (chains are mostly linear), else the chain is loaded. */
+/* Mark the stacks and objects of every sample set some snapshot holds. Rows
+ * are read in id order; a row's decompressed bytes are kept until the row
+ * compressed against it comes (chains are mostly linear), else the chain
+ * is loaded. A row no snapshot holds any more (a keyframe kept as the base
+ * of several kept rows: store_blob_release) is decompressed for its
+ * children but marks nothing: its stacks are bytes of a dictionary then,
+ * not a profile's, and the kept rows name their own. */
 static int mark_sample_sets(struct store *s, struct hp_map64 *stacks, struct hp_map64 *objects,
                             struct hp_buf *err)
 {
@@ -303,7 +307,8 @@ static int mark_sample_sets(struct store *s, struct hp_map64 *stacks, struct hp_
         }
         if (r < 0)
             break;
-        r = store_sample_set_refs(s, id, out, (size_t)size, stacks, objects, err);
+        if (sqlite3_column_int(st, 4))
+            r = store_sample_set_refs(s, id, out, (size_t)size, stacks, objects, err);
         if (r < 0) {
             free(out);
             break;

@@ -204,7 +204,9 @@ extern const int store_nmigrations;
     X(STATS_DELETE, "DELETE FROM node_stats WHERE snapshot_id = ?1")                           \
     X(KEEP_CREATE, "CREATE TEMP TABLE IF NOT EXISTS keep(kind INTEGER NOT NULL,"               \
                    " id INTEGER NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID")             \
-    X(SS_ALL, "SELECT id, size, base_id, data FROM sample_sets ORDER BY id")                  \
+    X(SS_ALL,                                                                                  \
+      "SELECT id, size, base_id, data, CASE WHEN EXISTS (SELECT 1 FROM snapshots"              \
+      " WHERE samples_id = sample_sets.id) THEN 1 ELSE 0 END FROM sample_sets ORDER BY id")    \
     X(STACKS_ALL, "SELECT id, locs_packed FROM stacks ORDER BY id")                            \
     X(LOCS_ALL, "SELECT id, object_id, address, frames_packed FROM locations ORDER BY id")     \
     X(SYMCACHE_GET,                                                                            \

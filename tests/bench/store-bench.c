@@ -271,8 +271,10 @@ static int bench_retention(const char *dir, uint32_t hours, struct hp_buf *err)
            (long long)((after.stacks - scratch.stacks) + (after.locations - scratch.locations) +
                        (after.functions - scratch.functions)));
     free(kept.h);
-    unlink(db);
-    unlink(fresh);
+    if (!getenv("STORE_BENCH_KEEP")) {
+        unlink(db);
+        unlink(fresh);
+    }
     return same && after.file_bytes < before.file_bytes ? 0 : 1;
 }
 

@@ -22,6 +22,10 @@
 #define HOUR_MS INT64_C(3600000)
 #define DAY_MS (24 * HOUR_MS)
 #define T0 INT64_C(1763798400000) /* 2025-11-22T08:00:00Z */
+/* test_store_retain_thinning_reclaims_dictionaries: hours of history and
+ * stacks per profile. */
+#define RELEASE_HOURS 500u
+#define RELEASE_STACKS 200u
 
 struct fx {
     char dir[64];
@@ -1489,6 +1493,99 @@ static void test_store_retain_reclaims_dictionaries(void **state)
     free(ref_db);
 }
 
+/* Hour h of the thinned history below: its release's code, drift h % 24. */
+static struct profile *release_profile(uint32_t h, uint32_t every, char **raw, size_t *raw_len)
+{
+    struct gen_params gp = { .seed = 300 + h / every, .nstacks = RELEASE_STACKS, .nfuncs = 150,
+                             .hour = h % 24, .symbolize = true };
+    return gen_profile(&gp, raw, raw_len);
+}
+
+struct kept_ids {
+    uint32_t h[4096];
+    int64_t id[4096];
+    size_t n;
+};
+
+static int kept_ids_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct kept_ids *k = ctx;
+    assert_true(k->n < HP_ARRAY_SIZE(k->h));
+    k->id[k->n] = si->id;
+    k->h[k->n++] = (uint32_t)((si->taken_at - T0) / HOUR_MS);
+    return 0;
+}
+
+/* Thinning with reclaim keeps no dictionary row for a deleted snapshot: a
+ * keyframe sample set that several kept rows were compressed against stays
+ * as their base (re-encoding each would cost a full set apiece), but it is
+ * nobody's profile any more, and the sweep marked its stacks as in use
+ * (store-bench's year: 190 stacks, 150 locations and 12 functions more than
+ * a store that only ever held the kept snapshots). Now the dictionaries are
+ * exactly that store's, and every kept snapshot reads back. */
+static void test_store_retain_thinning_reclaims_dictionaries(void **state)
+{
+    struct fx *f = *state;
+    const uint32_t hours = RELEASE_HOURS, every = hours / 12, thin_h = hours * 90 / 365;
+    int64_t n = node(f->s, "be-1");
+    assert_int_equal(store_batch_begin(f->s, NULL), 0);
+    for (uint32_t h = 0; h < hours; h++) {
+        char *raw;
+        size_t rl;
+        struct profile *p = release_profile(h, every, &raw, &rl);
+        put(f->s, n, T0 + h * HOUR_MS, p, raw, rl);
+        profile_free(p);
+        free(raw);
+        if (h % 64 == 63) {
+            assert_int_equal(store_batch_commit(f->s, NULL), 0);
+            assert_int_equal(store_batch_begin(f->s, NULL), 0);
+        }
+    }
+    assert_int_equal(store_batch_commit(f->s, NULL), 0);
+    struct store_retain_policy pol = { .thin_after_s = (int64_t)thin_h * 3600, .reclaim = true };
+    struct store_retain_result res;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_retain(f->s, &pol, T0 + (int64_t)hours * HOUR_MS, &res, &err);
+    if (r < 0)
+        fprintf(stderr, "retain: %s\n", err.data);
+    assert_int_equal(r, 0);
+    assert_true(res.snapshots_deleted > hours / 2 && res.stacks_deleted > 0);
+    struct kept_ids *kept = hp_xcalloc(1, sizeof(*kept));
+    assert_int_equal(store_snapshots_list(f->s, n, 0, INT64_MAX, false, kept_ids_cb, kept, NULL),
+                     0);
+    /* The reference: a database that only ever held the kept snapshots. */
+    char *ref_db = hp_xasprintf("%s/ref.db", f->dir);
+    struct store *ref;
+    assert_int_equal(store_open(ref_db, STORE_OPEN_WRITE, &ref, NULL), 0);
+    int64_t rn = node(ref, "be-1");
+    for (size_t i = 0; i < kept->n; i++) {
+        struct profile *p = release_profile(kept->h[i], every, NULL, NULL);
+        put(ref, rn, T0 + kept->h[i] * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    struct store_usage want, after;
+    assert_int_equal(store_usage_get(ref, &want, NULL), 0);
+    store_close(ref);
+    assert_int_equal(store_usage_get(f->s, &after, NULL), 0);
+    assert_int_equal(after.snapshots, (int64_t)kept->n);
+    assert_int_equal(after.stacks, want.stacks);
+    assert_int_equal(after.locations, want.locations);
+    assert_int_equal(after.functions, want.functions);
+    /* Every kept snapshot, including those whose base is a deleted one's. */
+    for (size_t i = 0; i < kept->n; i++) {
+        struct profile *p = load(f->s, kept->id[i]);
+        struct profile *w = release_profile(kept->h[i], every, NULL, NULL);
+        assert_same_profile(w, p);
+        profile_free(w);
+        profile_free(p);
+    }
+    assert_int_equal(store_check(f->s, &err), 0);
+    hp_buf_release(&err);
+    unlink(ref_db);
+    free(ref_db);
+    free(kept);
+}
+
 static void test_store_symcache_roundtrip(void **state)
 {
     struct fx *f = *state;
@@ -1735,6 +1832,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_read_tx_one_view, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_retain_thinning_reclaims_dictionaries, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_reclaims_dictionaries, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_symcache_roundtrip, setup, teardown),
