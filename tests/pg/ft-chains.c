@@ -5,7 +5,8 @@
  *                              snapshot's packed totals chained on the one
  *                              before; then snapshot #HOURS/2 reindexed
  *                              with the last hour's profile
- *   ft-chains retain DB HOURS  thin the first half to one a day, drop the
+ *   ft-chains retain DB HOURS  thin the first half to one a day (with
+ *                              reclaim: the dictionaries swept), drop the
  *                              first 10 hours
  *   ft-chains dump DB HOURS    every stored value: per snapshot, each
  *                              function's totals ("T id function values"),
@@ -126,7 +127,8 @@ static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *
     }
     if (strcmp(cmd, "retain") == 0) {
         struct store_retain_policy pol = { .retain_s = (hours - 10) * 3600,
-                                           .thin_after_s = (hours / 2) * 3600 };
+                                           .thin_after_s = (hours / 2) * 3600,
+                                           .reclaim = true };
         struct store_retain_result res;
         return store_retain(s, &pol, T0 + hours * HOUR_MS, &res, err);
     }
