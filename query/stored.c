@@ -313,42 +313,12 @@ struct tnode {
     int64_t id, since_ms, until_ms, newest_snap, newest_s;
 };
 
-/* Function f's series on every node, into column j of values (rows by
- * snapshot index through row_of); its largest value into *ret_max. */
-static int fill_column(struct store *st, const struct tnode *nodes, size_t nn,
-                       const struct hp_map64 *row_of, const char *fname, enum profile_value v,
-                       double *values, size_t stride, size_t j, double *ret_max,
-                       struct hp_buf *err)
-{
-    double mx = 0;
-    for (size_t k = 0; k < nn; k++) {
-        struct store_function_point *pts = NULL;
-        size_t np = 0;
-        int r = store_series_function(st, nodes[k].id, fname, nodes[k].since_ms,
-                                      nodes[k].until_ms, &pts, &np, err);
-        if (r < 0)
-            return r;
-        for (size_t i = 0; i < np; i++) {
-            uint32_t row;
-            if (!hp_map64_get(row_of, (uint64_t)pts[i].snapshot_id, &row))
-                continue;
-            double x = point_value(&pts[i], v);
-            if (values)
-                values[(size_t)row * stride + j] = x;
-            mx = HP_MAX(mx, x);
-        }
-        free(pts);
-    }
-    *ret_max = mx;
-    return 0;
-}
-
-/* Above this many functions, one pass over the snapshots reads them all
- * (store_series_functions): a series each reads every snapshot once per
- * function, and a function in the packed rest costs a decompression per
- * snapshot, which the pass pays once for all. */
-#define TREND_ONE_PASS 16
-
+/* The functions' series come from one pass over a node's snapshots
+ * (store_series_functions): a function without a row in a snapshot is
+ * looked up in its packed rest, and a pass decompresses that once per
+ * snapshot for all the functions, where a series each did it once per
+ * function (trend --fleet over 100 nodes x 720 snapshots: 17 s, most of
+ * it decompressing the same blobs five times). */
 struct pass_ctx {
     const struct hp_map64 *row_of;
     enum profile_value v;
@@ -387,15 +357,8 @@ static int fill_columns(struct store *st, const struct tnode *nodes, size_t nn,
                         const struct hp_map64 *row_of, struct tcand *c, size_t n,
                         enum profile_value v, double *values, struct hp_buf *err)
 {
-    if (n <= TREND_ONE_PASS) {
-        for (size_t j = 0; j < n; j++) {
-            int r = fill_column(st, nodes, nn, row_of, c[j].name, v, values, n, j,
-                                values ? &(double){ 0 } : &c[j].key, err);
-            if (r < 0)
-                return r;
-        }
+    if (!n)
         return 0;
-    }
     /* By ascending id, as the pass wants them; columns stay in c's order. */
     struct tcand *byid = hp_xmalloc(n * sizeof(*byid));
     uint32_t *col = hp_xmalloc(n * sizeof(*col));

@@ -1366,10 +1366,11 @@ int store_functions_list(struct store *s, store_function_name_cb cb, void *ctx,
 }
 
 /* Entries e[0..n) (ascending ids) of the functions in fids[0..nf)
- * (ascending) into their points. */
-static void ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *fids, size_t nf,
-                     struct store_function_point *pts)
+ * (ascending) into their points; returns how many were there. */
+static size_t ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *fids, size_t nf,
+                       struct store_function_point *pts)
 {
+    size_t found = 0;
     for (size_t i = 0, j = 0; i < n && j < nf;) {
         if (e[i].function_id < fids[j]) {
             i++;
@@ -1381,65 +1382,161 @@ static void ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *fi
             pts[j].flat_objects = e[i].flat_objects;
             pts[j].cum_objects = e[i].cum_objects;
             i++, j++;
+            found++;
         }
     }
+    return found;
+}
+
+/* Above this many functions each snapshot's rows are read in one scan;
+ * up to it, each function's rows come from a join with the snapshots, an
+ * index seek a snapshot (store_series_function's). */
+#define SERIES_SCAN_FUNCTIONS 16
+
+/* (taken_at, id): the series' order. */
+static int point_order(const struct store_function_point *a, int64_t taken_at, int64_t id)
+{
+    if (a->taken_at != taken_at)
+        return a->taken_at < taken_at ? -1 : 1;
+    return a->snapshot_id < id ? -1 : a->snapshot_id > id;
+}
+
+/* Function j's rows over the snapshots snaps[0..ns) into column j of
+ * pts (ns x nf); a snapshot where it has no row gets missing[k] set. */
+static int ft_rows_join(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                        int64_t fid, const struct store_function_point *snaps, size_t ns,
+                        struct store_function_point *pts, size_t nf, size_t j, bool *missing,
+                        struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SERIES_FUNC, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    sqlite3_bind_int64(st, 4, fid);
+    size_t k = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        int64_t id = sqlite3_column_int64(st, 0), at = sqlite3_column_int64(st, 1);
+        /* The same snapshots in the same order, but another statement: one
+         * stored in between (PostgreSQL has no read transaction here) is
+         * passed over. */
+        while (k < ns && point_order(&snaps[k], at, id) < 0)
+            missing[k++] = true;
+        if (k == ns || point_order(&snaps[k], at, id) != 0)
+            continue;
+        if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
+            missing[k++] = true;
+            continue;
+        }
+        struct store_function_point *pt = &pts[k++ * nf + j];
+        pt->flat_space = sqlite3_column_int64(st, 2);
+        pt->cum_space = sqlite3_column_int64(st, 3);
+        pt->flat_objects = sqlite3_column_int64(st, 4);
+        pt->cum_objects = sqlite3_column_int64(st, 5);
+    }
+    sqlite3_reset(st);
+    while (k < ns)
+        missing[k++] = true;
+    return r;
+}
+
+/* Snapshot pts[0].snapshot_id's rows of fids[0..nf), in one scan; those
+ * without one set *ret_missing. */
+static int ft_rows_scan(struct store *s, const int64_t *fids, size_t nf,
+                        struct store_function_point *pts, struct store_ft_entry **rows,
+                        size_t *rows_cap, bool *ret_missing, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_FT_BY_SNAP, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, pts[0].snapshot_id);
+    size_t nrows = 0;
+    while ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
+        *rows = hp_xgrow(*rows, rows_cap, nrows + 1, sizeof(**rows));
+        (*rows)[nrows++] = (struct store_ft_entry){ sqlite3_column_int64(st, 0),
+                                                    sqlite3_column_int64(st, 1),
+                                                    sqlite3_column_int64(st, 2),
+                                                    sqlite3_column_int64(st, 3),
+                                                    sqlite3_column_int64(st, 4) };
+    }
+    sqlite3_reset(st);
+    if (r < 0)
+        return r;
+    *ret_missing = ft_merge(*rows, nrows, fids, nf, pts) < nf;
+    return 0;
 }
 
 int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                            const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
                            struct hp_buf *err)
 {
-    /* The snapshots first: the rows of each are read by other statements. */
-    sqlite3_stmt *st;
-    int r = store_stmt(s, STMT_SERIES_SNAPS, &st, err);
+    bool own;
+    int r = run_tx_begin(s, &own, err); /* one view for the statements below */
     if (r < 0)
         return r;
+    /* The snapshots first: the rows of each are read by other statements. */
+    sqlite3_stmt *st;
+    struct store_function_point *snaps = NULL, *pts = NULL;
+    size_t ns = 0, cap = 0;
+    if ((r = store_stmt(s, STMT_SERIES_SNAPS, &st, err)) < 0)
+        goto out;
     sqlite3_bind_int64(st, 1, node_id);
     sqlite3_bind_int64(st, 2, since_ms);
     sqlite3_bind_int64(st, 3, until_ms);
-    struct store_function_point *snaps = NULL;
-    size_t ns = 0, cap = 0;
     while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
         snaps = hp_xgrow(snaps, &cap, ns + 1, sizeof(*snaps));
         snaps[ns++] = (struct store_function_point){ .snapshot_id = sqlite3_column_int64(st, 0),
                                                      .taken_at = sqlite3_column_int64(st, 1) };
     }
     sqlite3_reset(st);
-    struct store_function_point *pts = hp_xmalloc((nf + 1) * sizeof(*pts));
+    if (r < 0 || !nf)
+        goto out;
+    /* Few functions: every point at once, a join each; many: a snapshot
+     * at a time. Either way a snapshot's packed rest is read once, and only
+     * when one of the functions has no row there (rows and rest hold
+     * disjoint functions). */
+    bool joined = nf <= SERIES_SCAN_FUNCTIONS;
+    size_t per = joined ? ns : 1;
+    pts = hp_xmalloc((per * nf + 1) * sizeof(*pts));
+    bool *missing = hp_xcalloc(ns + 1, sizeof(*missing));
+    for (size_t k = 0; k < per; k++)
+        for (size_t j = 0; j < nf; j++)
+            pts[k * nf + j] = snaps[k]; /* id and time; zeros */
+    for (size_t j = 0; joined && r == 0 && j < nf; j++)
+        r = ft_rows_join(s, node_id, since_ms, until_ms, fids[j], snaps, ns, pts, nf, j,
+                         missing, err);
     struct store_ft_entry *rows = NULL;
     size_t rows_cap = 0;
     struct blob_cache cache = { 0 };
     for (size_t k = 0; r == 0 && k < ns; k++) {
-        for (size_t j = 0; j < nf; j++)
-            pts[j] = snaps[k]; /* id and time; zeros */
-        if ((r = store_stmt(s, STMT_FT_BY_SNAP, &st, err)) < 0)
-            break;
-        sqlite3_bind_int64(st, 1, snaps[k].snapshot_id);
-        size_t nrows = 0;
-        while ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
-            rows = hp_xgrow(rows, &rows_cap, nrows + 1, sizeof(*rows));
-            rows[nrows++] = (struct store_ft_entry){ sqlite3_column_int64(st, 0),
-                                                     sqlite3_column_int64(st, 1),
-                                                     sqlite3_column_int64(st, 2),
-                                                     sqlite3_column_int64(st, 3),
-                                                     sqlite3_column_int64(st, 4) };
+        struct store_function_point *row = joined ? pts + k * nf : pts;
+        if (!joined) {
+            for (size_t j = 0; j < nf; j++)
+                row[j] = snaps[k];
+            if ((r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing[k], err)) < 0)
+                break;
         }
-        sqlite3_reset(st);
-        if (r < 0)
-            break;
-        ft_merge(rows, nrows, fids, nf, pts);
-        struct store_ft_entry *rest;
-        size_t nrest;
-        if ((r = ft_rest_load_cached(s, snaps[k].snapshot_id, &cache, &rest, &nrest, err)) < 0)
-            break;
-        ft_merge(rest, nrest, fids, nf, pts);
-        free(rest);
-        r = cb(pts, nf, ctx);
+        if (missing[k]) {
+            struct store_ft_entry *rest;
+            size_t nrest;
+            if ((r = ft_rest_load_cached(s, snaps[k].snapshot_id, &cache, &rest, &nrest, err)) <
+                0)
+                break;
+            (void)ft_merge(rest, nrest, fids, nf, row);
+            free(rest);
+        }
+        r = cb(row, nf, ctx);
     }
     blob_cache_release(&cache);
     free(rows);
+    free(missing);
+out:
     free(pts);
     free(snaps);
+    run_tx_end(s, own, r < 0);
     return r;
 }
 

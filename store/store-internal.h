@@ -188,6 +188,9 @@ extern const int store_nmigrations;
     X(FT_BY_SNAP,                                                                              \
       "SELECT function_id, flat_space, cum_space, flat_objects, cum_objects"                   \
       " FROM function_totals WHERE snapshot_id = ?1 ORDER BY function_id")                     \
+    X(FT_GET,                                                                                  \
+      "SELECT flat_space, cum_space, flat_objects, cum_objects FROM function_totals"           \
+      " WHERE snapshot_id = ?1 AND function_id = ?2")                                          \
     X(FT_LIST,                                                                                 \
       "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \

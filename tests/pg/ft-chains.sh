@@ -30,6 +30,10 @@ one_pass_same() {
     grep '^M ' "$1" >m.only
     [ -s m.only ] || fail "$1: no one-pass trend"
     cmp -s s.only m.only || { diff s.only m.only | head >&2; fail "$1: one pass differs"; }
+    grep '^J ' "$1" | sed 's/^J /M /' >j.only
+    [ -s j.only ] || fail "$1: no joined trend"
+    comm -23 j.only m.only >j.extra
+    [ ! -s j.extra ] || { head j.extra >&2; fail "$1: joined trends differ"; }
 }
 "$F" dump "$S" $H | sort >a.txt
 grep -q '^T ' a.txt && grep -q '^S ' a.txt || fail "nothing dumped"
