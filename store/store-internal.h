@@ -315,6 +315,7 @@ struct store {
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
+    uint64_t writer_gen; /* store_writer_reset calls: ids looked up before stay valid while equal */
     struct store_write_counts counts;
     ZSTD_CCtx *cctx;
     ZSTD_CCtx *cctx_raw; /* the raw dump's, compressed on a thread of its own */

@@ -136,6 +136,7 @@ void store_writer_reset(struct store *s)
 {
     store_writer_free(s->w);
     s->w = NULL;
+    s->writer_gen++;
 }
 
 static struct store_writer *writer(struct store *s)
@@ -323,6 +324,37 @@ struct derived {
     double totals[PV_COUNT];
 };
 
+/* What the writer's caches said of a profile before the write lock was
+ * taken (stacks_prefetch): each location's id, each stack's hash over them
+ * and its id. While the caches are the ones it read (s->writer_gen
+ * unchanged: nothing dropped them, they only grew), store_locations and
+ * store_stacks would find every one of these again, so they take them
+ * from here instead of looking a steady node's locations and stacks up,
+ * and hashing its stacks, a second time under the lock. */
+#define PF_NO_HASH UINT64_MAX
+struct prefetch {
+    uint64_t gen;   /* s->writer_gen when looked up */
+    int64_t *lid;   /* per location: cached id, 0 not cached; NULL: nothing prefetched */
+    bool *lsym;     /* per location: cached as having its frames stored */
+    uint64_t *hash; /* per stack: hash over lid, PF_NO_HASH when a location was not cached */
+    uint32_t *sid;  /* per stack: its id when the cache or the lookup had it, else 0 */
+};
+
+static void prefetch_release(struct prefetch *pf)
+{
+    free(pf->lid);
+    free(pf->lsym);
+    free(pf->hash);
+    free(pf->sid);
+    *pf = (struct prefetch){ 0 };
+}
+
+/* pf when its ids may be used, else NULL. */
+static const struct prefetch *prefetch_valid(const struct store *s, const struct prefetch *pf)
+{
+    return pf && pf->lid && s->w && pf->gen == s->writer_gen ? pf : NULL;
+}
+
 static void derived_release(struct derived *d)
 {
     free(d->mobj);
@@ -353,12 +385,18 @@ static bool loc_key(const struct profile *p, const struct derived *d,
  * id in the map of symbolized locations, looked up next. Only looks: an
  * object without a map yet gets none here. */
 static void loc_prefetch(const struct store_writer *w, const struct profile *p,
-                         const struct derived *d, const struct profile_location *l,
+                         const struct derived *d, const struct prefetch *pf, size_t i,
                          bool found)
 {
+    const struct profile_location *l = &p->locs[i];
     int64_t obj;
     uint64_t addr;
     uint32_t idx, id;
+    if (pf && pf->lid[i]) {
+        if (found && !pf->lsym[i])
+            hp_map64_prefetch(&w->symbolized, (uint64_t)pf->lid[i]);
+        return;
+    }
     if (!loc_key(p, d, l, &obj, &addr) || !hp_map64_get(&w->obj_index, (uint64_t)obj, &idx))
         return;
     if (!found)
@@ -373,7 +411,8 @@ static bool mapping_is_object(const struct profile_mapping *m)
 }
 
 static int store_locations(struct store *s, int64_t node_id, const struct profile *p,
-                           bool force_frames, struct derived *d, struct hp_buf *err)
+                           bool force_frames, const struct prefetch *pf, struct derived *d,
+                           struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
     struct store_pack fp = { 0 };
@@ -397,44 +436,56 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         uint64_t addr = l->address;
         bool has_frames = l->nframes > 0 || (l->flags & PROFILE_LOC_SYMBOLIZED);
         if (i + WRITE_PREFETCH < p->nlocs)
-            loc_prefetch(w, p, d, &p->locs[i + WRITE_PREFETCH], false);
+            loc_prefetch(w, p, d, pf, i + WRITE_PREFETCH, false);
         if (i + WRITE_PREFETCH / 2 < p->nlocs)
-            loc_prefetch(w, p, d, &p->locs[i + WRITE_PREFETCH / 2], true);
-        if (l->flags & PROFILE_LOC_NAMED) {
-            const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
-            int64_t fid = 0;
-            if (name && (r = profile_name_id(s, &fn_ptr, &w->functions, STMT_FUNCTION_FIND,
-                                             STMT_FUNCTION_INSERT, name, &fid, err)) < 0)
-                goto out;
-            obj = -1;
-            addr = (uint64_t)fid;
-        } else {
-            (void)loc_key(p, d, l, &obj, &addr);
-        }
-        /* SQLite integers are signed; addresses round-trip through the cast. */
-        struct hp_map64 *lm = locmap_for(w, obj);
-        uint32_t cached;
+            loc_prefetch(w, p, d, pf, i + WRITE_PREFETCH / 2, true);
         int64_t id = 0;
-        bool stored_frames = false;
-        if (hp_map64_get(lm, addr, &cached)) {
-            id = cached;
-            uint32_t one;
-            stored_frames = hp_map64_get(&w->symbolized, (uint64_t)id, &one);
+        bool stored_frames = false, cached = false, cached_frames = false;
+        uint32_t one;
+        if (pf && pf->lid[i]) {
+            /* Neither its key nor its id need looking up again; when the
+             * prefetch did not see its frames stored, look again (an
+             * earlier location of this profile may have stored them). */
+            id = pf->lid[i];
+            cached = true;
+            cached_frames = pf->lsym[i] || hp_map64_get(&w->symbolized, (uint64_t)id, &one);
         } else {
-            sqlite3_stmt *st;
-            if ((r = store_stmt(s, STMT_LOC_FIND, &st, err)) < 0)
-                goto out;
-            sqlite3_bind_int64(st, 1, obj);
-            sqlite3_bind_int64(st, 2, (int64_t)addr);
-            if ((r = store_step_row(s, st, "looking up a location", err)) < 0)
-                goto out;
-            if (r == 1) {
-                id = sqlite3_column_int64(st, 0);
-                stored_frames = sqlite3_column_int(st, 2) != 0;
-                sqlite3_reset(st);
+            if (l->flags & PROFILE_LOC_NAMED) {
+                const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
+                int64_t fid = 0;
+                if (name &&
+                    (r = profile_name_id(s, &fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                                         STMT_FUNCTION_INSERT, name, &fid, err)) < 0)
+                    goto out;
+                obj = -1;
+                addr = (uint64_t)fid;
+            } else {
+                (void)loc_key(p, d, l, &obj, &addr);
             }
-            r = 0;
+            /* SQLite integers are signed; addresses round-trip through the cast. */
+            uint32_t cid;
+            if (hp_map64_get(locmap_for(w, obj), addr, &cid)) {
+                id = cid;
+                cached = true;
+                cached_frames = hp_map64_get(&w->symbolized, (uint64_t)id, &one);
+            } else {
+                sqlite3_stmt *st;
+                if ((r = store_stmt(s, STMT_LOC_FIND, &st, err)) < 0)
+                    goto out;
+                sqlite3_bind_int64(st, 1, obj);
+                sqlite3_bind_int64(st, 2, (int64_t)addr);
+                if ((r = store_step_row(s, st, "looking up a location", err)) < 0)
+                    goto out;
+                if (r == 1) {
+                    id = sqlite3_column_int64(st, 0);
+                    stored_frames = sqlite3_column_int(st, 2) != 0;
+                    sqlite3_reset(st);
+                }
+                r = 0;
+            }
         }
+        if (cached)
+            stored_frames = cached_frames;
         if ((r = frames_ids(s, p, l, &fn_ptr, &file_ptr, d->fids, d->file_ids, err)) < 0)
             goto out;
         if (has_frames && (id == 0 || !stored_frames || force_frames))
@@ -471,9 +522,11 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
             r = HP_ESTORE;
             goto out;
         }
+        /* A cached id is in the maps already. */
         uint32_t old;
-        (void)hp_map64_put(lm, addr, (uint32_t)id, &old);
-        if (stored_frames)
+        if (!cached)
+            (void)hp_map64_put(locmap_for(w, obj), addr, (uint32_t)id, &old);
+        if (stored_frames && !cached_frames)
             (void)hp_map64_put(&w->symbolized, (uint64_t)id, 1, &old);
         d->lid[i] = id;
     }
@@ -642,7 +695,7 @@ static int stacks_hint(struct store *s, const struct blob_base *b, struct hp_map
 }
 
 static int store_stacks(struct store *s, const struct node_base *nb, const struct profile *p,
-                        struct derived *d, struct hp_buf *err)
+                        const struct prefetch *pf, struct derived *d, struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
     int64_t *hash_buf = NULL;
@@ -668,14 +721,19 @@ static int store_stacks(struct store *s, const struct node_base *nb, const struc
             r = HP_EUSAGE;
             goto out;
         }
-        hashes[i] = stack_hash(p, d->lid, (uint32_t)i, &hash_buf, &hash_cap);
+        hashes[i] = pf && pf->hash[i] != PF_NO_HASH
+                        ? pf->hash[i]
+                        : stack_hash(p, d->lid, (uint32_t)i, &hash_buf, &hash_cap);
     }
     for (size_t i = 0; i < p->nstacks; i++) {
         uint64_t h = hashes[i];
-        if (i + WRITE_PREFETCH < p->nstacks)
+        if (i + WRITE_PREFETCH < p->nstacks && !(pf && pf->sid[i + WRITE_PREFETCH]))
             hp_map64_prefetch(&w->stacks, hashes[i + WRITE_PREFETCH]);
         uint32_t cached;
-        if (hp_map64_get(&w->stacks, h, &cached)) {
+        if (pf && pf->sid[i]) {
+            d->sid[i] = pf->sid[i];
+            s->counts.stacks_cached++;
+        } else if (hp_map64_get(&w->stacks, h, &cached)) {
             d->sid[i] = cached;
             s->counts.stacks_cached++;
         } else if (!hp_map64_put(&missed, h, (uint32_t)nm, &cached)) {
@@ -745,21 +803,26 @@ out:
     return r;
 }
 
-/* Before the write lock is taken: the ids of the profile's stacks that the
- * cache lacks and the database has, with one lookup outside the write
- * transaction, so that the lock holder does not probe the index for them
- * (on PostgreSQL other collectors wait for it meanwhile). Only stacks whose
- * locations the cache knows; the ids are of committed rows, and
- * writer_begin drops them with the rest of the caches when a deletion
- * came between. Nothing is written. */
+/* Before the write lock is taken: what the writer's caches know of the
+ * profile (struct prefetch), and the ids of its stacks that the cache lacks
+ * and the database has, with one lookup outside the write transaction, so
+ * that the lock holder does not probe the index for them (on PostgreSQL
+ * other collectors wait for it meanwhile). Only stacks whose locations the
+ * cache knows; the ids are of committed rows, and writer_begin drops them
+ * with the rest of the caches (which voids pf) when a deletion came
+ * between. Nothing is written. */
 static int stacks_prefetch(struct store *s, int64_t node_id, const struct profile *p,
-                           struct hp_buf *err)
+                           struct prefetch *pf, struct hp_buf *err)
 {
     struct store_writer *w = s->w;
+    *pf = (struct prefetch){ .gen = s->writer_gen };
     if (!w || !p->nstacks)
         return 0;
     struct derived d = { .mobj = hp_xcalloc(p->nmappings + 1, sizeof(*d.mobj)),
                          .lid = hp_xcalloc(p->nlocs + 1, sizeof(*d.lid)) };
+    pf->lsym = hp_xcalloc(p->nlocs + 1, sizeof(*pf->lsym));
+    pf->hash = hp_xmalloc(p->nstacks * sizeof(*pf->hash));
+    pf->sid = hp_xcalloc(p->nstacks, sizeof(*pf->sid));
     for (size_t i = 0; i < p->nmappings; i++) {
         if (!mapping_is_object(&p->mappings[i]))
             continue;
@@ -772,6 +835,10 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
         int64_t obj = 0;
         uint64_t addr = l->address;
         uint32_t idx, id;
+        if (i + WRITE_PREFETCH < p->nlocs)
+            loc_prefetch(w, p, &d, NULL, i + WRITE_PREFETCH, false);
+        if (i + WRITE_PREFETCH / 2 < p->nlocs)
+            loc_prefetch(w, p, &d, NULL, i + WRITE_PREFETCH / 2, true);
         if (l->flags & PROFILE_LOC_NAMED) {
             const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
             obj = -1;
@@ -783,23 +850,38 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
             continue; /* its object is not cached */
         }
         if (hp_map64_get(&w->obj_index, (uint64_t)obj, &idx) &&
-            hp_map64_get(&w->locmaps[idx - 1], addr, &id))
+            hp_map64_get(&w->locmaps[idx - 1], addr, &id)) {
             d.lid[i] = id;
+            pf->lsym[i] = hp_map64_get(&w->symbolized, id, &idx);
+        }
     }
-    int64_t *hash_buf = NULL, *mhash = hp_xmalloc(p->nstacks * sizeof(*mhash));
-    size_t hash_cap = 0, nm = 0;
-    struct hp_map64 missed;
-    hp_map64_init(&missed);
+    /* Every known stack's hash first, so that the cache's slots can be
+     * prefetched ahead of their lookups (as store_stacks does). */
+    int64_t *hash_buf = NULL;
+    size_t hash_cap = 0;
     for (size_t i = 0; i < p->nstacks; i++) {
         const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
         bool known = p->stacks[i].n > 0;
         for (uint32_t j = 0; known && j < p->stacks[i].n; j++)
             known = d.lid[locs[j]] != 0;
+        pf->hash[i] = known ? stack_hash(p, d.lid, (uint32_t)i, &hash_buf, &hash_cap)
+                            : PF_NO_HASH;
+    }
+    free(hash_buf);
+    int64_t *mhash = hp_xmalloc(p->nstacks * sizeof(*mhash));
+    size_t nm = 0;
+    struct hp_map64 missed; /* hash -> index into mhash */
+    hp_map64_init(&missed);
+    for (size_t i = 0; i < p->nstacks; i++) {
+        uint64_t h = pf->hash[i];
         uint32_t v;
-        if (!known)
+        if (i + WRITE_PREFETCH < p->nstacks && pf->hash[i + WRITE_PREFETCH] != PF_NO_HASH)
+            hp_map64_prefetch(&w->stacks, pf->hash[i + WRITE_PREFETCH]);
+        if (h == PF_NO_HASH)
             continue;
-        uint64_t h = stack_hash(p, d.lid, (uint32_t)i, &hash_buf, &hash_cap);
-        if (!hp_map64_get(&w->stacks, h, &v) && !hp_map64_put(&missed, h, (uint32_t)nm, &v))
+        if (hp_map64_get(&w->stacks, h, &v))
+            pf->sid[i] = v;
+        else if (!hp_map64_put(&missed, h, (uint32_t)nm, &v))
             mhash[nm++] = (int64_t)h;
     }
     int r = 0;
@@ -810,12 +892,20 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
         for (size_t k = 0; r == 0 && k < nm; k++)
             if (ids[k] > 0 && ids[k] <= UINT32_MAX)
                 stack_cache_put(w, (uint64_t)mhash[k], ids[k]);
+        for (size_t i = 0; r == 0 && i < p->nstacks; i++) {
+            uint32_t k;
+            if (pf->hash[i] != PF_NO_HASH && !pf->sid[i] &&
+                hp_map64_get(&missed, pf->hash[i], &k) && ids[k] > 0 && ids[k] <= UINT32_MAX)
+                pf->sid[i] = (uint32_t)ids[k];
+        }
         free(ids);
     }
     hp_map64_release(&missed);
     free(mhash);
-    free(hash_buf);
-    derived_release(&d);
+    free(d.mobj);
+    pf->lid = d.lid;
+    if (r < 0)
+        prefetch_release(pf);
     return r;
 }
 
@@ -1413,12 +1503,13 @@ out:
 
 /* Locations, stacks and the sample set of a profile. */
 static int derive(struct store *s, int64_t node_id, struct node_base *nb,
-                  const struct profile *p, bool force_frames, struct derived *d,
-                  struct hp_buf *err)
+                  const struct profile *p, bool force_frames, const struct prefetch *pf,
+                  struct derived *d, struct hp_buf *err)
 {
     int r;
-    if ((r = store_locations(s, node_id, p, force_frames, d, err)) < 0 ||
-        (r = store_stacks(s, nb, p, d, err)) < 0)
+    pf = prefetch_valid(s, pf);
+    if ((r = store_locations(s, node_id, p, force_frames, pf, d, err)) < 0 ||
+        (r = store_stacks(s, nb, p, pf, d, err)) < 0)
         return r;
     struct store_pack b = { 0 };
     pack_sample_set(p, d, &b);
@@ -1575,20 +1666,21 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     int64_t raw_id = 0, snap_id = 0;
     struct node_base *nb = NULL;
     struct raw_job rj = { 0 };
+    struct prefetch pf = { 0 };
     int r;
     if ((r = store_require_writer(s, "storing a snapshot", err)) < 0)
         return r;
-    if (p && (r = stacks_prefetch(s, node_id, p, err)) < 0)
+    if (p && (r = stacks_prefetch(s, node_id, p, &pf, err)) < 0)
         return r;
     if ((r = writer_begin(s, err)) < 0)
-        return r;
+        goto out;
     if ((r = node_base(s, node_id, &nb, err)) < 0)
         goto fail;
     /* The raw dump is compressed while the profile is derived; its row
      * is in before the snapshot's, in the same transaction. */
     if (raw && raw_len && (r = raw_begin(s, nb, raw, raw_len, &rj, &raw_id, err)) < 0)
         goto fail;
-    if (p && (r = derive(s, node_id, nb, p, false, &d, err)) < 0)
+    if (p && (r = derive(s, node_id, nb, p, false, &pf, &d, err)) < 0)
         goto fail;
     if ((r = raw_finish(s, nb, &rj, false, &raw_id, err)) < 0)
         goto fail;
@@ -1610,6 +1702,7 @@ fail:
     store_tx_rollback(s);
 out:
     derived_release(&d);
+    prefetch_release(&pf);
     return r;
 }
 
@@ -1734,7 +1827,7 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
      * rest may be one of them (rows chained on it are re-encoded). */
     if ((r = store_function_totals_delete(s, id, true, err)) < 0 ||
         (r = node_base(s, node_id, &nb, err)) < 0 ||
-        (r = derive(s, node_id, nb, p, true, &d, err)) < 0)
+        (r = derive(s, node_id, nb, p, true, NULL, &d, err)) < 0)
         goto fail;
     if ((r = store_stmt(s, STMT_SNAP_REDERIVE, &st, err)) < 0)
         goto fail;
