@@ -1126,8 +1126,9 @@ static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, c
     size_t against_len = chain ? base->len : base->key_len;
     int64_t against_id = chain ? base->id : base->key_id;
     if (against_id && against_len + len <= DELTA_MAX_BYTES) {
-        if ((r = store_zstd_compress_with(c, path, data, len, against, against_len, reuse,
-                                          &e->z, &e->zlen, err)) < 0)
+        if ((r = store_zstd_compress_with(c, path, data, len, against, against_len,
+                                          ins == STMT_RAW_INSERT, reuse, &e->z, &e->zlen,
+                                          err)) < 0)
             return r;
         /* Packed function totals change more from hour to hour than
          * dumps and sample sets (most cumulative values move a little): a
@@ -1141,7 +1142,8 @@ static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, c
         }
         blob_enc_release(e);
     }
-    return store_zstd_compress_with(c, path, data, len, NULL, 0, reuse, &e->z, &e->zlen, err);
+    return store_zstd_compress_with(c, path, data, len, NULL, 0, ins == STMT_RAW_INSERT, reuse,
+                                    &e->z, &e->zlen, err);
 }
 
 /* The writing half: insert the encoded row (raw_dumps binds hash first,
