@@ -337,7 +337,7 @@ struct prefetch {
     int64_t *lid;   /* per location: cached id, 0 not cached; NULL: nothing prefetched */
     bool *lsym;     /* per location: cached as having its frames stored */
     uint64_t *hash; /* per stack: hash over lid, PF_NO_HASH when a location was not cached */
-    uint32_t *sid;  /* per stack: its id when the cache or the lookup had it, else 0 */
+    uint32_t *sid;  /* per stack: its id from the cache or the lookup; 0 with a hash: none stored */
 };
 
 static void prefetch_release(struct prefetch *pf)
@@ -578,17 +578,27 @@ static bool stack_is_new(const struct profile *p, const struct derived *d, uint3
 
 /* Stack ids for the hashes the cache missed (distinct, in profile order):
  * the stored ones found with one bulk lookup, the rest inserted in one bulk
- * insert, in order, so ids come out as one insert after another gives them. */
-static int stacks_missed(struct store *s, const struct profile *p, const struct derived *d,
-                         const uint32_t *miss, const int64_t *mhash, size_t nm,
-                         int64_t *ret_ids, struct hp_buf *err)
+ * insert, in order, so ids come out as one insert after another gives them.
+ * On SQLite, a stack the prefetch looked up and did not find is not looked
+ * up again. */
+static int stacks_missed(struct store *s, const struct profile *p, const struct prefetch *pf,
+                         const struct derived *d, const uint32_t *miss, const int64_t *mhash,
+                         size_t nm, int64_t *ret_ids, struct hp_buf *err)
 {
     int64_t *fhash = hp_xmalloc(nm * sizeof(*fhash));
     size_t *fat = hp_xmalloc(nm * sizeof(*fat));
     size_t nf = 0;
     for (size_t k = 0; k < nm; k++) {
         ret_ids[k] = 0;
-        if (!stack_is_new(p, d, miss[k])) {
+        bool absent = false;
+#ifdef STORE_BACKEND_SQLITE
+        /* With pf valid no other connection committed since the prefetch
+         * (writer_begin's data_version check): a stack it did not find is
+         * still not there. PostgreSQL's epoch moves on deletions only, and
+         * the collectors of a fleet insert stacks meanwhile. */
+        absent = pf && pf->hash[miss[k]] != PF_NO_HASH && !pf->sid[miss[k]];
+#endif
+        if (!absent && !stack_is_new(p, d, miss[k])) {
             fat[nf] = k;
             fhash[nf++] = mhash[k];
         }
@@ -777,7 +787,7 @@ static int store_stacks(struct store *s, const struct node_base *nb, const struc
         if (!nm)
             goto out;
     }
-    if ((r = stacks_missed(s, p, d, miss, mhash, nm, mids, err)) < 0)
+    if ((r = stacks_missed(s, p, pf, d, miss, mhash, nm, mids, err)) < 0)
         goto out;
     for (size_t k = 0; k < nm; k++) {
         if (mids[k] <= 0 || mids[k] > UINT32_MAX) {
@@ -894,9 +904,12 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
                 stack_cache_put(w, (uint64_t)mhash[k], ids[k]);
         for (size_t i = 0; r == 0 && i < p->nstacks; i++) {
             uint32_t k;
-            if (pf->hash[i] != PF_NO_HASH && !pf->sid[i] &&
-                hp_map64_get(&missed, pf->hash[i], &k) && ids[k] > 0 && ids[k] <= UINT32_MAX)
+            if (pf->hash[i] == PF_NO_HASH || pf->sid[i] || !hp_map64_get(&missed, pf->hash[i], &k))
+                continue;
+            if (ids[k] > 0 && ids[k] <= UINT32_MAX)
                 pf->sid[i] = (uint32_t)ids[k];
+            else if (ids[k]) /* found but unusable: the writer finds it again and says so */
+                pf->hash[i] = PF_NO_HASH;
         }
         free(ids);
     }
