@@ -537,12 +537,13 @@ out:
     return r;
 }
 
-/* The hashes of stacks which[0 .. n) over their location ids lid[] (the
- * ids' bytes as 64-bit words through hp_hash_bytes, stored in
- * stacks.hash: packing waits until a stack is new); 63 bits so each is a
- * non-negative SQLite integer. ret[k] is stack which[k]'s. Four stacks side
- * by side: one hash is a chain of multiplications, each waiting on the
- * last, and four chains keep the multiplier busy (a steady node's 20k
+/* The hashes of stacks which[0 .. n) (which NULL: stacks 0 .. n) over
+ * their location ids lid[] (the ids' bytes as 64-bit words through
+ * hp_hash_bytes, stored in stacks.hash: packing waits until a stack is
+ * new); 63 bits so each is a non-negative SQLite integer. ret[k] is stack
+ * which[k]'s, PF_NO_HASH when one of its ids is 0 (not known). Four stacks
+ * side by side: one hash is a chain of multiplications, each waiting on
+ * the last, and four chains keep the multiplier busy (a steady node's 20k
  * stacks of 20 locations: about 0.7 -> 0.4 ms). */
 static void stack_hashes(const struct profile *p, const int64_t *lid, const uint32_t *which,
                          size_t n, uint64_t *ret)
@@ -553,25 +554,34 @@ static void stack_hashes(const struct profile *p, const int64_t *lid, const uint
         const uint32_t *locs[4];
         uint32_t len[4], most = 0;
         uint64_t h[4];
+        bool unknown[4] = { false };
         for (int q = 0; q < 4; q++) {
-            locs[q] = profile_stack_locs(p, which[k + q]);
-            len[q] = p->stacks[which[k + q]].n;
+            uint32_t i = which ? which[k + q] : (uint32_t)(k + q);
+            locs[q] = profile_stack_locs(p, i);
+            len[q] = p->stacks[i].n;
             most = HP_MAX(most, len[q]);
             h[q] = hp_hash_begin(seed);
         }
         for (uint32_t j = 0; j < most; j++)
             for (int q = 0; q < 4; q++)
-                if (j < len[q])
-                    h[q] = hp_hash_word(h[q], (uint64_t)lid[locs[q][j]]);
+                if (j < len[q]) {
+                    int64_t id = lid[locs[q][j]];
+                    unknown[q] |= id == 0;
+                    h[q] = hp_hash_word(h[q], (uint64_t)id);
+                }
         for (int q = 0; q < 4; q++)
-            ret[k + q] = hp_hash_end(h[q]) >> 1;
+            ret[k + q] = unknown[q] ? PF_NO_HASH : hp_hash_end(h[q]) >> 1;
     }
     for (; k < n; k++) {
-        const uint32_t *locs = profile_stack_locs(p, which[k]);
+        uint32_t i = which ? which[k] : (uint32_t)k;
+        const uint32_t *locs = profile_stack_locs(p, i);
         uint64_t h = hp_hash_begin(seed);
-        for (uint32_t j = 0; j < p->stacks[which[k]].n; j++)
+        bool unknown = false;
+        for (uint32_t j = 0; j < p->stacks[i].n; j++) {
+            unknown |= lid[locs[j]] == 0;
             h = hp_hash_word(h, (uint64_t)lid[locs[j]]);
-        ret[k] = hp_hash_end(h) >> 1;
+        }
+        ret[k] = unknown ? PF_NO_HASH : hp_hash_end(h) >> 1;
     }
 }
 
@@ -895,25 +905,10 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
             pf->lsym[i] = hp_map64_get(&w->symbolized, id, &idx);
         }
     }
-    /* Every known stack's hash first, so that the cache's slots can be
-     * prefetched ahead of their lookups (as store_stacks does). */
-    uint32_t *known = hp_xmalloc(p->nstacks * sizeof(*known));
-    uint64_t *kh = hp_xmalloc(p->nstacks * sizeof(*kh));
-    size_t nk = 0;
-    for (size_t i = 0; i < p->nstacks; i++) {
-        const uint32_t *locs = profile_stack_locs(p, (uint32_t)i);
-        bool all = p->stacks[i].n > 0;
-        for (uint32_t j = 0; all && j < p->stacks[i].n; j++)
-            all = d.lid[locs[j]] != 0;
-        pf->hash[i] = PF_NO_HASH;
-        if (all)
-            known[nk++] = (uint32_t)i;
-    }
-    stack_hashes(p, d.lid, known, nk, kh);
-    for (size_t k = 0; k < nk; k++)
-        pf->hash[known[k]] = kh[k];
-    free(known);
-    free(kh);
+    /* Every stack's hash first (PF_NO_HASH where a location is not
+     * cached), so that the cache's slots can be prefetched ahead of their
+     * lookups (as store_stacks does). */
+    stack_hashes(p, d.lid, NULL, p->nstacks, pf->hash);
     int64_t *mhash = hp_xmalloc(p->nstacks * sizeof(*mhash));
     size_t nm = 0;
     struct hp_map64 missed; /* hash -> index into mhash */
