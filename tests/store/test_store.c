@@ -1639,6 +1639,42 @@ static void test_store_stacks_found_by_node_history(void **state)
     assert_true(c.stacks_by_hash <= total / 10);
 }
 
+/* The writer looks a profile's locations and stacks up in its caches
+ * before it takes the write lock and uses what it found under the lock.
+ * When another process's retention reclaims those rows in between, the
+ * caches start over (writer_begin) and so must what was looked up: the
+ * same profile stored again gets rows that exist, and reads back. */
+static void test_store_writer_after_foreign_reclaim(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 9, .nstacks = 300, .nfuncs = 100, .symbolize = true };
+    char *raw;
+    size_t rl;
+    struct profile *p = gen_profile(&gp, &raw, &rl);
+    for (int h = 0; h < 2; h++) /* the second finds everything in the caches */
+        (void)put(f->s, n, T0 + h * HOUR_MS, p, raw, rl);
+    struct store *other;
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &other, NULL), 0);
+    struct store_retain_policy pol = { .retain_s = 30 * 86400, .reclaim = true };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(other, &pol, T0 + 100 * DAY_MS, &res, NULL), 0);
+    assert_int_equal(res.snapshots_deleted, 2);
+    struct store_usage u;
+    assert_int_equal(store_usage_get(other, &u, NULL), 0);
+    assert_int_equal(u.stacks, 0);
+    assert_int_equal(u.locations, 0);
+    store_close(other);
+    int64_t id = put(f->s, n, T0 + 100 * DAY_MS, p, raw, rl);
+    struct profile *out = load(f->s, id);
+    assert_same_profile(p, out);
+    profile_free(out);
+    assert_int_equal(store_usage_get(f->s, &u, NULL), 0);
+    assert_int_equal(u.stacks, (int64_t)p->nstacks);
+    profile_free(p);
+    free(raw);
+}
+
 static uint64_t test_varint(const unsigned char **p, const unsigned char *end)
 {
     uint64_t v = 0;
@@ -1777,6 +1813,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_roundtrip_generated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_dedup_steady_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stack_hashes_as_stored_before, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_after_foreign_reclaim, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
