@@ -880,31 +880,46 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
         d.mobj[i] = dict_cached(&w->objects, key);
         free(key);
     }
+    /* Each location's address map and key, then its id, then whether its
+     * frames are stored: three passes, each prefetching a few locations
+     * ahead the slots it looks up (the maps of a steady node's 15k
+     * locations miss the CPU cache on most lookups). */
+    uint32_t *lm = hp_xcalloc(p->nlocs + 1, sizeof(*lm)); /* locmaps index + 1, 0: not cached */
+    uint64_t *addr = hp_xmalloc((p->nlocs + 1) * sizeof(*addr));
     for (size_t i = 0; i < p->nlocs; i++) {
         const struct profile_location *l = &p->locs[i];
         int64_t obj = 0;
-        uint64_t addr = l->address;
-        uint32_t idx, id;
-        if (i + WRITE_PREFETCH < p->nlocs)
-            loc_prefetch(w, p, &d, NULL, i + WRITE_PREFETCH, false);
-        if (i + WRITE_PREFETCH / 2 < p->nlocs)
-            loc_prefetch(w, p, &d, NULL, i + WRITE_PREFETCH / 2, true);
+        addr[i] = l->address;
         if (l->flags & PROFILE_LOC_NAMED) {
             const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
             obj = -1;
-            addr = name ? (uint64_t)dict_cached(&w->functions, name) : 0;
-            if (name && !addr)
+            addr[i] = name ? (uint64_t)dict_cached(&w->functions, name) : 0;
+            if (name && !addr[i])
                 continue;
-        } else if (!loc_key(p, &d, l, &obj, &addr) && l->mapping &&
+        } else if (!loc_key(p, &d, l, &obj, &addr[i]) && l->mapping &&
                    l->mapping <= p->nmappings && mapping_is_object(&p->mappings[l->mapping - 1])) {
             continue; /* its object is not cached */
         }
-        if (hp_map64_get(&w->obj_index, (uint64_t)obj, &idx) &&
-            hp_map64_get(&w->locmaps[idx - 1], addr, &id)) {
-            d.lid[i] = id;
-            pf->lsym[i] = hp_map64_get(&w->symbolized, id, &idx);
-        }
+        (void)hp_map64_get(&w->obj_index, (uint64_t)obj, &lm[i]);
     }
+    for (size_t i = 0; i < p->nlocs; i++) {
+        size_t a = i + WRITE_PREFETCH;
+        uint32_t id;
+        if (a < p->nlocs && lm[a])
+            hp_map64_prefetch(&w->locmaps[lm[a] - 1], addr[a]);
+        if (lm[i] && hp_map64_get(&w->locmaps[lm[i] - 1], addr[i], &id))
+            d.lid[i] = id;
+    }
+    for (size_t i = 0; i < p->nlocs; i++) {
+        size_t a = i + WRITE_PREFETCH;
+        uint32_t one;
+        if (a < p->nlocs && d.lid[a])
+            hp_map64_prefetch(&w->symbolized, (uint64_t)d.lid[a]);
+        if (d.lid[i])
+            pf->lsym[i] = hp_map64_get(&w->symbolized, (uint64_t)d.lid[i], &one);
+    }
+    free(lm);
+    free(addr);
     /* Every stack's hash first (PF_NO_HASH where a location is not
      * cached), so that the cache's slots can be prefetched ahead of their
      * lookups (as store_stacks does). */
