@@ -343,19 +343,18 @@ uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed)
      * enough for in-process tables (not for anything adversarial-critical:
      * tables grow at 50% load, so a collision storm costs time, not memory). */
     const unsigned char *p = data;
-    uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed;
+    uint64_t h = hp_hash_begin(seed);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * UINT64_C(0x100000001b3);
-        h ^= h >> 29;
+        h = hp_hash_word(h, w);
         p += 8;
         n -= 8;
     }
     while (n--) {
         h = (h ^ *p++) * UINT64_C(0x100000001b3);
     }
-    return hp_hash_u64(h);
+    return hp_hash_end(h);
 }
 
 /* ---- map64 ---- */

@@ -124,6 +124,28 @@ static inline uint64_t hp_hash_u64(uint64_t x)
     return x;
 }
 
+/* hp_hash_bytes of whole 8-byte words, a word at a time, for callers that
+ * gather the words or hash several inputs side by side:
+ *   hp_hash_bytes(w, 8 * n, seed) ==
+ *   hp_hash_end(hp_hash_word(... hp_hash_word(hp_hash_begin(seed), w[0]) ..., w[n - 1]))
+ * with w's words as memcpy reads them. Stored values depend on it (the
+ * store's stack hashes): it must not change. */
+static inline uint64_t hp_hash_begin(uint64_t seed)
+{
+    return UINT64_C(0xcbf29ce484222325) ^ seed;
+}
+
+static inline uint64_t hp_hash_word(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * UINT64_C(0x100000001b3);
+    return h ^ (h >> 29);
+}
+
+static inline uint64_t hp_hash_end(uint64_t h)
+{
+    return hp_hash_u64(h);
+}
+
 /* ---- hash map: uint64 key -> uint32 value, open addressing -------------- */
 struct hp_map64_slot {
     uint64_t key;

@@ -329,6 +329,7 @@ struct store {
     int version;
     sqlite3_stmt *stmts[STMT_COUNT];
     struct store_writer *w;
+    uint64_t writer_gen; /* store_writer_reset calls: ids looked up before stay valid while equal */
     struct store_write_counts counts;
     ZSTD_CCtx *cctx;
     ZSTD_CCtx *cctx_raw; /* the raw dump's, compressed on a thread of its own */
@@ -425,13 +426,16 @@ const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
                         size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err);
 /* The same with a caller's context (one per thread), for work done off
- * the writer's thread; `path` names the store in errors. With `reuse`,
+ * the writer's thread; `path` names the store in errors. `text`: src is
+ * text like a raw dump (against a base it needs long-distance matching;
+ * store_zstd_compress assumes text). With `reuse`,
  * the output goes to that buffer (grown as needed; *ret points into it,
  * not to be freed): a fresh multi-MB buffer per dump, taken on another
  * thread, cost ~460 page faults a snapshot. */
 int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                             const void *base, size_t base_len, struct store_zbuf *reuse,
-                             void **ret, size_t *ret_len, struct hp_buf *err);
+                             const void *base, size_t base_len, bool text,
+                             struct store_zbuf *reuse, void **ret, size_t *ret_len,
+                             struct hp_buf *err);
 /* Decompress exactly `size` bytes (the stored size), with the same base. */
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);

@@ -267,6 +267,27 @@ static void test_hp_opendir_reuses_a_socket_number(void **state)
 }
 
 /* Prometheus label values (web/metrics.c and the collector's health). */
+/* hp_hash_bytes word by word (what the store's stack hashes use) is
+ * hp_hash_bytes, and hp_hash_bytes is what databases hold: a stored stack
+ * hash made by an older build must still be found. */
+static void test_hp_hash_steps_match_bytes(void **state)
+{
+    (void)state;
+    uint64_t w[37];
+    for (size_t i = 0; i < HP_ARRAY_SIZE(w); i++)
+        w[i] = hp_hash_u64(i + 1) ^ (i << 40);
+    for (size_t n = 0; n <= HP_ARRAY_SIZE(w); n++) {
+        uint64_t h = hp_hash_begin(0x5354414b);
+        for (size_t i = 0; i < n; i++)
+            h = hp_hash_word(h, w[i]);
+        assert_int_equal(hp_hash_end(h), hp_hash_bytes(w, n * 8, 0x5354414b));
+    }
+    /* Pinned: the stack hash of location ids 1, 2, 3, as stacks.hash holds it. */
+    const int64_t ids[] = { 1, 2, 3 };
+    assert_int_equal(hp_hash_bytes(ids, sizeof(ids), 0x5354414b) >> 1,
+                     UINT64_C(0x3370c4630680bf8a));
+}
+
 static void test_hp_map64_reserve_keeps_and_finds(void **state)
 {
     (void)state;
@@ -311,6 +332,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hp_hex_digit_every_byte),
+        cmocka_unit_test(test_hp_hash_steps_match_bytes),
         cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),

@@ -1736,6 +1736,98 @@ static void test_store_stacks_found_by_node_history(void **state)
     assert_true(c.stacks_by_hash <= total / 10);
 }
 
+/* The writer looks a profile's locations and stacks up in its caches
+ * before it takes the write lock and uses what it found under the lock.
+ * When another process's retention reclaims those rows in between, the
+ * caches start over (writer_begin) and so must what was looked up: the
+ * same profile stored again gets rows that exist, and reads back. */
+static void test_store_writer_after_foreign_reclaim(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 9, .nstacks = 300, .nfuncs = 100, .symbolize = true };
+    char *raw;
+    size_t rl;
+    struct profile *p = gen_profile(&gp, &raw, &rl);
+    for (int h = 0; h < 2; h++) /* the second finds everything in the caches */
+        (void)put(f->s, n, T0 + h * HOUR_MS, p, raw, rl);
+    struct store *other;
+    assert_int_equal(store_open(f->db, STORE_OPEN_WRITE, &other, NULL), 0);
+    struct store_retain_policy pol = { .retain_s = 30 * 86400, .reclaim = true };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(other, &pol, T0 + 100 * DAY_MS, &res, NULL), 0);
+    assert_int_equal(res.snapshots_deleted, 2);
+    struct store_usage u;
+    assert_int_equal(store_usage_get(other, &u, NULL), 0);
+    assert_int_equal(u.stacks, 0);
+    assert_int_equal(u.locations, 0);
+    store_close(other);
+    int64_t id = put(f->s, n, T0 + 100 * DAY_MS, p, raw, rl);
+    struct profile *out = load(f->s, id);
+    assert_same_profile(p, out);
+    profile_free(out);
+    assert_int_equal(store_usage_get(f->s, &u, NULL), 0);
+    assert_int_equal(u.stacks, (int64_t)p->nstacks);
+    profile_free(p);
+    free(raw);
+}
+
+static uint64_t test_varint(const unsigned char **p, const unsigned char *end)
+{
+    uint64_t v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        unsigned char c = *(*p)++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    fail_msg("bad varint in locs_packed");
+    return 0;
+}
+
+/* stacks.hash is what databases already hold: hp_hash_bytes over the
+ * stack's location ids as 64-bit words, seed "STAK", the top bit dropped.
+ * The writer computes it several stacks at a time and, for a node it has
+ * cached, before the write lock; every stored stack, from either path
+ * (the first snapshot, the next hour's new stacks), must still hash as a
+ * database written before does, or a lookup would miss its stack. */
+static void test_store_stack_hashes_as_stored_before(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-hash");
+    for (uint32_t h = 0; h < 2; h++) {
+        struct gen_params gp = { .seed = 11, .nstacks = 203, .nfuncs = 60, .hour = h,
+                                 .symbolize = true };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        (void)put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT hash, depth, locs_packed FROM stacks", -1,
+                                        &st, NULL),
+                     SQLITE_OK);
+    int rows = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *b = sqlite3_column_blob(st, 2);
+        const unsigned char *end = b + sqlite3_column_bytes(st, 2);
+        uint64_t depth = test_varint(&b, end);
+        assert_int_equal(depth, (uint64_t)sqlite3_column_int64(st, 1));
+        int64_t *ids = calloc(depth + 1, sizeof(*ids));
+        assert_non_null(ids);
+        for (uint64_t j = 0; j < depth; j++)
+            ids[j] = (int64_t)test_varint(&b, end);
+        uint64_t want = hp_hash_bytes(ids, depth * sizeof(*ids), UINT64_C(0x5354414b)) >> 1;
+        assert_int_equal((uint64_t)sqlite3_column_int64(st, 0), want);
+        free(ids);
+        rows++;
+    }
+    assert_true(rows > 203); /* both snapshots' stacks, some new in the second */
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 /* A big raw dump is compressed on a thread while the profile is stored
  * (issue 20). When the profile fails half way, that work is waited for and
  * dropped: nothing of the snapshot is stored, nothing leaks (ASan), and
@@ -1817,6 +1909,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_roundtrip_handmade, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_generated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_dedup_steady_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_stack_hashes_as_stored_before, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_after_foreign_reclaim, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
         cmocka_unit_test(test_hp_i64_add_sat),
