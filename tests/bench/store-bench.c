@@ -26,7 +26,8 @@
  *     `query retain --reclaim` runs it). Prints the file and the rows before
  *     and after, and checks "reclaims everything": the stacks, locations and
  *     functions left are exactly those of a store that only ever held the
- *     kept snapshots.
+ *     kept snapshots. STORE_BENCH_KEEP=1 in the environment keeps its two
+ *     databases for a closer look.
  *
  * Lines starting "RESULT<tab>" (figure, value, unit, goal, peer, peer's
  * value) are what tests/bench/run-all tabulates.
