@@ -624,6 +624,13 @@ int ingest__maps_line(struct ingest_parser *ps, const char *line, size_t len,
     int r = ingest_maps_line(path, len, &m);
     if (r <= 0)
         return 0; /* maps sections carry other lines too (build=, blank) */
+    /* Memory no code runs from, [heap], [stack] and anonymous data (a
+     * BE's thread stacks and jemalloc's extents: thousands of lines that
+     * come and go every hour), holds no frame of a stack: kept, it made
+     * every stored sample set carry it, and every snapshot a layout of its
+     * own. The raw dump keeps the lines. */
+    if (!(m.flags & PROFILE_MAP_EXEC) && (m.flags & (PROFILE_MAP_ANON | PROFILE_MAP_SPECIAL)))
+        return 0;
     if (ps->p->nmappings >= ps->lim.max_mappings)
         return ingest__error(ps, err, HP_ETOOBIG, "more than %zu mapping lines (the limit)",
                              ps->lim.max_mappings);
