@@ -855,7 +855,7 @@ static void resym_pass(struct store_sink *s)
         /* stop is read here without mu (the pass runs unlocked). */
         while (i > 0 && budget && !__atomic_load_n(&rs->stop, __ATOMIC_RELAXED)) {
             struct resym_item *it = &v[--i]; /* newest first */
-            double ratio;
+            double ratio = NAN; /* read only when r == 1; said so for -O3 */
             int r = resym_one(s, it, &ratio);
             budget--;
             if (r == 1) {

@@ -175,8 +175,8 @@ static void test_hp_hex_scan_matches_scalar_decode(void **state)
     };
     for (size_t i = 0; i < HP_ARRAY_SIZE(edge); i++)
         hex_check_tails(edge[i]);
-    size_t len;
-    uint64_t v;
+    size_t len = 0;
+    uint64_t v = 0;
     assert_int_equal(hp_hex_scan("ffffffffffffffff ", 17, &len, &v), 0);
     assert_true(len == 16 && v == UINT64_MAX);
     assert_int_equal(hp_hex_scan("10000000000000000 0x1", 21, &len, &v), HP_ETOOBIG);
