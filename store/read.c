@@ -1267,31 +1267,17 @@ int store_ft_rest_load(struct store *s, int64_t snap_id, struct store_ft_entry *
     return ft_rest_load_cached(s, snap_id, NULL, ret, ret_n, err);
 }
 
-/* The totals of function fid in snapshot snap_id's packed rest into pt; not
- * there: zeros (the function holds nothing in that snapshot). */
-static int ft_rest_point(struct store *s, int64_t snap_id, int64_t fid, struct blob_cache *cache,
-                         struct store_function_point *pt, struct hp_buf *err)
+struct point_list {
+    struct store_function_point *v;
+    size_t n, cap;
+};
+
+static int point_add(const struct store_function_point *pts, size_t nf, void *ctx)
 {
-    struct store_ft_entry *e;
-    size_t n;
-    int r = ft_rest_load_cached(s, snap_id, cache, &e, &n, err);
-    if (r < 0)
-        return r;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (e[mid].function_id < fid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < n && e[lo].function_id == fid) {
-        pt->flat_space = e[lo].flat_space;
-        pt->cum_space = e[lo].cum_space;
-        pt->flat_objects = e[lo].flat_objects;
-        pt->cum_objects = e[lo].cum_objects;
-    }
-    free(e);
+    struct point_list *pl = ctx;
+    (void)nf;
+    pl->v = hp_xgrow(pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
+    pl->v[pl->n++] = pts[0];
     return 0;
 }
 
@@ -1314,38 +1300,14 @@ int store_series_function(struct store *s, int64_t node_id, const char *function
     }
     int64_t fid = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    if ((r = store_stmt(s, STMT_SERIES_FUNC, &st, err)) < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, since_ms);
-    sqlite3_bind_int64(st, 3, until_ms);
-    sqlite3_bind_int64(st, 4, fid);
-    struct store_function_point *pts = NULL;
-    size_t n = 0, cap = 0;
-    struct blob_cache cache = { 0 };
-    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
-        pts = hp_xgrow(pts, &cap, n + 1, sizeof(*pts));
-        struct store_function_point *pt = &pts[n++];
-        pt->snapshot_id = sqlite3_column_int64(st, 0);
-        pt->taken_at = sqlite3_column_int64(st, 1);
-        pt->flat_space = sqlite3_column_int64(st, 2);
-        pt->cum_space = sqlite3_column_int64(st, 3);
-        pt->flat_objects = sqlite3_column_int64(st, 4);
-        pt->cum_objects = sqlite3_column_int64(st, 5);
-        /* No row: the function is in the packed rest, or not in this
-         * snapshot at all. */
-        if (sqlite3_column_type(st, 2) == SQLITE_NULL &&
-            (r = ft_rest_point(s, pt->snapshot_id, fid, &cache, pt, err)) < 0)
-            break;
-    }
-    sqlite3_reset(st);
-    blob_cache_release(&cache);
-    if (r < 0) {
-        free(pts);
+    struct point_list pl = { 0 };
+    if ((r = store_series_functions(s, node_id, since_ms, until_ms, &fid, 1, point_add, &pl,
+                                    err)) < 0) {
+        free(pl.v);
         return r;
     }
-    *ret_points = pts;
-    *ret_n = n;
+    *ret_points = pl.v;
+    *ret_n = pl.n;
     return 0;
 }
 
@@ -1401,12 +1363,17 @@ static int point_order(const struct store_function_point *a, int64_t taken_at, i
     return a->snapshot_id < id ? -1 : a->snapshot_id > id;
 }
 
-/* Function j's rows over the snapshots snaps[0..ns) into column j of
- * pts (ns x nf); a snapshot where it has no row gets missing[k] set. */
+/* Function fid's points over the node's snapshots, by the join with them
+ * (an index seek a snapshot), into col. The first function's join lists
+ * the snapshots (*ns, col grown to them, none given: snaps NULL); the
+ * others' land on those (*ns fixed): the same snapshots in the same order,
+ * but another statement, and one stored in between (PostgreSQL has no read
+ * transaction here) is passed over. A snapshot where the function has no
+ * row gets missing[k] set (*missing grown with the first). */
 static int ft_rows_join(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
-                        int64_t fid, const struct store_function_point *snaps, size_t ns,
-                        struct store_function_point *pts, size_t nf, size_t j, bool *missing,
-                        struct hp_buf *err)
+                        int64_t fid, const struct store_function_point *snaps,
+                        struct store_function_point **col, size_t *ns, size_t *cap,
+                        bool **missing, size_t *missing_cap, struct hp_buf *err)
 {
     sqlite3_stmt *st;
     int r = store_stmt(s, STMT_SERIES_FUNC, &st, err);
@@ -1419,26 +1386,31 @@ static int ft_rows_join(struct store *s, int64_t node_id, int64_t since_ms, int6
     size_t k = 0;
     while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
         int64_t id = sqlite3_column_int64(st, 0), at = sqlite3_column_int64(st, 1);
-        /* The same snapshots in the same order, but another statement: one
-         * stored in between (PostgreSQL has no read transaction here) is
-         * passed over. */
-        while (k < ns && point_order(&snaps[k], at, id) < 0)
-            missing[k++] = true;
-        if (k == ns || point_order(&snaps[k], at, id) != 0)
-            continue;
+        if (!snaps) {
+            *col = hp_xgrow(*col, cap, k + 1, sizeof(**col));
+            *missing = hp_xgrow(*missing, missing_cap, k + 1, sizeof(**missing));
+            (*col)[k] = (struct store_function_point){ .snapshot_id = id, .taken_at = at };
+            (*missing)[k] = false;
+            *ns = k + 1;
+        } else {
+            while (k < *ns && point_order(&snaps[k], at, id) < 0)
+                (*missing)[k++] = true;
+            if (k == *ns || point_order(&snaps[k], at, id) != 0)
+                continue;
+        }
         if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
-            missing[k++] = true;
+            (*missing)[k++] = true;
             continue;
         }
-        struct store_function_point *pt = &pts[k++ * nf + j];
+        struct store_function_point *pt = &(*col)[k++];
         pt->flat_space = sqlite3_column_int64(st, 2);
         pt->cum_space = sqlite3_column_int64(st, 3);
         pt->flat_objects = sqlite3_column_int64(st, 4);
         pt->cum_objects = sqlite3_column_int64(st, 5);
     }
     sqlite3_reset(st);
-    while (k < ns)
-        missing[k++] = true;
+    while (snaps && k < *ns)
+        (*missing)[k++] = true;
     return r;
 }
 
@@ -1469,6 +1441,29 @@ static int ft_rows_scan(struct store *s, const int64_t *fids, size_t nf,
     return 0;
 }
 
+/* The node's ok snapshots in [since, until] (ids and times, zeros), for
+ * the scan: its rows are read by other statements. */
+static int series_snaps(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                        struct store_function_point **ret, size_t *ret_n, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SERIES_SNAPS, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    size_t cap = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
+        (*ret)[(*ret_n)++] = (struct store_function_point){
+            .snapshot_id = sqlite3_column_int64(st, 0), .taken_at = sqlite3_column_int64(st, 1)
+        };
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
 int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                            const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
                            struct hp_buf *err)
@@ -1477,48 +1472,43 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
     int r = run_tx_begin(s, &own, err); /* one view for the statements below */
     if (r < 0)
         return r;
-    /* The snapshots first: the rows of each are read by other statements. */
-    sqlite3_stmt *st;
-    struct store_function_point *snaps = NULL, *pts = NULL;
-    size_t ns = 0, cap = 0;
-    if ((r = store_stmt(s, STMT_SERIES_SNAPS, &st, err)) < 0)
-        goto out;
-    sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, since_ms);
-    sqlite3_bind_int64(st, 3, until_ms);
-    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
-        snaps = hp_xgrow(snaps, &cap, ns + 1, sizeof(*snaps));
-        snaps[ns++] = (struct store_function_point){ .snapshot_id = sqlite3_column_int64(st, 0),
-                                                     .taken_at = sqlite3_column_int64(st, 1) };
-    }
-    sqlite3_reset(st);
-    if (r < 0 || !nf)
-        goto out;
-    /* Few functions: every point at once, a join each; many: a snapshot
-     * at a time. Either way a snapshot's packed rest is read once, and only
-     * when one of the functions has no row there (rows and rest hold
-     * disjoint functions). */
+    /* Few functions: every point at once, a join each (cols[j], the first
+     * listing the snapshots); many: a snapshot at a time, its rows in one
+     * scan. Either way a snapshot's packed rest is read once, and only when
+     * one of the functions has no row there (rows and rest hold disjoint
+     * functions). */
     bool joined = nf <= SERIES_SCAN_FUNCTIONS;
-    size_t per = joined ? ns : 1;
-    pts = hp_xmalloc((per * nf + 1) * sizeof(*pts));
-    bool *missing = hp_xcalloc(ns + 1, sizeof(*missing));
-    for (size_t k = 0; k < per; k++)
-        for (size_t j = 0; j < nf; j++)
-            pts[k * nf + j] = snaps[k]; /* id and time; zeros */
-    for (size_t j = 0; joined && r == 0 && j < nf; j++)
-        r = ft_rows_join(s, node_id, since_ms, until_ms, fids[j], snaps, ns, pts, nf, j,
-                         missing, err);
+    struct store_function_point **cols = hp_xcalloc(nf + 1, sizeof(*cols));
+    struct store_function_point *row = hp_xmalloc((nf + 1) * sizeof(*row)), *snaps = NULL;
+    bool *missing = NULL;
+    size_t ns = 0, cap = 0, missing_cap = 0;
+    if (!joined) {
+        r = series_snaps(s, node_id, since_ms, until_ms, &snaps, &ns, err);
+        missing = hp_xcalloc(ns + 1, sizeof(*missing));
+    }
+    for (size_t j = 0; joined && r == 0 && j < nf; j++) {
+        if (j > 0) {
+            cols[j] = hp_xmalloc((ns + 1) * sizeof(**cols));
+            memcpy(cols[j], snaps, ns * sizeof(**cols));
+        }
+        r = ft_rows_join(s, node_id, since_ms, until_ms, fids[j], j ? snaps : NULL, &cols[j],
+                         &ns, &cap, &missing, &missing_cap, err);
+        if (j == 0) { /* the snapshots, zeros */
+            snaps = hp_xmalloc((ns + 1) * sizeof(*snaps));
+            for (size_t k = 0; k < ns; k++)
+                snaps[k] = (struct store_function_point){ .snapshot_id = cols[0][k].snapshot_id,
+                                                          .taken_at = cols[0][k].taken_at };
+        }
+    }
     struct store_ft_entry *rows = NULL;
     size_t rows_cap = 0;
     struct blob_cache cache = { 0 };
-    for (size_t k = 0; r == 0 && k < ns; k++) {
-        struct store_function_point *row = joined ? pts + k * nf : pts;
-        if (!joined) {
-            for (size_t j = 0; j < nf; j++)
-                row[j] = snaps[k];
-            if ((r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing[k], err)) < 0)
-                break;
-        }
+    for (size_t k = 0; r == 0 && nf && k < ns; k++) {
+        for (size_t j = 0; j < nf; j++)
+            row[j] = joined ? cols[j][k] : snaps[k];
+        if (!joined &&
+            (r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing[k], err)) < 0)
+            break;
         if (missing[k]) {
             struct store_ft_entry *rest;
             size_t nrest;
@@ -1533,8 +1523,10 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
     blob_cache_release(&cache);
     free(rows);
     free(missing);
-out:
-    free(pts);
+    for (size_t j = 0; j < nf; j++)
+        free(cols[j]);
+    free(cols);
+    free(row);
     free(snaps);
     run_tx_end(s, own, r < 0);
     return r;
