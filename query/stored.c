@@ -420,8 +420,9 @@ int query_stored_trend_functions(struct store *st, const struct query_opts *o,
     for (size_t i = 0; i < n; i++) {
         uint32_t old;
         (void)hp_map64_put(&row_of, (uint64_t)snaps[i].id, (uint32_t)i, &old);
-        size_t k;
-        for (k = 0; k < nn; k++)
+        /* A node's snapshots mostly come together: its own first. */
+        size_t k = nn && strcmp(nodes[nn - 1].name, snaps[i].node) == 0 ? nn - 1 : 0;
+        for (; k < nn; k++)
             if (strcmp(nodes[k].name, snaps[i].node) == 0)
                 break;
         int64_t ms = snaps[i].time_s * 1000;
