@@ -95,6 +95,12 @@
 #define store_blob_load STORE_BE(blob_load)
 #define store_function_totals_delete STORE_BE(function_totals_delete)
 #define store_ft_rest_load STORE_BE(ft_rest_load)
+#define store_fseries_add STORE_BE(fseries_add)
+#define store_fseries_dissolve STORE_BE(fseries_dissolve)
+#define store_fseries_spans STORE_BE(fseries_spans)
+#define store_fseries_get STORE_BE(fseries_get)
+#define store_fseries_alive STORE_BE(fseries_alive)
+#define store_fseries_reindexed STORE_BE(fseries_reindexed)
 #endif
 
 #endif

@@ -47,6 +47,12 @@ static const struct copy_table tables[] = {
       "snapshot_id", false, false },
     { "function_totals_rest", "snapshot_id, size, base_id, data", 4, "snapshot_id", true,
       false },
+    /* A function's series before the span that lists it (store/series.c):
+     * a copy cut short leaves rows no span names, never a span short of
+     * its rows. */
+    { "function_series", "node_id, first_id, function_id, data", 4, "node_id", false, false },
+    { "function_series_spans", "node_id, first_id, last_id, n, closed", 5, "node_id", false,
+      false },
     { "node_stats", "snapshot_id, seq, stat_id, value", 4, "snapshot_id", false, false },
     { "symbol_cache", "build_id, address, frames_packed, created_at", 4, NULL, false, false },
     /* Chunks before the row that lists them (store/symfiles.c). */

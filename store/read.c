@@ -1350,69 +1350,9 @@ static size_t ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *
     return found;
 }
 
-/* Above this many functions each snapshot's rows are read in one scan;
- * up to it, each function's rows come from a join with the snapshots, an
- * index seek a snapshot (store_series_function's). */
+/* Above this many functions a snapshot outside the spans has its rows read
+ * in one scan; up to it, each function's row by an index seek. */
 #define SERIES_SCAN_FUNCTIONS 16
-
-/* (taken_at, id): the series' order. */
-static int point_order(const struct store_function_point *a, int64_t taken_at, int64_t id)
-{
-    if (a->taken_at != taken_at)
-        return a->taken_at < taken_at ? -1 : 1;
-    return a->snapshot_id < id ? -1 : a->snapshot_id > id;
-}
-
-/* Function fid's points over the node's snapshots, by the join with them
- * (an index seek a snapshot), into col. The first function's join lists
- * the snapshots (*ns, col grown to them, none given: snaps NULL); the
- * others' land on those (*ns fixed): the same snapshots in the same order,
- * but another statement, and one stored in between (PostgreSQL has no read
- * transaction here) is passed over. A snapshot where the function has no
- * row gets missing[k] set (*missing grown with the first). */
-static int ft_rows_join(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
-                        int64_t fid, const struct store_function_point *snaps,
-                        struct store_function_point **col, size_t *ns, size_t *cap,
-                        bool **missing, size_t *missing_cap, struct hp_buf *err)
-{
-    sqlite3_stmt *st;
-    int r = store_stmt(s, STMT_SERIES_FUNC, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, since_ms);
-    sqlite3_bind_int64(st, 3, until_ms);
-    sqlite3_bind_int64(st, 4, fid);
-    size_t k = 0;
-    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
-        int64_t id = sqlite3_column_int64(st, 0), at = sqlite3_column_int64(st, 1);
-        if (!snaps) {
-            *col = hp_xgrow(*col, cap, k + 1, sizeof(**col));
-            *missing = hp_xgrow(*missing, missing_cap, k + 1, sizeof(**missing));
-            (*col)[k] = (struct store_function_point){ .snapshot_id = id, .taken_at = at };
-            (*missing)[k] = false;
-            *ns = k + 1;
-        } else {
-            while (k < *ns && point_order(&snaps[k], at, id) < 0)
-                (*missing)[k++] = true;
-            if (k == *ns || point_order(&snaps[k], at, id) != 0)
-                continue;
-        }
-        if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
-            (*missing)[k++] = true;
-            continue;
-        }
-        struct store_function_point *pt = &(*col)[k++];
-        pt->flat_space = sqlite3_column_int64(st, 2);
-        pt->cum_space = sqlite3_column_int64(st, 3);
-        pt->flat_objects = sqlite3_column_int64(st, 4);
-        pt->cum_objects = sqlite3_column_int64(st, 5);
-    }
-    sqlite3_reset(st);
-    while (snaps && k < *ns)
-        (*missing)[k++] = true;
-    return r;
-}
 
 /* Snapshot pts[0].snapshot_id's rows of fids[0..nf), in one scan; those
  * without one set *ret_missing. */
@@ -1441,8 +1381,34 @@ static int ft_rows_scan(struct store *s, const int64_t *fids, size_t nf,
     return 0;
 }
 
-/* The node's ok snapshots in [since, until] (ids and times, zeros), for
- * the scan: its rows are read by other statements. */
+/* Snapshot pts[0].snapshot_id's rows of fids[0..nf), an index seek each;
+ * those without one set *ret_missing. */
+static int ft_rows_seek(struct store *s, const int64_t *fids, size_t nf,
+                        struct store_function_point *pts, bool *ret_missing, struct hp_buf *err)
+{
+    for (size_t j = 0; j < nf; j++) {
+        sqlite3_stmt *st;
+        int r = store_stmt(s, STMT_FT_GET, &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, pts[j].snapshot_id);
+        sqlite3_bind_int64(st, 2, fids[j]);
+        if ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
+            pts[j].flat_space = sqlite3_column_int64(st, 0);
+            pts[j].cum_space = sqlite3_column_int64(st, 1);
+            pts[j].flat_objects = sqlite3_column_int64(st, 2);
+            pts[j].cum_objects = sqlite3_column_int64(st, 3);
+        }
+        sqlite3_reset(st);
+        if (r < 0)
+            return r;
+        *ret_missing |= r == 0;
+    }
+    return 0;
+}
+
+/* The node's ok snapshots in [since, until] (ids and times, zeros), in the
+ * series' order: their rows are read by other statements. */
 static int series_snaps(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                         struct store_function_point **ret, size_t *ret_n, struct hp_buf *err)
 {
@@ -1464,6 +1430,48 @@ static int series_snaps(struct store *s, int64_t node_id, int64_t since_ms, int6
     return r;
 }
 
+/* The closed span holding snapshot id, or SIZE_MAX. */
+static size_t span_find(const struct store_fspan *sp, size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n; /* the first span starting after id */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].first_id <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && sp[lo - 1].last_id >= id ? lo - 1 : SIZE_MAX;
+}
+
+/* Snapshot id's row among e[0..n) (ascending ids) into *pt; false when
+ * there is none. */
+static bool fs_find(const struct store_fs_entry *e, size_t n, int64_t id,
+                    struct store_function_point *pt)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e[mid].snapshot_id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == n || e[lo].snapshot_id != id)
+        return false;
+    pt->flat_space = e[lo].flat_space;
+    pt->cum_space = e[lo].cum_space;
+    pt->flat_objects = e[lo].flat_objects;
+    pt->cum_objects = e[lo].cum_objects;
+    return true;
+}
+
+/* Each function's rows in the span being read (series.c). */
+struct fs_col {
+    struct store_fs_entry *e;
+    size_t n, cap;
+};
+
 int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                            const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
                            struct hp_buf *err)
@@ -1472,60 +1480,70 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
     int r = run_tx_begin(s, &own, err); /* one view for the statements below */
     if (r < 0)
         return r;
-    /* Few functions: every point at once, a join each (cols[j], the first
-     * listing the snapshots); many: a snapshot at a time, its rows in one
-     * scan. Either way a snapshot's packed rest is read once, and only when
-     * one of the functions has no row there (rows and rest hold disjoint
-     * functions). */
-    bool joined = nf <= SERIES_SCAN_FUNCTIONS;
-    struct store_function_point **cols = hp_xcalloc(nf + 1, sizeof(*cols));
+    /* A snapshot in a closed span (series.c) takes its rows from the
+     * functions' packed series of that span, read once per span; one
+     * outside (the newest, those of a dissolved span, a database written
+     * before spans) from function_totals: an index seek per function, or
+     * for many functions one scan of its rows. Either way a snapshot's
+     * packed rest is read once, and only when one of the functions has no
+     * row there (rows and rest hold disjoint functions). */
     struct store_function_point *row = hp_xmalloc((nf + 1) * sizeof(*row)), *snaps = NULL;
-    bool *missing = NULL;
-    size_t ns = 0, cap = 0, missing_cap = 0;
-    if (!joined) {
-        r = series_snaps(s, node_id, since_ms, until_ms, &snaps, &ns, err);
-        missing = hp_xcalloc(ns + 1, sizeof(*missing));
-    }
-    for (size_t j = 0; joined && r == 0 && j < nf; j++) {
-        if (j > 0) {
-            cols[j] = hp_xmalloc((ns + 1) * sizeof(**cols));
-            memcpy(cols[j], snaps, ns * sizeof(**cols));
-        }
-        r = ft_rows_join(s, node_id, since_ms, until_ms, fids[j], j ? snaps : NULL, &cols[j],
-                         &ns, &cap, &missing, &missing_cap, err);
-        if (j == 0) { /* the snapshots, zeros */
-            snaps = hp_xmalloc((ns + 1) * sizeof(*snaps));
-            for (size_t k = 0; k < ns; k++)
-                snaps[k] = (struct store_function_point){ .snapshot_id = cols[0][k].snapshot_id,
-                                                          .taken_at = cols[0][k].taken_at };
-        }
-    }
+    struct fs_col *col = hp_xcalloc(nf + 1, sizeof(*col));
+    struct store_fspan *spans = NULL;
+    size_t ns = 0, nspans = 0, cur = SIZE_MAX;
+    if ((r = series_snaps(s, node_id, since_ms, until_ms, &snaps, &ns, err)) == 0 && ns && nf)
+        r = store_fseries_spans(s, node_id, &spans, &nspans, err);
     struct store_ft_entry *rows = NULL;
     size_t rows_cap = 0;
     struct blob_cache cache = { 0 };
     for (size_t k = 0; r == 0 && nf && k < ns; k++) {
+        int64_t id = snaps[k].snapshot_id;
         for (size_t j = 0; j < nf; j++)
-            row[j] = joined ? cols[j][k] : snaps[k];
-        if (!joined &&
-            (r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing[k], err)) < 0)
-            break;
-        if (missing[k]) {
+            row[j] = snaps[k];
+        bool missing = false;
+        size_t sp = span_find(spans, nspans, id);
+        if (sp != SIZE_MAX && sp != cur) {
+            bool absent = false;
+            for (size_t j = 0; r == 0 && j < nf; j++) {
+                r = store_fseries_get(s, node_id, &spans[sp], fids[j], &col[j].e, &col[j].cap,
+                                      &col[j].n, err);
+                absent |= col[j].n == 0;
+            }
+            /* Without a read transaction (PostgreSQL), a function without
+             * a row may be a span dissolved since the list was read: its
+             * snapshots then read from function_totals. */
+            if (r == 0 && absent && (r = store_fseries_alive(s, node_id, &spans[sp], err)) == 0)
+                spans[sp].last_id = spans[sp].first_id - 1, sp = SIZE_MAX;
+            if (r < 0)
+                break;
+            r = 0;
+            cur = sp;
+        }
+        if (sp != SIZE_MAX) {
+            for (size_t j = 0; j < nf; j++)
+                missing |= !fs_find(col[j].e, col[j].n, id, &row[j]);
+        } else if (nf <= SERIES_SCAN_FUNCTIONS) {
+            r = ft_rows_seek(s, fids, nf, row, &missing, err);
+        } else {
+            r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing, err);
+        }
+        if (r == 0 && missing) {
             struct store_ft_entry *rest;
             size_t nrest;
-            if ((r = ft_rest_load_cached(s, snaps[k].snapshot_id, &cache, &rest, &nrest, err)) <
-                0)
+            if ((r = ft_rest_load_cached(s, id, &cache, &rest, &nrest, err)) < 0)
                 break;
             (void)ft_merge(rest, nrest, fids, nf, row);
             free(rest);
         }
-        r = cb(row, nf, ctx);
+        if (r == 0)
+            r = cb(row, nf, ctx);
     }
     blob_cache_release(&cache);
     free(rows);
-    free(missing);
     for (size_t j = 0; j < nf; j++)
-        free(cols[j]);
-    free(cols);
+        free(col[j].e);
+    free(col);
+    free(spans);
     free(row);
     free(snaps);
     run_tx_end(s, own, r < 0);

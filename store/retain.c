@@ -152,8 +152,8 @@ static int snapshot_delete(struct store *s, int64_t id, int64_t *raw_deleted,
                            struct hp_buf *err)
 {
     sqlite3_stmt *st;
-    int r = store_stmt(s, STMT_SNAP_DELETE, &st, err);
-    if (r < 0)
+    int r = store_fseries_dissolve(s, id, true, err); /* while the snapshot names its node */
+    if (r < 0 || (r = store_stmt(s, STMT_SNAP_DELETE, &st, err)) < 0)
         return r;
     sqlite3_bind_int64(st, 1, id);
     if ((r = store_step_row(s, st, "deleting a snapshot", err)) < 0)
@@ -391,7 +391,8 @@ static int reclaim(struct store *s, struct store_retain_result *res, struct hp_b
                    &res->locations_deleted, err)) < 0 ||
         (r = sweep(s, "DELETE FROM functions WHERE id NOT IN"
                       " (SELECT id FROM temp.keep WHERE kind = 3)"
-                      " AND id NOT IN (SELECT function_id FROM function_totals)",
+                      " AND id NOT IN (SELECT function_id FROM function_totals)"
+                      " AND id NOT IN (SELECT function_id FROM function_series)",
                    &res->names_deleted, err)) < 0 ||
         (r = sweep(s, "DELETE FROM files WHERE id NOT IN"
                       " (SELECT id FROM temp.keep WHERE kind = 4)",

@@ -176,18 +176,35 @@ extern const int store_nmigrations;
       "   AND st.stat_id IN (SELECT id FROM stat_names WHERE name = ?4) LIMIT 1)"              \
       " FROM snapshots s WHERE s.node_id = ?1 AND s.status = 'ok'"                             \
       " AND s.taken_at BETWEEN ?2 AND ?3 ORDER BY s.taken_at, s.id")                           \
-    X(SERIES_FUNC,                                                                             \
-      "SELECT s.id, s.taken_at, t.flat_space, t.cum_space, t.flat_objects, t.cum_objects"     \
-      " FROM snapshots s LEFT JOIN function_totals t"                                          \
-      "   ON t.snapshot_id = s.id AND t.function_id = ?4"                                      \
-      " WHERE s.node_id = ?1 AND s.status = 'ok' AND s.taken_at BETWEEN ?2 AND ?3"             \
-      " ORDER BY s.taken_at, s.id")                                                            \
     X(SERIES_SNAPS,                                                                            \
       "SELECT id, taken_at FROM snapshots WHERE node_id = ?1 AND status = 'ok'"                \
       " AND taken_at BETWEEN ?2 AND ?3 ORDER BY taken_at, id")                                 \
     X(FT_BY_SNAP,                                                                              \
       "SELECT function_id, flat_space, cum_space, flat_objects, cum_objects"                   \
       " FROM function_totals WHERE snapshot_id = ?1 ORDER BY function_id")                     \
+    X(FS_SPAN_AT,                                                                              \
+      "SELECT first_id, last_id, n, closed FROM function_series_spans"                         \
+      " WHERE node_id = ?1 AND first_id <= ?2 ORDER BY first_id DESC LIMIT 1")                 \
+    X(FS_SPAN_OPEN, "INSERT INTO function_series_spans(node_id, first_id, last_id, n, closed)"  \
+                    " VALUES (?1, ?2, ?2, 1, 0)")                                              \
+    X(FS_SPAN_SET, "UPDATE function_series_spans SET last_id = ?3, n = ?4, closed = ?5"        \
+                   " WHERE node_id = ?1 AND first_id = ?2")                                    \
+    X(FS_SPAN_DELETE, "DELETE FROM function_series_spans WHERE node_id = ?1 AND first_id = ?2") \
+    X(FS_SPAN_STALE, "UPDATE function_series_spans SET closed = 2"                             \
+                     " WHERE node_id = ?1 AND first_id = ?2")                                  \
+    X(FS_SPANS_STALE,                                                                          \
+      "SELECT first_id, last_id FROM function_series_spans WHERE node_id = ?1 AND closed = 2") \
+    X(FS_SPAN_MEMBERS,                                                                         \
+      "SELECT id FROM snapshots WHERE node_id = ?1 AND status = 'ok' AND id BETWEEN ?2 AND ?3" \
+      " ORDER BY id")                                                                          \
+    X(FS_SPANS,                                                                                \
+      "SELECT first_id, last_id FROM function_series_spans WHERE node_id = ?1 AND closed = 1"  \
+      " ORDER BY first_id")                                                                    \
+    X(FS_INSERT, "INSERT INTO function_series(node_id, first_id, function_id, data)"           \
+                 " VALUES (?1, ?2, ?3, ?4)")                                                   \
+    X(FS_DELETE, "DELETE FROM function_series WHERE node_id = ?1 AND first_id = ?2")           \
+    X(FS_GET, "SELECT data FROM function_series WHERE node_id = ?1 AND first_id = ?2"          \
+              " AND function_id = ?3")                                                         \
     X(FT_GET,                                                                                  \
       "SELECT flat_space, cum_space, flat_objects, cum_objects FROM function_totals"           \
       " WHERE snapshot_id = ?1 AND function_id = ?2")                                          \
@@ -478,6 +495,40 @@ int store_blob_release(struct store *s, enum store_blob_kind kind, int64_t id, b
  * keyframe of several rows stays while they need it (as sample sets). */
 int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
                                  struct hp_buf *err);
+
+/* ---- series.c: per-function series in spans (migrations/0006) ---- */
+/* A span closes with this many of its node's ok snapshots. */
+#define STORE_SPAN_SNAPSHOTS 128
+/* A closed span of a node: its ok snapshots with ids first_id..last_id. */
+struct store_fspan {
+    int64_t first_id, last_id;
+};
+/* One function's totals in one snapshot. */
+struct store_fs_entry {
+    int64_t snapshot_id, flat_space, cum_space, flat_objects, cum_objects;
+};
+/* After an ok snapshot's function totals are stored (same transaction):
+ * count it into its node's open span, which closes when full. */
+int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct hp_buf *err);
+/* Before a snapshot's function totals change (reindex) or go (drop:
+ * deletion): the span that holds it loses its packed rows; a reindexed
+ * one turns stale, a deletion's goes. */
+int store_fseries_dissolve(struct store *s, int64_t snap_id, bool drop, struct hp_buf *err);
+/* After a reindexed snapshot's new totals are in: the last snapshot of a
+ * stale span closes it again (a node reindexed in order); stale spans
+ * also close again when their node's open span does. */
+int store_fseries_reindexed(struct store *s, int64_t snap_id, struct hp_buf *err);
+/* node_id's closed spans, ascending. *ret is malloc'd. */
+int store_fseries_spans(struct store *s, int64_t node_id, struct store_fspan **ret,
+                        size_t *ret_n, struct hp_buf *err);
+/* 1 when span sp of node_id is still closed as read, else 0. */
+int store_fseries_alive(struct store *s, int64_t node_id, const struct store_fspan *sp,
+                        struct hp_buf *err);
+/* Function fid's rows in span sp, ascending snapshot ids, into *e (grown,
+ * *cap its capacity); none: *ret_n 0. */
+int store_fseries_get(struct store *s, int64_t node_id, const struct store_fspan *sp,
+                      int64_t fid, struct store_fs_entry **e, size_t *cap, size_t *ret_n,
+                      struct hp_buf *err);
 
 /* ---- read.c ---- */
 /* Mark the stack ids and object ids a packed sample set refers to

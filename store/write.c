@@ -1773,7 +1773,8 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
                           store_ms, &snap_id, err)) < 0)
         goto fail;
     if (p &&
-        (r = function_totals_insert(s, snap_id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0)
+        ((r = function_totals_insert(s, snap_id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
+         (r = store_fseries_add(s, node_id, snap_id, err)) < 0))
         goto fail;
     if ((r = stats_insert(s, snap_id, stats, nstats, err)) < 0)
         goto fail;
@@ -1909,7 +1910,8 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
     sqlite3_reset(st);
     /* The old totals go before the node's bases are checked: its packed
      * rest may be one of them (rows chained on it are re-encoded). */
-    if ((r = store_function_totals_delete(s, id, true, err)) < 0 ||
+    if ((r = store_fseries_dissolve(s, id, false, err)) < 0 ||
+        (r = store_function_totals_delete(s, id, true, err)) < 0 ||
         (r = node_base(s, node_id, &nb, err)) < 0 ||
         (r = derive(s, node_id, nb, p, true, NULL, &d, err)) < 0)
         goto fail;
@@ -1919,7 +1921,8 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
     snapshot_bind_profile(st, p, &d);
     if ((r = store_step_done(s, st, "updating the snapshot", err)) < 0)
         goto fail;
-    if ((r = function_totals_insert(s, id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0)
+    if ((r = function_totals_insert(s, id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
+        (r = store_fseries_reindexed(s, id, err)) < 0)
         goto fail;
     if (old_ss && (r = store_blob_release(s, STORE_BLOB_SS, old_ss, false, err)) < 0)
         goto fail;

@@ -15,7 +15,8 @@
  *                              trends read in one pass over the snapshots
  *                              for all functions at once ("M id function
  *                              values": store_series_functions; "J" for
- *                              the first five, read by joins), sorted by
+ *                              the first five, read by index seeks outside
+ *                              the spans, not scans), sorted by
  *                              the caller
  * Exit 0, or 1 with the store's message. */
 #include <stdio.h>
@@ -100,7 +101,8 @@ static int dump_one_pass(struct store *s, int64_t node, const struct names *name
     int r = store_functions_list(s, fn_id_cb, &f, err);
     if (r == 0)
         r = store_series_functions(s, node, 0, INT64_MAX, f.id, f.n, pass_cb, &f, err);
-    /* A few functions ("J"): each read by a join, not a scan a snapshot. */
+    /* A few functions ("J"): outside the spans each read by an index seek,
+     * not a scan a snapshot. */
     if (r == 0 && f.n > 5)
         r = store_series_functions(s, node, 0, INT64_MAX, f.id, 5, pass_cb, &f, err);
     free(f.id);

@@ -973,8 +973,8 @@ static void test_store_upgrade_adds_series_indexes(void **state)
     f->s = NULL;
 
     /* What the previous heapfleet wrote: version 2, no such indexes (nor
-     * what later versions add: the symbol file tables, and
-     * function_totals_rest.base_id; the trended function has rows, so its
+     * what later versions add: the symbol file tables,
+     * function_totals_rest.base_id and the function series; the trended function has rows, so its
      * rest, chained here, is not read). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
@@ -983,6 +983,7 @@ static void test_store_upgrade_adds_series_indexes(void **state)
                                   " DROP TABLE symbol_files; DROP TABLE symbol_file_chunks;"
                                   " DROP INDEX function_totals_rest_base;"
                                   " ALTER TABLE function_totals_rest DROP COLUMN base_id;"
+                                  " DROP TABLE function_series; DROP TABLE function_series_spans;"
                                   " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -1006,6 +1007,189 @@ static void test_store_upgrade_adds_series_indexes(void **state)
     store_close(rd);
     free(before);
     free(after);
+}
+
+/* ---- per-function series in spans (store/series.c) ---- */
+
+#define SPAN 128 /* snapshots in a closed span: STORE_SPAN_SNAPSHOTS */
+
+struct ft_oracle {
+    const int64_t *fids;
+    size_t nf;
+    struct store_function_point *row; /* nf */
+};
+
+static int ft_oracle_cb(const struct store_function_total *t, void *ctx)
+{
+    struct ft_oracle *o = ctx;
+    for (size_t j = 0; j < o->nf; j++)
+        if (o->fids[j] == t->function_id) {
+            o->row[j].flat_space = t->flat_space;
+            o->row[j].cum_space = t->cum_space;
+            o->row[j].flat_objects = t->flat_objects;
+            o->row[j].cum_objects = t->cum_objects;
+        }
+    return 0;
+}
+
+struct series_got {
+    size_t nf, n, cap;
+    struct store_function_point *v; /* n rows of nf */
+};
+
+static int series_got_cb(const struct store_function_point *pts, size_t nf, void *ctx)
+{
+    struct series_got *g = ctx;
+    g->v = hp_xgrow(g->v, &g->cap, (g->n + 1) * nf, sizeof(*g->v));
+    memcpy(g->v + g->n * nf, pts, nf * sizeof(*pts));
+    g->n++;
+    return 0;
+}
+
+/* store_series_functions over [since, until] equals, point for point, what
+ * each snapshot's own function table (rows and packed rest, read without
+ * the spans) says. Returns the points compared. */
+static size_t assert_series_as_tables(struct store *s, int64_t node_id, const int64_t *fids,
+                                      size_t nf, int64_t since, int64_t until)
+{
+    struct series_got g = { .nf = nf };
+    struct hp_buf err = HP_BUF_INIT(0);
+    int r = store_series_functions(s, node_id, since, until, fids, nf, series_got_cb, &g, &err);
+    if (r < 0)
+        fprintf(stderr, "series: %s\n", err.data);
+    assert_int_equal(r, 0);
+    struct store_point *pts;
+    size_t n;
+    assert_int_equal(store_series_node(s, node_id, since, until, NULL, &pts, &n, NULL), 0);
+    assert_int_equal(g.n, n);
+    struct store_function_point *want = calloc(nf + 1, sizeof(*want));
+    for (size_t k = 0; k < n; k++) {
+        for (size_t j = 0; j < nf; j++)
+            want[j] = (struct store_function_point){ .snapshot_id = pts[k].snapshot_id,
+                                                     .taken_at = pts[k].taken_at };
+        struct ft_oracle o = { fids, nf, want };
+        assert_int_equal(store_function_totals(s, pts[k].snapshot_id, ft_oracle_cb, &o, NULL),
+                         0);
+        assert_memory_equal(g.v + k * nf, want, nf * sizeof(*want));
+    }
+    free(want);
+    free(pts);
+    free(g.v);
+    hp_buf_release(&err);
+    return n;
+}
+
+static void test_store_function_series_spans_read_as_tables(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-spans");
+    enum { H = 2 * SPAN + 40 };
+    int64_t ids[H];
+    for (int h = 0; h < H; h++) {
+        /* Functions come and go across the hours (and in and out of the
+         * packed rest). */
+        struct gen_params gp = { .seed = 7, .nstacks = 300, .nfuncs = 200,
+                                 .hour = (uint32_t)(h % 29), .symbolize = true };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    /* Two spans closed, the newest 40 snapshots in the open one. */
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 1"), 2);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 0 AND n = 40"), 1);
+    /* Every function ever stored, in rows or only in the rest. */
+    int64_t nfun = count_rows(f->db, "SELECT count(*) FROM functions");
+    assert_true(nfun > 20);
+    int64_t *all = calloc((size_t)nfun, sizeof(*all));
+    for (int64_t i = 0; i < nfun; i++)
+        all[i] = i + 1;
+    assert_int_equal(count_rows(f->db, "SELECT max(id) FROM functions"), nfun);
+    int64_t few[3] = { 1, nfun / 2, nfun };
+    int64_t until = T0 + H * HOUR_MS;
+    /* Few functions (index seeks outside the spans) and many (scans). */
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
+    /* A window cutting through both spans. */
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, T0 + 100 * HOUR_MS,
+                                             T0 + 200 * HOUR_MS),
+                     101);
+
+    /* The spans are what is read: with the covered snapshots' rows gone
+     * from function_totals, the series still has them. */
+    struct store_function_point *before, *after;
+    size_t nb, na;
+    char fname[512] = "";
+    assert_int_equal(store_function_totals(f->s, ids[10], first_name_cb, fname, NULL), 0);
+    assert_int_equal(store_series_function(f->s, n, fname, 0, until, &before, &nb, NULL), 0);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    char sql[200];
+    snprintf(sql, sizeof(sql), "CREATE TABLE ft_saved AS SELECT * FROM function_totals"
+             " WHERE snapshot_id <= %lld; DELETE FROM function_totals WHERE snapshot_id <= %lld",
+             (long long)ids[2 * SPAN - 1],
+             (long long)ids[2 * SPAN - 1]);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(store_series_function(f->s, n, fname, 0, until, &after, &na, NULL), 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(after, before, nb * sizeof(*before));
+    free(after);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO function_totals SELECT * FROM ft_saved;"
+                                      " DROP TABLE ft_saved", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+
+    /* A reindexed snapshot makes its span stale (its totals are new), and
+     * the series follows the new totals; reindexing the span's last one
+     * closes it again, from the new rows. */
+    struct gen_params gp = { .seed = 8, .nstacks = 300, .nfuncs = 200, .hour = 3,
+                             .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    assert_int_equal(store_snapshot_reindex(f->s, ids[5], p, NULL), 0);
+    assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN + 5], p, NULL), 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 2"), 2);
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
+    assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN - 1], p, NULL), 0);
+    profile_free(p);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 1"), 1);
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
+
+    /* Retention deletes from the first span: it goes, and nothing is
+     * left that names a deleted snapshot (the second stays stale). */
+    struct store_retain_policy pol = { .retain_s = (H - 30) * 3600, .reclaim = true };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(f->s, &pol, until, &res, NULL), 0);
+    assert_true(res.snapshots_deleted >= 29);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 1"), 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series"), 0);
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX),
+                     (size_t)(H - res.snapshots_deleted));
+    /* New snapshots fill the open span on and close it, and the stale
+     * span closes again with it. */
+    for (int h = H; h < H + SPAN; h++) {
+        gp.hour = (uint32_t)(h % 29);
+        p = gen_profile(&gp, NULL, NULL);
+        (void)put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 1"), 2);
+    /* Ids reclaimed since name no function: their series is all zeros. */
+    nfun = count_rows(f->db, "SELECT max(id) FROM functions");
+    all = realloc(all, (size_t)nfun * sizeof(*all));
+    for (int64_t i = 0; i < nfun; i++)
+        all[i] = i + 1;
+    size_t kept = (size_t)(H - res.snapshots_deleted) + SPAN;
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), kept);
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), kept);
+    free(before);
+    free(all);
 }
 
 /* A write batch: its snapshots are one transaction (a reader sees none of
@@ -1923,6 +2107,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
