@@ -1351,7 +1351,8 @@ static size_t ft_merge(const struct store_ft_entry *e, size_t n, const int64_t *
 }
 
 /* Above this many functions a snapshot outside the spans has its rows read
- * in one scan; up to it, each function's row by an index seek. */
+ * in one scan; up to it, each function's rows by a join over a run of such
+ * snapshots. */
 #define SERIES_SCAN_FUNCTIONS 16
 
 /* Snapshot pts[0].snapshot_id's rows of fids[0..nf), in one scan; those
@@ -1381,30 +1382,47 @@ static int ft_rows_scan(struct store *s, const int64_t *fids, size_t nf,
     return 0;
 }
 
-/* Snapshot pts[0].snapshot_id's rows of fids[0..nf), an index seek each;
- * those without one set *ret_missing. */
-static int ft_rows_seek(struct store *s, const int64_t *fids, size_t nf,
-                        struct store_function_point *pts, bool *ret_missing, struct hp_buf *err)
+/* (taken_at, id): the series' order. */
+static int point_order(const struct store_function_point *a, int64_t taken_at, int64_t id)
 {
-    for (size_t j = 0; j < nf; j++) {
-        sqlite3_stmt *st;
-        int r = store_stmt(s, STMT_FT_GET, &st, err);
-        if (r < 0)
-            return r;
-        sqlite3_bind_int64(st, 1, pts[j].snapshot_id);
-        sqlite3_bind_int64(st, 2, fids[j]);
-        if ((r = store_step_row(s, st, "reading function totals", err)) == 1) {
-            pts[j].flat_space = sqlite3_column_int64(st, 0);
-            pts[j].cum_space = sqlite3_column_int64(st, 1);
-            pts[j].flat_objects = sqlite3_column_int64(st, 2);
-            pts[j].cum_objects = sqlite3_column_int64(st, 3);
-        }
-        sqlite3_reset(st);
-        if (r < 0)
-            return r;
-        *ret_missing |= r == 0;
+    if (a->taken_at != taken_at)
+        return a->taken_at < taken_at ? -1 : 1;
+    return a->snapshot_id < id ? -1 : a->snapshot_id > id;
+}
+
+/* Function fid's rows for run[0..n), consecutive snapshots of the series,
+ * by one join with the node's snapshots of the run's times (an index seek
+ * a snapshot, but one statement: a round trip on PostgreSQL). found[i]:
+ * run[i] has a row. A snapshot the join lists that is not in the run (one
+ * in a span at the same time, or stored since) is passed over. */
+static int ft_rows_join(struct store *s, int64_t node_id, int64_t fid,
+                        struct store_function_point *run, size_t n, bool *found,
+                        struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_SERIES_FUNC, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, run[0].taken_at);
+    sqlite3_bind_int64(st, 3, run[n - 1].taken_at);
+    sqlite3_bind_int64(st, 4, fid);
+    size_t i = 0;
+    while ((r = store_step_row(s, st, "reading a series", err)) == 1) {
+        int64_t id = sqlite3_column_int64(st, 0), at = sqlite3_column_int64(st, 1);
+        while (i < n && point_order(&run[i], at, id) < 0)
+            i++;
+        if (i == n || point_order(&run[i], at, id) != 0 ||
+            sqlite3_column_type(st, 2) == SQLITE_NULL)
+            continue;
+        run[i].flat_space = sqlite3_column_int64(st, 2);
+        run[i].cum_space = sqlite3_column_int64(st, 3);
+        run[i].flat_objects = sqlite3_column_int64(st, 4);
+        run[i].cum_objects = sqlite3_column_int64(st, 5);
+        found[i++] = true;
     }
-    return 0;
+    sqlite3_reset(st);
+    return r;
 }
 
 /* The node's ok snapshots in [since, until] (ids and times, zeros), in the
@@ -1472,6 +1490,41 @@ struct fs_col {
     size_t n, cap;
 };
 
+/* Few functions' rows for a run of snapshots outside the spans, read by
+ * joins: snaps[k0..k1), function j's points at pts[j * (k1 - k0)]. */
+struct ft_run {
+    size_t k0, k1;
+    struct store_function_point *pts;
+    bool *found;
+    size_t cap;
+};
+
+/* Read the run of snapshots from k outside the spans (series.c) for
+ * fids[0..nf) into *run. */
+static int ft_run_read(struct store *s, int64_t node_id, const struct store_function_point *snaps,
+                       size_t ns, size_t k, const struct store_fspan *spans, size_t nspans,
+                       const int64_t *fids, size_t nf, struct ft_run *run, struct hp_buf *err)
+{
+    size_t k1 = k + 1;
+    while (k1 < ns && span_find(spans, nspans, snaps[k1].snapshot_id) == SIZE_MAX)
+        k1++;
+    size_t len = k1 - k;
+    if (run->cap < nf * len) {
+        run->cap = nf * len;
+        run->pts = hp_xrealloc(run->pts, run->cap * sizeof(*run->pts));
+        run->found = hp_xrealloc(run->found, run->cap * sizeof(*run->found));
+    }
+    *run = (struct ft_run){ k, k1, run->pts, run->found, run->cap };
+    int r = 0;
+    for (size_t j = 0; r == 0 && j < nf; j++) {
+        memcpy(run->pts + j * len, snaps + k, len * sizeof(*snaps));
+        memset(run->found + j * len, 0, len * sizeof(*run->found));
+        r = ft_rows_join(s, node_id, fids[j], run->pts + j * len, len, run->found + j * len,
+                         err);
+    }
+    return r;
+}
+
 int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                            const int64_t *fids, size_t nf, store_functions_cb cb, void *ctx,
                            struct hp_buf *err)
@@ -1483,8 +1536,9 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
     /* A snapshot in a closed span (series.c) takes its rows from the
      * functions' packed series of that span, read once per span; one
      * outside (the newest, those of a dissolved span, a database written
-     * before spans) from function_totals: an index seek per function, or
-     * for many functions one scan of its rows. Either way a snapshot's
+     * before spans) from function_totals: for few functions a join over
+     * each run of such snapshots (a statement a function and run), for
+     * many one scan of each snapshot's rows. Either way a snapshot's
      * packed rest is read once, and only when one of the functions has no
      * row there (rows and rest hold disjoint functions). */
     struct store_function_point *row = hp_xmalloc((nf + 1) * sizeof(*row)), *snaps = NULL;
@@ -1495,6 +1549,7 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
         r = store_fseries_spans(s, node_id, &spans, &nspans, err);
     struct store_ft_entry *rows = NULL;
     size_t rows_cap = 0;
+    struct ft_run run = { 0 };
     struct blob_cache cache = { 0 };
     for (size_t k = 0; r == 0 && nf && k < ns; k++) {
         int64_t id = snaps[k].snapshot_id;
@@ -1523,7 +1578,15 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
             for (size_t j = 0; j < nf; j++)
                 missing |= !fs_find(col[j].e, col[j].n, id, &row[j]);
         } else if (nf <= SERIES_SCAN_FUNCTIONS) {
-            r = ft_rows_seek(s, fids, nf, row, &missing, err);
+            if ((k < run.k0 || k >= run.k1) &&
+                (r = ft_run_read(s, node_id, snaps, ns, k, spans, nspans, fids, nf, &run,
+                                 err)) < 0)
+                break;
+            size_t len = run.k1 - run.k0, i = k - run.k0;
+            for (size_t j = 0; j < nf; j++) {
+                row[j] = run.pts[j * len + i];
+                missing |= !run.found[j * len + i];
+            }
         } else {
             r = ft_rows_scan(s, fids, nf, row, &rows, &rows_cap, &missing, err);
         }
@@ -1540,6 +1603,8 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
     }
     blob_cache_release(&cache);
     free(rows);
+    free(run.pts);
+    free(run.found);
     for (size_t j = 0; j < nf; j++)
         free(col[j].e);
     free(col);

@@ -132,6 +132,8 @@ static int span_at(struct store *s, int64_t node_id, int64_t id, int64_t *first,
                    int64_t *n, int *state, struct hp_buf *err)
 {
     sqlite3_stmt *st;
+    *first = *last = *n = 0;
+    *state = SPAN_OPEN;
     int r = store_stmt(s, STMT_FS_SPAN_AT, &st, err);
     if (r < 0)
         return r;
@@ -207,6 +209,8 @@ static int span_of_snapshot(struct store *s, int64_t snap_id, bool members_only,
                             struct hp_buf *err)
 {
     sqlite3_stmt *st;
+    *node_id = *first = *last = 0;
+    *state = SPAN_OPEN;
     int r = store_stmt(s, STMT_SNAP_GET_RAW, &st, err);
     if (r < 0)
         return r;

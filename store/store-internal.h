@@ -176,6 +176,12 @@ extern const int store_nmigrations;
       "   AND st.stat_id IN (SELECT id FROM stat_names WHERE name = ?4) LIMIT 1)"              \
       " FROM snapshots s WHERE s.node_id = ?1 AND s.status = 'ok'"                             \
       " AND s.taken_at BETWEEN ?2 AND ?3 ORDER BY s.taken_at, s.id")                           \
+    X(SERIES_FUNC,                                                                             \
+      "SELECT s.id, s.taken_at, t.flat_space, t.cum_space, t.flat_objects, t.cum_objects"     \
+      " FROM snapshots s LEFT JOIN function_totals t"                                          \
+      "   ON t.snapshot_id = s.id AND t.function_id = ?4"                                      \
+      " WHERE s.node_id = ?1 AND s.status = 'ok' AND s.taken_at BETWEEN ?2 AND ?3"             \
+      " ORDER BY s.taken_at, s.id")                                                            \
     X(SERIES_SNAPS,                                                                            \
       "SELECT id, taken_at FROM snapshots WHERE node_id = ?1 AND status = 'ok'"                \
       " AND taken_at BETWEEN ?2 AND ?3 ORDER BY taken_at, id")                                 \
@@ -205,9 +211,6 @@ extern const int store_nmigrations;
     X(FS_DELETE, "DELETE FROM function_series WHERE node_id = ?1 AND first_id = ?2")           \
     X(FS_GET, "SELECT data FROM function_series WHERE node_id = ?1 AND first_id = ?2"          \
               " AND function_id = ?3")                                                         \
-    X(FT_GET,                                                                                  \
-      "SELECT flat_space, cum_space, flat_objects, cum_objects FROM function_totals"           \
-      " WHERE snapshot_id = ?1 AND function_id = ?2")                                          \
     X(FT_LIST,                                                                                 \
       "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \

@@ -1185,7 +1185,13 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     all = realloc(all, (size_t)nfun * sizeof(*all));
     for (int64_t i = 0; i < nfun; i++)
         all[i] = i + 1;
-    size_t kept = (size_t)(H - res.snapshots_deleted) + SPAN;
+    /* A dump imported late, older than all: the newest id, the first in
+     * time, outside every span. */
+    gp.hour = 11;
+    p = gen_profile(&gp, NULL, NULL);
+    (void)put(f->s, n, T0 - HOUR_MS, p, NULL, 0);
+    profile_free(p);
+    size_t kept = (size_t)(H - res.snapshots_deleted) + SPAN + 1;
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), kept);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), kept);
     free(before);
