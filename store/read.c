@@ -1565,13 +1565,20 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
                 absent |= col[j].n == 0;
             }
             /* Without a read transaction (PostgreSQL), a function without
-             * a row may be a span dissolved since the list was read: its
-             * snapshots then read from function_totals. */
-            if (r == 0 && absent && (r = store_fseries_alive(s, node_id, &spans[sp], err)) == 0)
-                spans[sp].last_id = spans[sp].first_id - 1, sp = SIZE_MAX;
+             * a row may be a span dissolved since the list was read; and a
+             * packed series that does not decode is a damaged copy of
+             * function_totals. Either way the span's snapshots read from
+             * function_totals, the truth. */
+            bool dead = r == HP_ECORRUPT;
+            if (dead)
+                r = 0, hp_buf_reset(err);
+            else if (r == 0 && absent)
+                dead = (r = store_fseries_alive(s, node_id, &spans[sp], err)) == 0;
             if (r < 0)
                 break;
             r = 0;
+            if (dead)
+                spans[sp].last_id = spans[sp].first_id - 1, sp = SIZE_MAX;
             cur = sp;
         }
         if (sp != SIZE_MAX) {

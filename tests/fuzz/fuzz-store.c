@@ -3,9 +3,11 @@
  * may be corrupted or hostile (a bug report's attachment). Byte 0 picks the
  * blob to replace in a real database built on first use: 0 a snapshot's
  * sample set, 1 a stack's location list, 2 a location's frames, 3 a symbol
- * cache entry, 4 the snapshot's packed function totals (function_totals_rest). The rest of the input is the blob (compressed here when the
- * table stores it compressed). Loading must return a profile or an error,
- * never crash or run away. */
+ * cache entry, 4 the snapshot's packed function totals (function_totals_rest),
+ * 5 a function's packed series over a span (function_series, store/series.c:
+ * the database holds a closed span). The rest of the input is the blob
+ * (compressed here when the table stores it compressed). Loading must
+ * return a profile or an error, never crash or run away. */
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char db_path[128];
 static struct store *rd;
 static sqlite3 *raw_db;
-static int64_t snap_id;
+static int64_t snap_id, node_id;
+static int64_t fs_fid; /* the function of the series row case 5 replaces */
 
 static char dir_path[64];
 
@@ -50,28 +53,46 @@ static void build_db(void)
     if (store_open(db_path, STORE_OPEN_WRITE, &w, NULL) < 0)
         abort();
     struct store_node_info ni = { .name = "be-fuzz" };
-    int64_t node;
     struct gen_params gp = { .seed = 5, .nstacks = 40, .nfuncs = 30, .nthreads = 2,
                              .symbolize = true };
     struct profile *p = gen_profile(&gp, NULL, NULL);
     struct profile_frame fr = { "f", "f.c", 1 };
-    if (store_node_upsert(w, &ni, &node, NULL) < 0 ||
-        store_snapshot_insert(w, node, 1000, p, NULL, 0, NULL, NULL, 0, &snap_id, NULL) < 0 ||
+    if (store_node_upsert(w, &ni, &node_id, NULL) < 0 ||
+        store_snapshot_insert(w, node_id, 1000, p, NULL, 0, NULL, NULL, 0, &snap_id, NULL) < 0 ||
         store_symcache_put(w, "b1d", 0x10, &fr, 1, NULL) < 0)
         abort();
     profile_free(p);
+    /* A span of the node's snapshots closes at 128 (store/series.c). */
+    for (uint32_t h = 1; h < 128; h++) {
+        gp.hour = h % 5;
+        p = gen_profile(&gp, NULL, NULL);
+        int64_t id;
+        if (store_snapshot_insert(w, node_id, 1000 + h * 3600000, p, NULL, 0, NULL, NULL, 0, &id,
+                                  NULL) < 0)
+            abort();
+        profile_free(p);
+    }
     store_close(w);
     if (sqlite3_open(db_path, &raw_db) != SQLITE_OK ||
         store_open(db_path, STORE_OPEN_READ, &rd, NULL) < 0)
         abort();
     atexit(cleanup);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(raw_db, "SELECT function_id FROM function_series"
+                                   " WHERE id = (SELECT min(id) FROM function_series)",
+                           -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW)
+        abort(); /* no span closed: case 5 would test nothing */
+    fs_fid = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
     /* Keep the originals to restore before each input. */
     if (sqlite3_exec(raw_db,
                      "CREATE TABLE keep_ss AS SELECT * FROM sample_sets;"
                      "CREATE TABLE keep_st AS SELECT * FROM stacks;"
                      "CREATE TABLE keep_lo AS SELECT * FROM locations;"
                      "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;"
-                     "CREATE TABLE keep_ftr AS SELECT * FROM function_totals_rest;",
+                     "CREATE TABLE keep_ftr AS SELECT * FROM function_totals_rest;"
+                     "CREATE TABLE keep_fs AS SELECT * FROM function_series;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
 }
@@ -101,6 +122,13 @@ static void put_ftr(const void *z, size_t zl, int64_t size)
     sqlite3_bind_blob(st, 3, zl ? z : "", (int)zl, SQLITE_TRANSIENT);
     sqlite3_step(st);
     sqlite3_finalize(st);
+}
+
+static int series_cb(const struct store_function_point *pts, size_t nf, void *ctx)
+{
+    for (size_t j = 0; j < nf; j++)
+        *(int64_t *)ctx ^= pts[j].cum_space;
+    return 0;
 }
 
 static int ft_cb(const struct store_function_total *t, void *ctx)
@@ -139,12 +167,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      "DELETE FROM locations; INSERT INTO locations SELECT * FROM keep_lo;"
                      "DELETE FROM symbol_cache; INSERT INTO symbol_cache SELECT * FROM keep_sc;"
                      "DELETE FROM function_totals_rest;"
-                     " INSERT INTO function_totals_rest SELECT * FROM keep_ftr;",
+                     " INSERT INTO function_totals_rest SELECT * FROM keep_ftr;"
+                     "DELETE FROM function_series;"
+                     " INSERT INTO function_series SELECT * FROM keep_fs;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
     const uint8_t *blob = data + 1;
     size_t len = size - 1;
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0:
     case 4: {
         size_t bound = ZSTD_compressBound(len);
@@ -165,6 +195,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 2:
         put_blob("UPDATE locations SET frames_packed = ?1 WHERE ?2 >= 0", blob, len, 0);
+        break;
+    case 5:
+        put_blob("UPDATE function_series SET data = ?1"
+                 " WHERE id = (SELECT min(id) FROM function_series) AND ?2 >= 0",
+                 blob, len, 0);
         break;
     default:
         put_blob("UPDATE symbol_cache SET frames_packed = ?1 WHERE ?2 >= 0", blob, len, 0);
@@ -188,6 +223,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hp_arena_release(&a);
     size_t names = 0;
     if (store_function_totals(rd, snap_id, ft_cb, &names, &err) < 0)
+        hp_buf_reset(&err);
+    /* That function's trend, through the span's packed series. */
+    int64_t sum = 0;
+    if (store_series_functions(rd, node_id, 0, INT64_MAX, &fs_fid, 1, series_cb, &sum, &err) <
+        0)
         hp_buf_reset(&err);
     hp_buf_release(&err);
     return 0;

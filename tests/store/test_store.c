@@ -1116,6 +1116,23 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                                              T0 + 200 * HOUR_MS),
                      101);
 
+    /* A packed series that does not decode is a damaged copy: the span's
+     * snapshots read from function_totals. */
+    sqlite3 *dbc;
+    assert_int_equal(sqlite3_open(f->db, &dbc), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(dbc, "CREATE TABLE fs_saved AS SELECT * FROM function_series;"
+                                       " UPDATE function_series SET data = x'ff05'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
+    assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
+    assert_int_equal(sqlite3_exec(dbc, "DELETE FROM function_series;"
+                                       " INSERT INTO function_series SELECT * FROM fs_saved;"
+                                       " DROP TABLE fs_saved",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(dbc);
+
     /* The spans are what is read: with the covered snapshots' rows gone
      * from function_totals, the series still has them. */
     struct store_function_point *before, *after;
