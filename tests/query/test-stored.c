@@ -555,6 +555,61 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
     free(gen);
 }
 
+/* `query leaks` over several nodes of a store answers the same, byte for
+ * byte and with the same exit status, whether one worker reads the nodes
+ * one after another or four read them at once, each over its own
+ * connection (under ThreadSanitizer too: meson test query-leaks-jobs). */
+static void test_stored_leaks_jobs_same_answers(void **state)
+{
+    struct fx *f = *state;
+    char *gen = qt_path(f->dir, "gen.db");
+    insert_generated(gen);
+    const char *dbs[] = { f->db, gen };
+    static const char *const variants[][8] = {
+        { "leaks", "--top", "0", NULL },
+        { "leaks", "--top", "0", "--format", "json", NULL },
+        { "leaks", "--top", "3", "--sample", "inuse_objects", NULL },
+        { "leaks", "steady", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--since", "1s", NULL }, /* no snapshot: an error */
+    };
+    char *outdir = qt_tmpdir();
+    char *out[2] = { qt_path(outdir, "one.out"), qt_path(outdir, "four.out") };
+    size_t suspects = 0;
+    for (size_t d = 0; d < HP_ARRAY_SIZE(dbs); d++)
+        for (size_t v = 0; v < HP_ARRAY_SIZE(variants); v++) {
+            int rc[2];
+            char *text[2];
+            for (int w = 0; w < 2; w++) {
+                char *argv[16];
+                size_t n = 0;
+                argv[n++] = getenv("QUERY_EXE");
+                for (size_t i = 0; variants[v][i]; i++)
+                    argv[n++] = (char *)variants[v][i];
+                argv[n++] = "--db";
+                argv[n++] = (char *)dbs[d];
+                argv[n++] = "--jobs";
+                argv[n++] = w ? "4" : "1";
+                argv[n] = NULL;
+                rc[w] = qt_run(argv, NULL, out[w]);
+                text[w] = qt_slurp(out[w]);
+            }
+            if (rc[0] != rc[1] || strcmp(text[0], text[1]) != 0)
+                fail_msg("%s %s %s: one worker (exit %d):\n%s\nfour (exit %d):\n%s", dbs[d],
+                         variants[v][1], variants[v][2], rc[0], text[0], rc[1], text[1]);
+            suspects += strstr(text[0], "/h ") || strstr(text[0], "rate_per_hour");
+            free(text[0]);
+            free(text[1]);
+        }
+    assert_true(suspects >= 4); /* the answers had suspects, not only empty tables */
+    for (int w = 0; w < 2; w++) {
+        unlink(out[w]);
+        free(out[w]);
+    }
+    qt_tmpdir_remove(outdir);
+    unlink(gen);
+    free(gen);
+}
+
 /* `query trend` over the store takes its function columns from the stored
  * function totals and answers what the folded profiles answer: the top
  * five, a --function expression, a fleet, objects, CSV and JSON. */
@@ -754,6 +809,10 @@ int main(void)
         cmocka_unit_test(test_stored_nodes_counts_and_columns),
         cmocka_unit_test(test_stored_retain_dry_run),
         cmocka_unit_test(test_stored_help_is_per_command),
+        cmocka_unit_test(test_stored_leaks_jobs_same_answers),
     };
+    /* One test (meson test query-leaks-jobs: the threads suite). */
+    if (getenv("QT_FILTER"))
+        cmocka_set_test_filter(getenv("QT_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
