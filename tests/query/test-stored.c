@@ -482,49 +482,67 @@ static void insert_generated(const char *db)
     insert_generated_at(db, hp_wall_ms() - 40 * INT64_C(3600000), NULL);
 }
 
-/* Runs every variant (query ARGS --db DB) over every database twice, the
- * second time with `via` in the environment (the path through whole
- * profiles), and fails unless both print the same bytes with the same exit
- * status. Returns how many outputs contained one of marks[] (NULL-ended). */
+/* Runs every variant (query ARGS --db DB) over every database two ways:
+ * A with extra_a appended, B with extra_b appended and env_b in the
+ * environment (each may be NULL), and fails unless both print the same
+ * bytes with the same exit status. Returns how many outputs contained one
+ * of marks[] (NULL-ended). */
+static size_t same_two_ways(const char *const *dbs, size_t ndbs,
+                            const char *const (*variants)[12], size_t nvariants,
+                            const char *const *extra_a, const char *const *extra_b, char *env_b,
+                            const char *const *marks)
+{
+    char *outdir = qt_tmpdir();
+    char *out[2] = { qt_path(outdir, "a.out"), qt_path(outdir, "b.out") };
+    size_t marked = 0;
+    for (size_t d = 0; d < ndbs; d++)
+        for (size_t v = 0; v < nvariants; v++) {
+            int rc[2];
+            char *text[2];
+            for (int w = 0; w < 2; w++) {
+                const char *const *extra = w ? extra_b : extra_a;
+                char *argv[24];
+                size_t n = 0;
+                argv[n++] = getenv("QUERY_EXE");
+                for (size_t i = 0; variants[v][i]; i++)
+                    argv[n++] = (char *)variants[v][i];
+                argv[n++] = "--db";
+                argv[n++] = (char *)dbs[d];
+                for (size_t i = 0; extra && extra[i]; i++)
+                    argv[n++] = (char *)extra[i];
+                argv[n] = NULL;
+                char *env[] = { w ? env_b : NULL, NULL };
+                rc[w] = qt_run(argv, env, out[w]);
+                text[w] = qt_slurp(out[w]);
+            }
+            if (rc[0] != rc[1] || strcmp(text[0], text[1]) != 0) {
+                fprintf(stderr, "one way:\n%s\nthe other:\n%s\n", text[0], text[1]);
+                fail_msg("%s %s %s %s: one way (exit %d):\n%s\nthe other (exit %d):\n%s",
+                         dbs[d], variants[v][0], variants[v][1],
+                         variants[v][2] ? variants[v][2] : "", rc[0], text[0], rc[1], text[1]);
+            }
+            bool hit = false;
+            for (size_t m = 0; marks[m]; m++)
+                hit |= strstr(text[0], marks[m]) != NULL;
+            marked += hit;
+            free(text[0]);
+            free(text[1]);
+        }
+    for (int w = 0; w < 2; w++) {
+        unlink(out[w]);
+        free(out[w]);
+    }
+    qt_tmpdir_remove(outdir);
+    return marked;
+}
+
+/* The stored path, then with `via` in the environment (the path through
+ * whole profiles). */
 static size_t same_both_paths(const char *const *dbs, size_t ndbs,
                               const char *const (*variants)[12], size_t nvariants, char *via,
                               const char *const *marks)
 {
-    char *outdir = qt_tmpdir();
-    char *out_a = qt_path(outdir, "stored.out"), *out_b = qt_path(outdir, "profiles.out");
-    size_t marked = 0;
-    for (size_t d = 0; d < ndbs; d++)
-        for (size_t v = 0; v < nvariants; v++) {
-            char *argv[16];
-            size_t n = 0;
-            argv[n++] = getenv("QUERY_EXE");
-            for (size_t i = 0; variants[v][i]; i++)
-                argv[n++] = (char *)variants[v][i];
-            argv[n++] = "--db";
-            argv[n++] = (char *)dbs[d];
-            argv[n] = NULL;
-            char *env[] = { via, NULL };
-            int ra = qt_run(argv, NULL, out_a), rb = qt_run(argv, env, out_b);
-            char *a = qt_slurp(out_a), *b = qt_slurp(out_b);
-            if (ra != rb || strcmp(a, b) != 0) {
-                fprintf(stderr, "stored path:\n%s\nprofiles path:\n%s\n", a, b);
-                fail_msg("%s %s %s %s: stored path (exit %d):\n%s\nprofiles path (exit %d):\n%s",
-                         dbs[d], variants[v][0], variants[v][1],
-                         variants[v][2] ? variants[v][2] : "", ra, a, rb, b);
-            }
-            bool hit = false;
-            for (size_t m = 0; marks[m]; m++)
-                hit |= strstr(a, marks[m]) != NULL;
-            marked += hit;
-            free(a);
-            free(b);
-        }
-    unlink(out_a);
-    unlink(out_b);
-    free(out_a);
-    free(out_b);
-    qt_tmpdir_remove(outdir);
-    return marked;
+    return same_two_ways(dbs, ndbs, variants, nvariants, NULL, NULL, via, marks);
 }
 
 /* Leaks from stored stack ids and values answers byte for byte what leaks
@@ -565,47 +583,17 @@ static void test_stored_leaks_jobs_same_answers(void **state)
     char *gen = qt_path(f->dir, "gen.db");
     insert_generated(gen);
     const char *dbs[] = { f->db, gen };
-    static const char *const variants[][8] = {
+    static const char *const variants[][12] = {
         { "leaks", "--top", "0", NULL },
         { "leaks", "--top", "0", "--format", "json", NULL },
         { "leaks", "--top", "3", "--sample", "inuse_objects", NULL },
         { "leaks", "steady", "--format", "json", NULL },
         { "leaks", "--top", "0", "--since", "1s", NULL }, /* no snapshot: an error */
     };
-    char *outdir = qt_tmpdir();
-    char *out[2] = { qt_path(outdir, "one.out"), qt_path(outdir, "four.out") };
-    size_t suspects = 0;
-    for (size_t d = 0; d < HP_ARRAY_SIZE(dbs); d++)
-        for (size_t v = 0; v < HP_ARRAY_SIZE(variants); v++) {
-            int rc[2];
-            char *text[2];
-            for (int w = 0; w < 2; w++) {
-                char *argv[16];
-                size_t n = 0;
-                argv[n++] = getenv("QUERY_EXE");
-                for (size_t i = 0; variants[v][i]; i++)
-                    argv[n++] = (char *)variants[v][i];
-                argv[n++] = "--db";
-                argv[n++] = (char *)dbs[d];
-                argv[n++] = "--jobs";
-                argv[n++] = w ? "4" : "1";
-                argv[n] = NULL;
-                rc[w] = qt_run(argv, NULL, out[w]);
-                text[w] = qt_slurp(out[w]);
-            }
-            if (rc[0] != rc[1] || strcmp(text[0], text[1]) != 0)
-                fail_msg("%s %s %s: one worker (exit %d):\n%s\nfour (exit %d):\n%s", dbs[d],
-                         variants[v][1], variants[v][2], rc[0], text[0], rc[1], text[1]);
-            suspects += strstr(text[0], "/h ") || strstr(text[0], "rate_per_hour");
-            free(text[0]);
-            free(text[1]);
-        }
-    assert_true(suspects >= 4); /* the answers had suspects, not only empty tables */
-    for (int w = 0; w < 2; w++) {
-        unlink(out[w]);
-        free(out[w]);
-    }
-    qt_tmpdir_remove(outdir);
+    const char *const one[] = { "--jobs", "1", NULL }, *const four[] = { "--jobs", "4", NULL };
+    const char *const marks[] = { "rate_per_hour", "/h ", NULL };
+    assert_true(same_two_ways(dbs, HP_ARRAY_SIZE(dbs), variants, HP_ARRAY_SIZE(variants), one,
+                              four, NULL, marks) >= 4);
     unlink(gen);
     free(gen);
 }
