@@ -63,6 +63,7 @@ const struct store_backend STORE_BE(backend) = {
     .functions_list = store_functions_list,
     .series_functions = store_series_functions,
     .snapshot_stats = store_snapshot_stats,
+    .node_stats = store_node_stats,
     .read_begin = store_read_begin,
     .read_end = store_read_end,
 #ifdef STORE_BACKEND_PG

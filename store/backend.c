@@ -256,6 +256,12 @@ int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb,
     return s->be->snapshot_stats(s, snapshot_id, cb, ctx, err);
 }
 
+int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                     store_node_stat_cb cb, void *ctx, struct hp_buf *err)
+{
+    return s->be->node_stats(s, node_id, since_ms, until_ms, cb, ctx, err);
+}
+
 int store_retain(struct store *s, const struct store_retain_policy *pol, int64_t now_ms,
                  struct store_retain_result *ret, struct hp_buf *err)
 {

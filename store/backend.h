@@ -49,6 +49,7 @@
 #define store_functions_list STORE_BE(functions_list)
 #define store_series_functions STORE_BE(series_functions)
 #define store_snapshot_stats STORE_BE(snapshot_stats)
+#define store_node_stats STORE_BE(node_stats)
 #define store_read_begin STORE_BE(read_begin)
 #define store_read_end STORE_BE(read_end)
 #define store_retain STORE_BE(retain)

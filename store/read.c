@@ -1724,6 +1724,18 @@ void store_read_end(struct store *s)
 #endif
 }
 
+/* A statistic from columns col.. of a statistics listing (name, unit, value). */
+static void stat_from_row(sqlite3_stmt *st, int col, struct store_stat *stat)
+{
+    stat->name = (const char *)sqlite3_column_text(st, col);
+    stat->unit = (const char *)sqlite3_column_text(st, col + 1);
+    if (stat->unit && !*stat->unit)
+        stat->unit = NULL;
+    stat->value = sqlite3_column_type(st, col + 2) == SQLITE_NULL
+                      ? NAN
+                      : sqlite3_column_double(st, col + 2);
+}
+
 int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
                          struct hp_buf *err)
 {
@@ -1734,13 +1746,28 @@ int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb,
     sqlite3_bind_int64(st, 1, snapshot_id);
     struct store_stat stat;
     while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
-        stat.name = (const char *)sqlite3_column_text(st, 0);
-        stat.unit = (const char *)sqlite3_column_text(st, 1);
-        if (stat.unit && !*stat.unit)
-            stat.unit = NULL;
-        stat.value = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN
-                                                                 : sqlite3_column_double(st, 2);
+        stat_from_row(st, 0, &stat);
         if ((r = cb(&stat, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                     store_node_stat_cb cb, void *ctx, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_NODE_STATS_LIST, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    struct store_stat stat;
+    while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
+        stat_from_row(st, 1, &stat);
+        if ((r = cb(sqlite3_column_int64(st, 0), &stat, ctx)) != 0)
             break;
     }
     sqlite3_reset(st);

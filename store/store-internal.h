@@ -215,6 +215,11 @@ extern const int store_nmigrations;
       "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \
       " WHERE t.snapshot_id = ?1 ORDER BY t.cum_space DESC, f.name")                           \
+    X(NODE_STATS_LIST,                                                                         \
+      "SELECT st.snapshot_id, n.name, n.unit, st.value FROM snapshots s"                       \
+      " JOIN node_stats st ON st.snapshot_id = s.id JOIN stat_names n ON n.id = st.stat_id"   \
+      " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3"                                 \
+      " ORDER BY st.snapshot_id, st.seq")                                                      \
     X(STATS_LIST,                                                                              \
       "SELECT n.name, n.unit, st.value FROM node_stats st JOIN stat_names n"                   \
       " ON n.id = st.stat_id WHERE st.snapshot_id = ?1 ORDER BY st.seq")                       \
@@ -289,6 +294,7 @@ struct store_backend {
     __typeof__(store_functions_list) *functions_list;
     __typeof__(store_series_functions) *series_functions;
     __typeof__(store_snapshot_stats) *snapshot_stats;
+    __typeof__(store_node_stats) *node_stats;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;

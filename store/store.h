@@ -404,6 +404,13 @@ void store_read_end(struct store *s);
 typedef int (*store_stat_cb)(const struct store_stat *stat, void *ctx);
 int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb, void *ctx,
                          struct hp_buf *err) HP_MUST_CHECK;
+/* Statistics of every snapshot of a node taken in [since_ms, until_ms], by
+ * snapshot id and then in the order the node reported them: one statement
+ * (a round trip on PostgreSQL) where store_snapshot_stats takes one a
+ * snapshot. */
+typedef int (*store_node_stat_cb)(int64_t snapshot_id, const struct store_stat *stat, void *ctx);
+int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                     store_node_stat_cb cb, void *ctx, struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- retention -------------------------------------------------------------- */
 

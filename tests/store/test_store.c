@@ -728,6 +728,49 @@ static void test_store_stats_in_order(void **state)
     assert_int_equal(cnt, 3);
 }
 
+struct node_stat_seen {
+    int64_t snap[16];
+    double value[16];
+    int n;
+};
+
+static int node_stat_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
+{
+    struct node_stat_seen *s = ctx;
+    assert_true(s->n < 16);
+    s->snap[s->n] = snapshot_id;
+    s->value[s->n++] = st->value;
+    return 0;
+}
+
+/* A node's statistics in one call: every snapshot of that node in the
+ * window, by snapshot, each in the order reported; not another node's. */
+static void test_store_node_stats_one_call(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = node(f->s, "be-a"), b = node(f->s, "be-b"), id[4];
+    for (int k = 0; k < 4; k++) {
+        struct store_stat stats[] = { { "rss", "bytes", 10.0 * k + 1 },
+                                      { "stats.allocated", NULL, 10.0 * k + 2 } };
+        assert_int_equal(store_snapshot_attempt_record(f->s, k == 2 ? b : a, T0 + k * HOUR_MS,
+                                                       STORE_STATUS_INACTIVE, "off", NULL, 0,
+                                                       NULL, stats, 2, &id[k], NULL),
+                         0);
+    }
+    struct node_stat_seen seen = { 0 };
+    assert_int_equal(store_node_stats(f->s, a, T0 + HOUR_MS, T0 + 3 * HOUR_MS, node_stat_cb,
+                                      &seen, NULL),
+                     0);
+    /* Snapshots 1 and 3 of be-a (0 is before the window, 2 is be-b's). */
+    assert_int_equal(seen.n, 4);
+    int64_t want_snap[] = { id[1], id[1], id[3], id[3] };
+    double want_value[] = { 11, 12, 31, 32 };
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(seen.snap[i], want_snap[i]);
+        assert_true(seen.value[i] == want_value[i]);
+    }
+}
+
 struct ftop {
     int n;
     char first[256];
@@ -2127,6 +2170,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_selector_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_attempts_and_listings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stats_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_node_stats_one_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
