@@ -1570,8 +1570,10 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
              * function_totals. Either way the span's snapshots read from
              * function_totals, the truth. */
             bool dead = r == HP_ECORRUPT;
+            if (dead && err)
+                hp_buf_reset(err);
             if (dead)
-                r = 0, hp_buf_reset(err);
+                r = 0;
             else if (r == 0 && absent)
                 dead = (r = store_fseries_alive(s, node_id, &spans[sp], err)) == 0;
             if (r < 0)

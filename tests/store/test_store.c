@@ -1169,6 +1169,13 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                      SQLITE_OK);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
+    struct store_function_point *pts; /* and without a buffer for messages */
+    size_t npts;
+    char fn0[512] = "";
+    assert_int_equal(store_function_totals(f->s, ids[0], first_name_cb, fn0, NULL), 0);
+    assert_int_equal(store_series_function(f->s, n, fn0, 0, INT64_MAX, &pts, &npts, NULL), 0);
+    assert_int_equal(npts, H);
+    free(pts);
     assert_int_equal(sqlite3_exec(dbc, "DELETE FROM function_series;"
                                        " INSERT INTO function_series SELECT * FROM fs_saved;"
                                        " DROP TABLE fs_saved",
