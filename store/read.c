@@ -1235,10 +1235,12 @@ static int ft_rest_load_cached(struct store *s, int64_t snap_id, struct blob_cac
         return HP_ECORRUPT;
     }
     struct store_ft_entry *e = hp_xmalloc((n ? n : 1) * sizeof(*e));
-    int64_t fid = 0;
+    uint64_t fid = 0; /* unsigned: a hostile step must not overflow a signed sum */
+    bool ids_bad = false;
     for (uint64_t i = 0; i < n; i++) {
-        fid += (int64_t)store_unpack_u64(&u);
-        e[i].function_id = fid;
+        fid += store_unpack_u64(&u);
+        ids_bad |= fid > INT64_MAX;
+        e[i].function_id = (int64_t)(fid & INT64_MAX);
     }
     for (uint64_t i = 0; i < n; i++)
         e[i].flat_space = store_unpack_i64(&u);
@@ -1248,12 +1250,13 @@ static int ft_rest_load_cached(struct store *s, int64_t snap_id, struct blob_cac
         e[i].flat_objects = store_unpack_i64(&u);
     for (uint64_t i = 0; i < n; i++)
         e[i].cum_objects = store_unpack_i64(&u);
-    bool bad = u.bad || u.p != u.end;
+    bool bad = u.bad || u.p != u.end || ids_bad;
     free(raw);
     if (bad) {
         free(e);
-        hp_err_printf(err, "%s: snapshot %lld: packed function totals are truncated", s->path,
-                      (long long)snap_id);
+        hp_err_printf(err, "%s: snapshot %lld: packed function totals are %s", s->path,
+                      (long long)snap_id, ids_bad ? "corrupt (a function id past 2^63)"
+                                                  : "truncated");
         return HP_ECORRUPT;
     }
     *ret = e;
