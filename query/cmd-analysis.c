@@ -295,17 +295,9 @@ static int node_stat_cb(int64_t snapshot_id, const struct store_stat *stat, void
 static struct query_figure *node_figures_of(const struct node_figures *nf, int64_t id,
                                             size_t *ret_n)
 {
-    size_t lo = 0, hi = nf->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (nf->snap[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t end = lo;
-    while (end < nf->n && nf->snap[end] == id)
-        end++;
+    /* Ids are positive: unsigned order is theirs. */
+    size_t lo = hp_search_le_u64(nf->snap, nf->n, sizeof(*nf->snap), 0, (uint64_t)id - 1);
+    size_t end = hp_search_le_u64(nf->snap, nf->n, sizeof(*nf->snap), 0, (uint64_t)id);
     struct query_figure *figs = hp_arena_alloc(&nf->in->arena, (end - lo + 1) * sizeof(*figs));
     if (end > lo)
         memcpy(figs, nf->fig + lo, (end - lo) * sizeof(*figs));

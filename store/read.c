@@ -10,6 +10,7 @@
 #include "store/store-internal.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1454,15 +1455,9 @@ static int series_snaps(struct store *s, int64_t node_id, int64_t since_ms, int6
 /* The closed span holding snapshot id, or SIZE_MAX. */
 static size_t span_find(const struct store_fspan *sp, size_t n, int64_t id)
 {
-    size_t lo = 0, hi = n; /* the first span starting after id */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (sp[mid].first_id <= id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > 0 && sp[lo - 1].last_id >= id ? lo - 1 : SIZE_MAX;
+    size_t i = hp_search_le_u64(sp, n, sizeof(*sp), offsetof(struct store_fspan, first_id),
+                                (uint64_t)id);
+    return i > 0 && sp[i - 1].last_id >= id ? i - 1 : SIZE_MAX;
 }
 
 /* Snapshot id's row among e[0..n) (ascending ids) into *pt; false when
@@ -1470,20 +1465,14 @@ static size_t span_find(const struct store_fspan *sp, size_t n, int64_t id)
 static bool fs_find(const struct store_fs_entry *e, size_t n, int64_t id,
                     struct store_function_point *pt)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (e[mid].snapshot_id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == n || e[lo].snapshot_id != id)
+    size_t i = hp_search_le_u64(e, n, sizeof(*e), offsetof(struct store_fs_entry, snapshot_id),
+                                (uint64_t)id);
+    if (i == 0 || e[i - 1].snapshot_id != id)
         return false;
-    pt->flat_space = e[lo].flat_space;
-    pt->cum_space = e[lo].cum_space;
-    pt->flat_objects = e[lo].flat_objects;
-    pt->cum_objects = e[lo].cum_objects;
+    pt->flat_space = e[i - 1].flat_space;
+    pt->cum_space = e[i - 1].cum_space;
+    pt->flat_objects = e[i - 1].flat_objects;
+    pt->cum_objects = e[i - 1].cum_objects;
     return true;
 }
 

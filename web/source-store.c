@@ -230,15 +230,8 @@ struct figures_batch {
 static int batch_stat_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
 {
     const struct figures_batch *b = ctx;
-    size_t lo = 0, hi = b->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (b->ids[mid] < snapshot_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < b->n && b->ids[lo] == snapshot_id ? figure_cb(st, &b->fc[b->at[lo]]) : 0;
+    size_t i = hp_search_le_u64(b->ids, b->n, sizeof(*b->ids), 0, (uint64_t)snapshot_id);
+    return i > 0 && b->ids[i - 1] == snapshot_id ? figure_cb(st, &b->fc[b->at[i - 1]]) : 0;
 }
 
 struct id_at {
