@@ -67,6 +67,7 @@ struct ainput {
     bool latest_only;       /* each node's latest snapshot only */
     int64_t only_id;        /* > 0: that stored snapshot only (a NODE@TIME or #ID) */
     bool by_ids;            /* leaks: profiles are read per node (query_stored_fill) */
+    unsigned stored_flags;  /* leaks: query_stored_fill's flags */
     struct store *st;       /* open while by_ids */
     /* loaded */
     struct hp_arena arena;
@@ -653,7 +654,7 @@ static void leaks_one(const struct ainput *in, struct store *st, const struct qu
             group[g++] = in->snaps[i];
     struct hp_buf e = HP_BUF_INIT(0);
     struct query_stored *qs = NULL;
-    ret->fill_rc = st ? query_stored_fill(st, &in->c.qo, group, g, &qs, &e) : 0;
+    ret->fill_rc = st ? query_stored_fill(st, &in->c.qo, group, g, in->stored_flags, &qs, &e) : 0;
     if (ret->fill_rc == 0)
         ret->build_rc = query_leaks_build(group, g, lo, &ret->res, &e);
     query_stored_free(qs);
@@ -753,6 +754,8 @@ int query_cmd_leaks(int argc, char **argv)
     in.scope_node = npos ? pos[0] : NULL;
     const char *via = getenv("HEAPFLEET_LEAKS_VIA");
     in.by_ids = !(via && strcmp(via, "profiles") == 0);
+    /* "samples": the store's path, every snapshot from its sample set. */
+    in.stored_flags = via && strcmp(via, "samples") == 0 ? QUERY_STORED_SAMPLE_SETS : 0;
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     struct query_leak_opts lo;

@@ -733,7 +733,9 @@ int query_cmd_retain(int argc, char **argv)
         .text = "Deletes snapshots older than --retain (0: keep all), keeps one\n"
                 "per node per day after --thin-after (0: no thinning), and returns\n"
                 "the space to the file system (stacks, locations and names that no\n"
-                "remaining snapshot uses are deleted too).\n",
+                "remaining snapshot uses are deleted too). Snapshots that no span\n"
+                "packs yet (history written before spans, thinned days) are packed\n"
+                "in spans, which trends and leaks read fast.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_CALLBACK(0, "retain", &pol.retain_s, "DURATION", "delete snapshots older than this",
@@ -768,11 +770,13 @@ int query_cmd_retain(int argc, char **argv)
     else
         printf("%lld snapshots deleted, %lld raw dumps freed, %lld stacks, %lld locations, "
                "%lld names, %lld objects and %lld symbol-cache entries no longer referenced "
-               "deleted, %lld pages returned\n",
+               "deleted, %lld pages returned; %lld spans of older snapshots packed for "
+               "trends and leaks\n",
                (long long)res.snapshots_deleted, (long long)res.raw_deleted,
                (long long)res.stacks_deleted, (long long)res.locations_deleted,
                (long long)res.names_deleted, (long long)res.objects_deleted,
-               (long long)res.symbols_deleted, (long long)res.pages_freed);
+               (long long)res.symbols_deleted, (long long)res.pages_freed,
+               (long long)res.spans_closed);
     hp_buf_release(&err);
     store_close(s);
     return r < 0 ? 1 : 0;

@@ -237,18 +237,11 @@ static void series_stats(const struct segs *g, const double *y, const bool *idle
     st->step_share = rise > 0 ? max_up / rise : 1;
 }
 
-/* The same statistics accumulated from a stack's points (acc_sparse). */
+/* The same statistics accumulated from a stack's runs (runs_stats). */
 struct acc {
-    double sy, syy, vyy, sxy, prev, seg_first, rise, max_up, idle_growth;
+    double vyy, sxy, rise, max_up, idle_growth;
     uint32_t up, down;
 };
-
-static void acc_close(struct acc *p, size_t len)
-{
-    p->vyy += p->syy - p->sy * p->sy / (double)len;
-    p->rise += p->prev - p->seg_first;
-    p->sy = p->syy = 0;
-}
 
 /* One step of a series, from prev to v (a step within a lifetime). */
 static inline void acc_step(struct acc *p, double prev, double v, bool idle_step)
@@ -259,56 +252,6 @@ static inline void acc_step(struct acc *p, double prev, double v, bool idle_step
     p->down += d < 0;
     if (idle_step)
         p->idle_growth += d;
-}
-
-/* Row t of a series arrives as its non-zero points only (a stack absent
- * from a snapshot is 0 there). The sums and steps come out as accumulating
- * every point of the dense series would make them, in the same order, to
- * the last bit: an absent point adds 0 (+0.0 to a sum that started at +0.0
- * leaves it as it is), a step between two absent points is 0 and counts
- * neither way, and a lifetime without a point closes with nothing to add.
- * last: the snapshot of the series' previous point in this lifetime, none
- * when first; a: the lifetime's first snapshot; idle_step[t]: the step
- * into snapshot t is idle. */
-static inline void acc_point(struct acc *p, size_t t, double v, size_t a, bool first,
-                             size_t last, const bool *idle_step, const double *dx)
-{
-    if (first) {
-        p->seg_first = t == a ? v : 0;
-        if (t > a)
-            acc_step(p, 0, v, idle_step[t]);
-    } else if (last + 1 < t) {
-        acc_step(p, p->prev, 0, idle_step[last + 1]); /* down to 0 */
-        acc_step(p, 0, v, idle_step[t]);
-    } else {
-        acc_step(p, p->prev, v, idle_step[t]);
-    }
-    p->sy += v;
-    p->syy += v * v;
-    p->sxy += dx[t] * v;
-    p->prev = v;
-}
-
-/* Closes the lifetime [a, b) of a series whose last point was at last. */
-static void acc_end(struct acc *p, size_t a, size_t b, size_t last, const bool *idle_step)
-{
-    if (last + 1 < b) {
-        acc_step(p, p->prev, 0, idle_step[last + 1]);
-        p->prev = 0;
-    }
-    acc_close(p, b - a);
-    p->prev = p->seg_first = 0; /* so acc_finish's closing adds nothing */
-}
-
-static void acc_finish(struct acc *a, const struct segs *g, struct series_stats *st)
-{
-    acc_close(a, g->start[g->n] - g->start[g->n - 1]);
-    st->slope = g->sxx > 0 ? a->sxy / g->sxx : 0;
-    st->r2 = g->sxx > 0 && a->vyy > 0 ? HP_MIN(1.0, (a->sxy * a->sxy) / (g->sxx * a->vyy)) : 0;
-    st->monotonic = a->up + a->down ? (double)a->up / (double)(a->up + a->down) : 0;
-    st->idle_growth = a->idle_growth;
-    st->rise = a->rise;
-    st->step_share = a->rise > 0 ? a->max_up / a->rise : 1;
 }
 
 static bool passes(const struct series_stats *st, const struct query_leak_opts *o)
@@ -493,6 +436,22 @@ struct leaks_build {
     size_t nbusy_known;
     uint32_t **eid;  /* folded snapshots: entry -> stack id */
     uint32_t **dmap; /* dict snapshots: dict entry -> stack id */
+    /* The store's series (query_leak_series), when given: per dictionary,
+     * entry -> stack id. */
+    const struct query_leak_series *ser;
+    uint32_t **smap;
+    /* Every stack's series as runs of equal non-zero values, ascending:
+     * stack s's are runs[roff[s] .. roff[s + 1]). A stack absent from a
+     * snapshot, or 0 there, has no run there. Every pass from the totals
+     * on reads these, whatever the input was, so that the store's series
+     * and the folded profiles give the same figures to the last bit. */
+    struct crun {
+        uint32_t t0, t1; /* snapshots [t0, t1) */
+        double v, var;   /* var: the store's series only (leaks_noise) */
+    } *runs;
+    uint32_t *roff;
+    size_t nruns;
+    double *pdx; /* T + 1: prefix sums of g.dx */
     /* One snapshot's row of values, sparse: cur[s] for the stacks in
      * touched[0..n) (the rest are 0). A node's stacks come and go (a
      * quarter of them in any one snapshot, or fewer), so a dense T x S
@@ -519,7 +478,7 @@ struct leaks_build {
      * variances and cumulative rates (per function). */
     uint32_t *cand;
     int32_t *cand_of;
-    double *fyt, *fvar, *cum;
+    double *fy, *fvar, *cum;
     size_t ncand;
     struct rank_scratch rs;
     bool flag_idle;
@@ -534,7 +493,7 @@ static int leaks_order(struct leaks_build *b, size_t n, struct hp_buf *err)
     struct order_item *ord = b->ord = scratch(&b->sa, n + 1, sizeof(*ord));
     size_t T = 0;
     for (size_t i = 0; i < n; i++)
-        if (snaps[i].folded || (snaps[i].dict && snaps[i].ids))
+        if (snaps[i].folded || (snaps[i].dict && snaps[i].ids) || snaps[i].series)
             ord[T++] = (struct order_item){ snaps[i].time_s, i };
     b->T = T;
     if (T < 3) {
@@ -544,6 +503,18 @@ static int leaks_order(struct leaks_build *b, size_t n, struct hp_buf *err)
         return HP_EUSAGE;
     }
     hp_qsort(ord, T, sizeof(*ord), order_cmp);
+    /* The store's series numbers the snapshots in this same order; all of
+     * them or none carry it. */
+    b->ser = snaps[ord[0].i].series;
+    for (size_t t = 0; t < T; t++) {
+        const struct query_snapshot *s = &snaps[ord[t].i];
+        if (s->series != b->ser || (b->ser && (s->series_t != t || b->ser->nsnapshots != T))) {
+            hp_err_printf(err, "leaks%s%s: snapshot %zu of %zu does not match the node's "
+                               "stored series (a reader's mistake, not the data's)",
+                          *node ? " for " : "", node, t + 1, T);
+            return HP_ECORRUPT;
+        }
+    }
     if (ord[0].t == ord[T - 1].t) {
         char tb[40];
         hp_err_printf(err, "leaks%s%s: all %zu snapshots carry the same time %s; a growth rate "
@@ -574,6 +545,17 @@ static void leaks_index(struct leaks_build *b)
     uint32_t **dict_maps = scratch(sa, T, sizeof(*dict_maps));
     size_t ndicts = 0;
     const char *const *busy_names = b->o->busy_figures ? b->o->busy_figures : default_busy;
+    if (b->ser) {
+        /* The store's dictionaries, in time order as a pass over the
+         * snapshots would meet them. */
+        b->smap = scratch(sa, b->ser->ndicts, sizeof(*b->smap));
+        for (size_t d = 0; d < b->ser->ndicts; d++) {
+            const struct query_folded *f = b->ser->dicts[d];
+            b->smap[d] = scratch(sa, f->nentries, sizeof(uint32_t));
+            for (size_t e = 0; e < f->nentries; e++)
+                b->smap[d][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
+        }
+    }
     for (size_t t = 0; t < T; t++) {
         const struct query_snapshot *s = &b->snaps[b->ord[t].i];
         b->x[t] = (double)(s->time_s - L->t0) / 3600.0;
@@ -588,12 +570,13 @@ static void leaks_index(struct leaks_build *b)
         if (known)
             b->nbusy_known++;
         b->busy_known[t] = known;
+        if (b->ser)
+            continue;
         if (s->folded) {
             const struct query_folded *f = s->folded;
             b->eid[t] = scratch(sa, f->nentries, sizeof(**b->eid));
             for (size_t e = 0; e < f->nentries; e++)
                 b->eid[t][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
-            b->total[t] = f->total[b->v];
             continue;
         }
         size_t d;
@@ -611,24 +594,6 @@ static void leaks_index(struct leaks_build *b)
         b->dmap[t] = dict_maps[d];
     }
     b->S = pv->stacks.n;
-}
-
-/* Pass 2: heap totals of the snapshots read by stack ids. */
-static void leaks_values(struct leaks_build *b)
-{
-    b->cur = scratch(&b->sa, b->S + 1, sizeof(*b->cur));
-    b->touched = scratch(&b->sa, b->S + 1, sizeof(*b->touched));
-    b->stamp = scratch(&b->sa, b->S + 1, sizeof(*b->stamp));
-    for (size_t t = 0; t < b->T; t++) {
-        const struct query_snapshot *s = &b->snaps[b->ord[t].i];
-        if (s->folded)
-            continue;
-        double total = b->total[t]; /* in a register: the same sum, faster */
-        for (size_t k = 0; k < s->nids; k++)
-            if (s->ids[k] < s->dict->nentries)
-                total += s->id_values[k];
-        b->total[t] = total;
-    }
 }
 
 static inline void row_add(struct leaks_build *b, uint32_t s, uint32_t mark, double v,
@@ -672,10 +637,126 @@ static size_t row_build(struct leaks_build *b, size_t t, size_t pass, const bool
     return n;
 }
 
-/* Stack s's value in the row row_build made last. */
-static inline double row_value(const struct leaks_build *b, uint32_t s)
+/* Runs of a stack in the order they come, before grouping by stack. */
+struct srun {
+    uint32_t s;
+    struct crun r;
+};
+
+/* Runs grouped by stack (stable: each stack's in the order given) into
+ * b->runs and b->roff. */
+static void runs_group(struct leaks_build *b, const struct srun *in, size_t n)
 {
-    return b->stamp[s] == b->mark ? b->cur[s] : 0;
+    size_t S = b->S;
+    uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
+    for (size_t i = 0; i < n; i++)
+        off[in[i].s + 1]++;
+    for (size_t s = 0; s < S; s++)
+        off[s + 1] += off[s];
+    uint32_t *at = scratch(&b->sa, S + 1, sizeof(*at));
+    memcpy(at, off, (S + 1) * sizeof(*at));
+    b->runs = scratch(&b->sa, n + 1, sizeof(*b->runs));
+    for (size_t i = 0; i < n; i++)
+        b->runs[at[in[i].s]++] = in[i].r;
+    b->nruns = n;
+}
+
+/* Pass 2: every stack's runs. From the store's series, checked: each
+ * stack's runs ascending and disjoint within the snapshots. From rows, a
+ * run grows while a stack keeps its value from one snapshot to the next. */
+static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
+{
+    size_t T = b->T, S = b->S;
+    struct srun *in;
+    size_t n = 0;
+    b->cur = scratch(&b->sa, S + 1, sizeof(*b->cur));
+    b->touched = scratch(&b->sa, S + 1, sizeof(*b->touched));
+    b->stamp = scratch(&b->sa, S + 1, sizeof(*b->stamp));
+    if (b->ser) {
+        const struct query_leak_series *q = b->ser;
+        in = hp_xmalloc((q->nruns + 1) * sizeof(*in));
+        for (size_t i = 0; i < q->nruns; i++) {
+            const struct query_leak_run *x = &q->runs[i];
+            if (x->dict >= q->ndicts || x->entry >= q->dicts[x->dict]->nentries ||
+                x->n == 0 || x->t >= T || x->n > T - x->t) {
+                free(in);
+                hp_err_printf(err, "leaks: a stored series run out of place (a reader's "
+                                   "mistake, not the data's)");
+                return HP_ECORRUPT;
+            }
+            if (x->value == 0)
+                continue;
+            in[n++] = (struct srun){ b->smap[x->dict][x->entry],
+                                     { x->t, x->t + x->n, x->value, x->var } };
+        }
+        runs_group(b, in, n);
+        free(in);
+        for (size_t s = 0; s < S; s++)
+            for (uint32_t i = b->roff[s] + 1; i < b->roff[s + 1]; i++)
+                if (b->runs[i].t0 < b->runs[i - 1].t1) {
+                    hp_err_printf(err, "leaks: stored series runs overlap (a reader's "
+                                       "mistake, not the data's)");
+                    return HP_ECORRUPT;
+                }
+        return 0;
+    }
+    size_t cap = 1024;
+    in = hp_xmalloc(cap * sizeof(*in));
+    uint32_t *open = scratch(&b->sa, S + 1, sizeof(*open)); /* 1 + its open run in `in` */
+    for (size_t t = 0; t < T; t++) {
+        size_t k = row_build(b, t, 1, NULL);
+        for (size_t i = 0; i < k; i++) {
+            uint32_t s = b->touched[i];
+            double v = b->cur[s];
+            if (v == 0)
+                continue;
+            uint32_t o = open[s];
+            if (o && in[o - 1].r.t1 == t && in[o - 1].r.v == v) {
+                in[o - 1].r.t1++;
+                continue;
+            }
+            in = hp_xgrow(in, &cap, n + 1, sizeof(*in));
+            in[n] = (struct srun){ s, { (uint32_t)t, (uint32_t)t + 1, v, 0 } };
+            open[s] = (uint32_t)++n;
+        }
+    }
+    runs_group(b, in, n);
+    free(in);
+    return 0;
+}
+
+/* Heap totals: each snapshot's stacks' values, added in stack order. */
+static void leaks_values(struct leaks_build *b)
+{
+    double *total = b->total;
+    for (size_t s = 0; s < b->S; s++)
+        for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
+            const struct crun *r = &b->runs[i];
+            double v = r->v;
+            for (uint32_t t = r->t0; t < r->t1; t++)
+                total[t] += v;
+        }
+}
+
+/* Adjacent runs of one value become one: the store's series cuts runs
+ * where its chunks and spans end, and the figures below depend on the
+ * runs, so both inputs reach them in this one form. */
+static void leaks_merge(struct leaks_build *b)
+{
+    size_t k = 0;
+    for (size_t s = 0; s < b->S; s++) {
+        uint32_t a = b->roff[s], z = b->roff[s + 1];
+        b->roff[s] = (uint32_t)k;
+        for (uint32_t i = a; i < z; i++) {
+            const struct crun *r = &b->runs[i];
+            if (k > b->roff[s] && b->runs[k - 1].t1 == r->t0 && b->runs[k - 1].v == r->v)
+                b->runs[k - 1].t1 = r->t1;
+            else
+                b->runs[k++] = *r;
+        }
+    }
+    b->roff[b->S] = (uint32_t)k;
+    b->nruns = k;
 }
 
 /* Idle is relative to the node: query and load trackers under
@@ -742,6 +823,23 @@ static void leaks_noise(struct leaks_build *b)
     enum profile_value v = b->v;
     double *nvar = b->nvar = scratch(&b->sa, b->S, sizeof(*nvar));
     b->var_row = scratch(&b->sa, b->S, sizeof(*b->var_row));
+    if (b->ser) {
+        /* Each run carries its value's variance (the store's series): per
+         * stack, the lifetimes' ends in order, as the pass below adds. */
+        for (size_t s = 0; s < b->S; s++) {
+            uint32_t j = b->roff[s], z = b->roff[s + 1];
+            for (size_t k = 0; k < g->n && j < z; k++) {
+                size_t ends[2] = { g->start[k], g->start[k + 1] - 1 };
+                for (size_t e = 0; e < (ends[0] == ends[1] ? 1u : 2u); e++) {
+                    while (j < z && b->runs[j].t1 <= ends[e])
+                        j++;
+                    if (j < z && b->runs[j].t0 <= ends[e])
+                        nvar[s] += b->runs[j].var;
+                }
+            }
+        }
+        return;
+    }
     for (size_t k = 0; k < g->n; k++) {
         size_t ends[2] = { g->start[k], g->start[k + 1] - 1 };
         for (size_t j = 0; j < (ends[0] == ends[1] ? 1u : 2u); j++) {
@@ -793,44 +891,73 @@ static void leaks_total(struct leaks_build *b)
     b->total_rate = tot.slope;
 }
 
-/* Pass 3: every stack's statistics, snapshot by snapshot from the rows'
- * points (acc_point), a lifetime closed for the stacks it saw. Stacks that
- * pass all but the rank test (which needs the whole series) are noted in
- * b->pre, their statistics in b->pre_st. */
+/* The statistics of one stack from its runs r[0..n) (ascending, disjoint,
+ * maximal, none 0): what a pass over its dense series y (0 outside the
+ * runs) would compute, lifetime by lifetime, with each run's points taken
+ * at once: sum y = v x len, sum y^2 = v^2 x len, sum dx y = v x (sum of
+ * dx over the run), and steps only where a run starts or ends. */
+static void runs_stats(const struct leaks_build *b, const struct crun *r, size_t n,
+                       struct series_stats *st)
+{
+    const struct segs *g = &b->g;
+    const double *pdx = b->pdx;
+    const bool *idle_step = b->idle_step;
+    struct acc p = { 0 };
+    size_t j = 0;
+    for (size_t k = 0; k < g->n; k++) {
+        uint32_t a = (uint32_t)g->start[k], z = (uint32_t)g->start[k + 1];
+        double sy = 0, syy = 0, first = 0, prev = 0;
+        uint32_t prev_end = a;
+        while (j < n && r[j].t1 <= a)
+            j++;
+        size_t i = j;
+        for (; i < n && r[i].t0 < z; i++) {
+            uint32_t t0 = HP_MAX(r[i].t0, a), t1 = HP_MIN(r[i].t1, z);
+            double v = r[i].v, len = (double)(t1 - t0);
+            if (t0 > a) {
+                if (prev != 0 && prev_end < t0) {
+                    acc_step(&p, prev, 0, idle_step[prev_end]); /* down to 0 */
+                    prev = 0;
+                }
+                acc_step(&p, prev, v, idle_step[t0]);
+            } else {
+                first = v;
+            }
+            sy += v * len;
+            syy += v * v * len;
+            p.sxy += v * (pdx[t1] - pdx[t0]);
+            prev = v;
+            prev_end = t1;
+        }
+        if (prev != 0 && prev_end < z)
+            acc_step(&p, prev, 0, idle_step[prev_end]);
+        double last = prev_end == z ? prev : 0;
+        p.vyy += syy - sy * sy / (double)(z - a);
+        p.rise += last - first;
+        /* A run across the restart goes on in the next lifetime. */
+        j = i > j && r[i - 1].t1 > z ? i - 1 : i;
+    }
+    st->slope = g->sxx > 0 ? p.sxy / g->sxx : 0;
+    st->r2 = g->sxx > 0 && p.vyy > 0 ? HP_MIN(1.0, (p.sxy * p.sxy) / (g->sxx * p.vyy)) : 0;
+    st->monotonic = p.up + p.down ? (double)p.up / (double)(p.up + p.down) : 0;
+    st->idle_growth = p.idle_growth;
+    st->rise = p.rise;
+    st->step_share = p.rise > 0 ? p.max_up / p.rise : 1;
+}
+
+/* Pass 3: every stack's statistics from its runs. Stacks that pass all
+ * but the rank test (which needs the whole series) are noted in b->pre,
+ * their statistics in b->pre_st. */
 static void leaks_stacks(struct leaks_build *b)
 {
     const struct segs *g = &b->g;
     size_t T = b->T, S = b->S;
-    struct acc *acc = scratch(&b->sa, S, sizeof(*acc));
-    uint32_t *last = scratch(&b->sa, S, sizeof(*last));   /* snapshot of the last point */
-    uint32_t *life = scratch(&b->sa, S, sizeof(*life));   /* 1 + lifetime of that point */
-    uint32_t *live = scratch(&b->sa, S, sizeof(*live));   /* stacks seen in this lifetime */
     bool *idle_step = b->idle_step = scratch(&b->sa, T, sizeof(*idle_step));
     for (size_t t = 1; t < T; t++)
         idle_step[t] = !g->first[t] && b->idle[t] && b->idle[t - 1];
-    size_t nlive = 0, k = 0, a = 0;
-    for (size_t t = 0; t < T; t++) {
-        if (g->first[t]) {
-            for (size_t i = 0; i < nlive; i++)
-                acc_end(&acc[live[i]], a, t, last[live[i]], idle_step);
-            nlive = 0;
-            a = t;
-            k++;
-        }
-        size_t n = row_build(b, t, 1, NULL);
-        for (size_t i = 0; i < n; i++) {
-            uint32_t s = b->touched[i];
-            bool first = life[s] != k;
-            if (first) {
-                life[s] = (uint32_t)k;
-                live[nlive++] = s;
-            }
-            acc_point(&acc[s], t, b->cur[s], a, first, last[s], idle_step, g->dx);
-            last[s] = (uint32_t)t;
-        }
-    }
-    for (size_t i = 0; i < nlive; i++)
-        acc_end(&acc[live[i]], a, T, last[live[i]], idle_step);
+    b->pdx = scratch(&b->sa, T + 1, sizeof(*b->pdx));
+    for (size_t t = 0; t < T; t++)
+        b->pdx[t + 1] = b->pdx[t] + g->dx[t];
     b->slope = scratch(&b->sa, S, sizeof(*b->slope));
     b->pre_of = scratch(&b->sa, S, sizeof(*b->pre_of));
     b->pre = scratch(&b->sa, S, sizeof(*b->pre));
@@ -838,7 +965,7 @@ static void leaks_stacks(struct leaks_build *b)
     b->npre = 0;
     for (size_t s = 0; s < S; s++) {
         struct series_stats st;
-        acc_finish(&acc[s], g, &st);
+        runs_stats(b, b->runs + b->roff[s], b->roff[s + 1] - b->roff[s], &st);
         b->slope[s] = st.slope;
         b->pre_of[s] = -1;
         if (!passes(&st, b->o) || !beyond_noise(&st, b->nvar[s]))
@@ -892,39 +1019,32 @@ static void leaks_funcs(struct leaks_build *b)
             b->fvar[cand_of[fn->leaf[s]]] += b->nvar[s];
 }
 
+/* Stack s's runs added into y (dense, T snapshots). */
+static void runs_add(const struct leaks_build *b, size_t s, double *y)
+{
+    for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
+        const struct crun *r = &b->runs[i];
+        double v = r->v;
+        for (uint32_t t = r->t0; t < r->t1; t++)
+            y[t] += v;
+    }
+}
+
 /* Pass 4: the full series of the stacks noted in leaks_stacks and of the
- * candidate functions (fyt, snapshot-major), from the rows again. Each
- * function's cell sums its stacks in stack order, as a dense pass would. */
+ * candidate functions (fy: ncand rows of T), from the runs. Each
+ * function's value sums its stacks in stack order. */
 static void leaks_series(struct leaks_build *b)
 {
     const struct qa_funcs *fn = &b->pv->funcs;
     size_t T = b->T, S = b->S, ncand = b->ncand;
     b->pre_y = scratch(&b->sa, b->npre * T, sizeof(*b->pre_y));
-    b->fyt = scratch(&b->sa, ncand * T, sizeof(*b->fyt));
-    /* The stacks of candidates, ascending, and their candidate. */
-    uint32_t *fs = scratch(&b->sa, S, sizeof(*fs)), *fc = scratch(&b->sa, S, sizeof(*fc));
-    bool *want = scratch(&b->sa, S, sizeof(*want)); /* the stacks this pass reads */
-    size_t nfs = 0;
+    b->fy = scratch(&b->sa, ncand * T, sizeof(*b->fy));
+    for (size_t q = 0; q < b->npre; q++)
+        runs_add(b, b->pre[q], b->pre_y + q * T);
     for (size_t s = 0; s < S; s++) {
-        if (b->cand_of[fn->leaf[s]] >= 0) {
-            fc[nfs] = (uint32_t)b->cand_of[fn->leaf[s]];
-            fs[nfs++] = (uint32_t)s;
-            want[s] = true;
-        }
-        want[s] |= b->pre_of[s] >= 0;
-    }
-    if (!b->npre && !nfs)
-        return;
-    for (size_t t = 0; t < T; t++) {
-        size_t n = row_build(b, t, 2, want);
-        for (size_t i = 0; i < n; i++) {
-            int32_t q = b->pre_of[b->touched[i]];
-            if (q >= 0)
-                b->pre_y[(size_t)q * T + t] = b->cur[b->touched[i]];
-        }
-        double *frow = b->fyt + t * ncand;
-        for (size_t i = 0; i < nfs; i++)
-            frow[fc[i]] += row_value(b, fs[i]);
+        int32_t c = b->cand_of[fn->leaf[s]];
+        if (c >= 0)
+            runs_add(b, s, b->fy + (size_t)c * T);
     }
 }
 
@@ -959,8 +1079,7 @@ static void leaks_rows(struct leaks_build *b)
     double *series = scratch(&b->sa, T, sizeof(*series));
     cap = 0;
     for (size_t c = 0; c < b->ncand; c++) {
-        for (size_t t = 0; t < T; t++)
-            series[t] = b->fyt[t * b->ncand + c];
+        memcpy(series, b->fy + c * T, T * sizeof(*series));
         struct series_stats st;
         series_stats(g, series, b->idle, &st);
         if (!passes(&st, o) || !beyond_noise(&st, b->fvar[c]))
@@ -1005,10 +1124,16 @@ int query_leaks_build(const struct query_snapshot *snaps, size_t n,
     L->last_id = snaps[b.ord[T - 1].i].id;
 
     leaks_index(&b);
+    if ((rc = leaks_runs(&b, err)) < 0) {
+        hp_arena_release(&b.sa);
+        query_leaks_free(L);
+        return rc;
+    }
     leaks_values(&b);
     leaks_idle(&b);
     leaks_lifetimes(&b);
     leaks_noise(&b);
+    leaks_merge(&b);
     leaks_total(&b);
     leaks_stacks(&b);
     leaks_funcs(&b);

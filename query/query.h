@@ -321,6 +321,32 @@ struct query_snapshot {
      * store keeps them; NULL for files. trend's heap total without a
      * folded profile. */
     const double *totals;
+    /* The store's path (leaks, query/stored.c): the node's whole history
+     * as runs of equal values, shared by all its snapshots; this one is
+     * snapshot series_t of it (leaks' order: time, then position). Used
+     * when folded and dict are NULL; id_period gives the period. */
+    const struct query_leak_series *series;
+    uint32_t series_t;
+};
+
+/* One stack's value over snapshots t .. t + n - 1 (leaks' order) of a
+ * node: the chosen value of entry `entry` of dicts[dict], summed over the
+ * samples folded into it in each snapshot's sample order as query_fold
+ * sums them, and its sampling variance. */
+struct query_leak_run {
+    uint32_t dict, entry, t, n;
+    double value, var;
+};
+/* A node's history as runs: dicts in time order (one per stretch of
+ * snapshots with one layout); runs in any order in which each entry's
+ * runs come ascending and disjoint in t. A stack absent from a snapshot,
+ * or 0 there, has no run covering it. */
+struct query_leak_series {
+    const struct query_folded *const *dicts;
+    size_t ndicts;
+    const struct query_leak_run *runs;
+    size_t nruns;
+    size_t nsnapshots;
 };
 
 /* ---- leaks ---- */

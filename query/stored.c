@@ -18,43 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One snapshot's all-threads samples, in stored order. */
-struct idsnap {
-    uint64_t layout, period;
-    size_t n;
-    uint32_t *ix;        /* per sample: its stack's index in the node */
-    double *value, *var; /* the chosen value and its sampling variance */
-};
-
 /* What one node's snapshots are read into; released in one call. */
 struct query_stored {
     struct hp_arena arena;
-    enum profile_value v;
-    struct idsnap *snaps;
-    size_t n;
-    /* The node's distinct stored stacks. */
-    struct hp_map64 ix_of; /* stored stack id -> index */
-    int64_t *stack_of;     /* index -> stored stack id */
-    size_t nstacks, stacks_cap;
-    /* The previous snapshot, by sample position: successive dumps of a node
-     * list mostly the same stacks in the same order with the same counts,
-     * so a sample equal to the one at its position before is looked up
-     * and un-sampled no more. */
-    struct prev_sample {
-        uint32_t ix;
-        int64_t raw[2]; /* the chosen value's pair */
-        double value, var;
-    } *prev;
-    size_t nprev, prev_cap;
-    int prev_scaling;
-    uint64_t prev_period;
-    /* Per stack index: the run (ids_run) that last met it, and its place
-     * in that run's dictionary. */
-    uint32_t *run_seen, *run_local;
-    size_t run_cap;
-    uint32_t run;
+    /* leaks: the node's series and what it points into */
+    struct query_leak_series series;
     struct query_folded **dicts;
     size_t ndicts, dicts_cap;
+    struct query_leak_run *runs;
+    size_t nruns, runs_cap;
+    struct store_sseries *parts; /* spans' series, and stretches built here */
+    size_t nparts, parts_cap;
+    size_t from_series, from_samples; /* snapshots read each way */
     /* trend (query_stored_trend_functions): the chosen functions' names
      * and values, nfunctions per snapshot. */
     const char **trend_names;
@@ -66,127 +41,386 @@ static void stored_release(struct query_stored *nd)
     for (size_t i = 0; i < nd->ndicts; i++)
         query_folded_free(nd->dicts[i]);
     free(nd->dicts);
-    free(nd->snaps);
-    hp_map64_release(&nd->ix_of);
-    free(nd->stack_of);
-    free(nd->prev);
-    free(nd->run_seen);
-    free(nd->run_local);
+    free(nd->runs);
+    for (size_t i = 0; i < nd->nparts; i++)
+        store_sseries_release(&nd->parts[i]);
+    free(nd->parts);
     free(nd->trend_names);
     free(nd->trend_values);
     hp_arena_release(&nd->arena);
 }
 
-static int samples_cb(const struct store_samples *ss, void *ctx)
+/* Snapshots t0 .. t0 + (m1 - m0) - 1 of leaks' order, read from members
+ * m0 .. m1 - 1 of one chunk. */
+struct piece {
+    const struct store_ss_chunk *c;
+    uint32_t m0, m1, t0;
+};
+
+/* The reader's state for one node. */
+struct rd {
+    struct store *st;
+    const struct query_opts *o;
+    struct query_stored *nd;
+    struct query_snapshot *group;
+    size_t g;
+    size_t *ord;          /* t -> group index */
+    struct hp_map64 t_of; /* snapshot id -> t */
+    struct piece *pieces; /* ascending t0, covering every t once */
+    size_t npieces, pieces_cap;
+    const struct store_ss_member **mem; /* per t: its member; NULL: not read yet */
+    bool no_series; /* every snapshot from its sample set */
+    /* Per layout stretch: its stacks (stored id -> local index, in order
+     * of first use), the entry each went to. */
+    struct hp_map64 local;
+    struct lstack {
+        int64_t stack;
+        uint32_t t, slot; /* first use: place, then slot in that chunk */
+    } *ls;
+    size_t nls, ls_cap;
+};
+
+static struct store_sseries *part_new(struct query_stored *nd)
 {
-    struct query_stored *nd = ctx;
-    const struct profile *p = ss->profile;
-    struct idsnap *x = &nd->snaps[nd->n++];
-    *x = (struct idsnap){ .layout = ss->layout, .period = p->period, .n = ss->n };
-    x->ix = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->ix));
-    x->value = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->value));
-    x->var = hp_arena_alloc(&nd->arena, (x->n + 1) * sizeof(*x->var));
-    bool same = nd->n > 1 && (int)p->scaling == nd->prev_scaling && p->period == nd->prev_period;
-    size_t nprev = same ? nd->nprev : 0;
-    nd->prev = hp_xgrow(nd->prev, &nd->prev_cap, x->n + 1, sizeof(*nd->prev));
-    int pair = (int)nd->v & ~1; /* the pair (count, bytes) the value comes from */
-    for (size_t i = 0; i < x->n; i++) {
-        const struct store_sample *sm = &ss->samples[i];
-        struct prev_sample *pv = &nd->prev[i];
-        if (i < nprev && nd->stack_of[pv->ix] == sm->stack && pv->raw[0] == sm->raw[pair] &&
-            pv->raw[1] == sm->raw[pair + 1]) {
-            x->ix[i] = pv->ix;
-            x->value[i] = pv->value;
-            x->var[i] = pv->var;
-            continue;
-        }
-        uint32_t ix;
-        if (i < nprev && nd->stack_of[pv->ix] == sm->stack) {
-            ix = pv->ix;
-        } else if (hp_map64_put(&nd->ix_of, (uint64_t)sm->stack, (uint32_t)nd->nstacks, &ix) ==
-                   0) {
-            nd->stack_of = hp_xgrow(nd->stack_of, &nd->stacks_cap, nd->nstacks + 1,
-                                    sizeof(*nd->stack_of));
-            nd->stack_of[nd->nstacks++] = sm->stack;
-        }
-        /* Exactly what store_snapshot_load and query_fold compute, for
-         * the chosen value only. */
-        x->ix[i] = ix;
-        query_sample_one(p, sm->raw, nd->v, &x->value[i], &x->var[i]);
-        *pv = (struct prev_sample){ ix, { sm->raw[pair], sm->raw[pair + 1] }, x->value[i],
-                                    x->var[i] };
-    }
-    nd->nprev = x->n;
-    nd->prev_scaling = (int)p->scaling;
-    nd->prev_period = p->period;
-    return 0;
+    nd->parts = hp_xgrow(nd->parts, &nd->parts_cap, nd->nparts + 1, sizeof(*nd->parts));
+    struct store_sseries *p = &nd->parts[nd->nparts++];
+    memset(p, 0, sizeof(*p));
+    return p;
 }
 
-/* Snapshots idx[0..n) (consecutive in leaks' order) share a layout: their
- * distinct stacks, in order of first use, become one dictionary, folded as
- * their profiles would be, and each snapshot's samples become entries of it
- * (a sample the options drop is left out, as query_fold leaves it out).
- * Leaks then meets every stack in the order the folded profiles would show
- * it, which keeps its sums in the same order. */
-static int ids_run(struct store *st, const struct query_opts *o, struct query_stored *nd,
-                   struct query_snapshot *group, const size_t *idx, size_t nidx,
-                   struct hp_buf *err)
+static void piece_add(struct rd *r, const struct store_ss_chunk *c, uint32_t m0, uint32_t m1,
+                      uint32_t t0)
 {
-    if (nd->run_cap < nd->nstacks + 1) {
-        size_t old = nd->run_cap;
-        nd->run_seen = hp_xgrow(nd->run_seen, &nd->run_cap, nd->nstacks + 1,
-                                sizeof(*nd->run_seen));
-        nd->run_local = hp_xrealloc(nd->run_local, nd->run_cap * sizeof(*nd->run_local));
-        memset(nd->run_seen + old, 0, (nd->run_cap - old) * sizeof(*nd->run_seen));
+    r->pieces = hp_xgrow(r->pieces, &r->pieces_cap, r->npieces + 1, sizeof(*r->pieces));
+    r->pieces[r->npieces++] = (struct piece){ c, m0, m1, t0 };
+    for (uint32_t m = m0; m < m1; m++)
+        r->mem[t0 + m - m0] = &c->members[m];
+}
+
+/* The span's series serves the snapshots read here when its members there
+ * are exactly the snapshots read with ids in the span, and they are one
+ * stretch of members at consecutive places of leaks' order (a snapshot
+ * imported late, out of time order, breaks that: the span is then read
+ * from its sample sets, as is a series that does not decode). */
+static int span_use(struct rd *r, int64_t node_id, const struct store_span *sp,
+                    const int64_t *ids, struct hp_buf *err)
+{
+    size_t lo = 0, hi = r->g;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] < sp->first_id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    uint32_t run = ++nd->run;
-    int64_t *ids = hp_xmalloc((nd->nstacks + 1) * sizeof(*ids));
-    size_t n = 0;
-    for (size_t j = 0; j < nidx; j++) {
-        const struct idsnap *x = &nd->snaps[idx[j]];
-        for (size_t i = 0; i < x->n; i++) {
-            uint32_t ix = x->ix[i];
-            if (nd->run_seen[ix] != run) {
-                nd->run_seen[ix] = run;
-                nd->run_local[ix] = (uint32_t)n;
-                ids[n++] = nd->stack_of[ix];
+    size_t inside = 0;
+    for (size_t i = lo; i < r->g && ids[i] <= sp->last_id; i++)
+        inside++;
+    if (!inside)
+        return 0;
+    struct store_sseries ss;
+    struct hp_buf e = HP_BUF_INIT(0);
+    int rc = store_sseries_get(r->st, node_id, sp->first_id, &ss, &e);
+    if (rc == HP_ENOTFOUND || rc == HP_ECORRUPT) {
+        hp_buf_release(&e);
+        return 0;
+    }
+    if (rc < 0) {
+        hp_err_printf(err, "%.*s", (int)e.len, e.data ? e.data : "");
+        hp_buf_release(&e);
+        return rc;
+    }
+    hp_buf_release(&e);
+    /* Members read here: one stretch, consecutive in t, all of `inside`. */
+    size_t found = 0;
+    bool ok = true, started = false, ended = false;
+    uint32_t tnext = 0;
+    for (size_t c = 0; c < ss.nchunks && ok; c++)
+        for (size_t m = 0; m < ss.chunks[c].nmembers && ok; m++) {
+            uint32_t t;
+            bool in = hp_map64_get(&r->t_of, (uint64_t)ss.chunks[c].members[m].snapshot_id, &t);
+            if (!in) {
+                ended = started;
+                continue;
+            }
+            ok = !ended && (!started || t == tnext) && !r->mem[t];
+            started = true;
+            tnext = t + 1;
+            found++;
+        }
+    if (!ok || found != inside || r->no_series) {
+        store_sseries_release(&ss);
+        return 0;
+    }
+    r->nd->from_series += found;
+    struct store_sseries *keep = part_new(r->nd);
+    *keep = ss;
+    for (size_t c = 0; c < keep->nchunks; c++) {
+        const struct store_ss_chunk *k = &keep->chunks[c];
+        uint32_t m0 = 0, t0 = 0;
+        bool open = false;
+        for (uint32_t m = 0; m <= k->nmembers; m++) {
+            uint32_t t;
+            bool in = m < k->nmembers &&
+                      hp_map64_get(&r->t_of, (uint64_t)k->members[m].snapshot_id, &t);
+            if (in && !open) {
+                open = true;
+                m0 = m;
+                t0 = t;
+            } else if (!in && open) {
+                piece_add(r, k, m0, m, t0);
+                open = false;
             }
         }
     }
-    struct profile *p = NULL;
-    struct query_folded *dict = NULL;
-    int32_t *entry_of = NULL;
-    int r = store_stacks_load(st, group[idx[0]].id, ids, n, &p, err);
-    if (r == 0)
-        r = query_fold_map(p, o, &dict, &entry_of, err);
-    profile_free(p);
-    free(ids);
-    if (r < 0)
-        return r;
-    nd->dicts = hp_xgrow(nd->dicts, &nd->dicts_cap, nd->ndicts + 1, sizeof(*nd->dicts));
-    nd->dicts[nd->ndicts++] = dict;
-    for (size_t j = 0; j < nidx; j++) {
-        struct idsnap *x = &nd->snaps[idx[j]];
-        /* In place: entry k is written after sample i >= k was read. */
-        size_t k = 0;
-        for (size_t i = 0; i < x->n; i++) {
-            int32_t e = entry_of[nd->run_local[x->ix[i]]];
-            if (e < 0)
-                continue;
-            x->ix[k] = (uint32_t)e;
-            x->value[k] = x->value[i];
-            x->var[k++] = x->var[i];
-        }
-        struct query_snapshot *q = &group[idx[j]];
-        q->dict = dict;
-        q->ids = x->ix;
-        q->id_values = x->value;
-        q->id_vars = x->var;
-        q->nids = k;
-        q->id_period = x->period;
-    }
-    free(entry_of);
     return 0;
+}
+
+static int ssb_cb(const struct store_samples *ss, void *ctx)
+{
+    store_ssb_add(ctx, ss);
+    return 0;
+}
+
+/* Snapshots no span serves, read from their sample sets into series of
+ * their own: one per stretch of consecutive places. */
+static int stretches_read(struct rd *r, struct hp_buf *err)
+{
+    int64_t *ids = hp_xmalloc((r->g + 1) * sizeof(*ids));
+    int rc = 0;
+    for (size_t a = 0, b; rc == 0 && a < r->g; a = b) {
+        if (r->mem[a]) {
+            b = a + 1;
+            continue;
+        }
+        for (b = a; b < r->g && !r->mem[b]; b++)
+            ids[b - a] = r->group[r->ord[b]].id;
+        struct store_sseries *ss = part_new(r->nd);
+        struct store_ssb *sb = store_ssb_new(ss);
+        rc = store_snapshots_samples(r->st, ids, b - a, ssb_cb, sb, err);
+        store_ssb_finish(sb);
+        r->nd->from_samples += b - a;
+        uint32_t t = (uint32_t)a;
+        for (size_t c = 0; rc == 0 && c < ss->nchunks; c++) {
+            piece_add(r, &ss->chunks[c], 0, (uint32_t)ss->chunks[c].nmembers, t);
+            t += (uint32_t)ss->chunks[c].nmembers;
+        }
+    }
+    free(ids);
+    return rc;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+    const struct piece *x = a, *y = b;
+    return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+static int lstack_cmp(const void *a, const void *b)
+{
+    const struct lstack *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* The distinct stacks of pieces p0 .. p1 - 1 (one layout) in order of
+ * first use: place, then sample order there (a stack's first slot with a
+ * run there). */
+static void layout_stacks(struct rd *r, size_t p0, size_t p1)
+{
+    hp_map64_release(&r->local);
+    hp_map64_init(&r->local);
+    r->nls = 0;
+    for (size_t p = p0; p < p1; p++) {
+        const struct piece *pc = &r->pieces[p];
+        const struct store_ss_chunk *c = pc->c;
+        for (uint32_t s = 0; s < c->nslots; s++) {
+            const struct store_ss_slot *sl = &c->slots[s];
+            uint32_t first = UINT32_MAX;
+            for (uint32_t j = 0; j < sl->nruns && first == UINT32_MAX; j++) {
+                const struct store_ss_run *x = &c->runs[sl->run + j];
+                uint32_t lo = HP_MAX(x->first, pc->m0), hi = HP_MIN(x->first + x->n, pc->m1);
+                if (lo < hi)
+                    first = pc->t0 + (lo - pc->m0);
+            }
+            if (first == UINT32_MAX)
+                continue;
+            uint32_t k;
+            if (hp_map64_put(&r->local, (uint64_t)sl->stack, (uint32_t)r->nls, &k) == 0) {
+                r->ls = hp_xgrow(r->ls, &r->ls_cap, r->nls + 1, sizeof(*r->ls));
+                r->ls[r->nls++] = (struct lstack){ sl->stack, first, s };
+            } else if (first < r->ls[k].t || (first == r->ls[k].t && s < r->ls[k].slot)) {
+                r->ls[k].t = first;
+                r->ls[k].slot = s;
+            }
+        }
+    }
+    hp_qsort(r->ls, r->nls, sizeof(*r->ls), lstack_cmp);
+    /* Numbered in that order. */
+    hp_map64_release(&r->local);
+    hp_map64_init(&r->local);
+    hp_map64_reserve(&r->local, r->nls);
+    for (size_t i = 0; i < r->nls; i++) {
+        uint32_t old;
+        (void)hp_map64_put(&r->local, (uint64_t)r->ls[i].stack, (uint32_t)i, &old);
+    }
+}
+
+static void run_emit(struct query_stored *nd, uint32_t dict, uint32_t entry, uint32_t t,
+                     uint32_t n, double value, double var)
+{
+    if (!n || value == 0)
+        return; /* absent */
+    nd->runs = hp_xgrow(nd->runs, &nd->runs_cap, nd->nruns + 1, sizeof(*nd->runs));
+    nd->runs[nd->nruns++] = (struct query_leak_run){ dict, entry, t, n, value, var };
+}
+
+/* One slot's run, clipped to places [lo, hi), as values. */
+struct vrun {
+    uint32_t t0, t1;
+    double value, var;
+};
+
+/* Scratch of piece_runs, kept across calls. */
+struct pr_scratch {
+    uint32_t *e_of, *count, *off, *order;
+    size_t e_cap, n_cap, o_cap, ord_cap;
+    struct vrun *v;
+    size_t v_cap;
+    uint32_t *vstart, *cur, *bounds;
+    size_t vs_cap, cur_cap, b_cap;
+};
+
+/* Slot x's runs within members [mlo, mhi) as values into ps->v from *n
+ * on: cut where the members' period or scaling changes. */
+static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, uint32_t mlo,
+                        uint32_t mhi, enum profile_value v, struct pr_scratch *ps, size_t *n)
+{
+    const struct store_ss_chunk *c = pc->c;
+    struct profile pp = { 0 };
+    for (uint32_t j = 0; j < sl->nruns; j++) {
+        const struct store_ss_run *x = &c->runs[sl->run + j];
+        uint32_t lo = HP_MAX(x->first, mlo), hi = HP_MIN(x->first + x->n, mhi);
+        for (uint32_t m = lo, z; m < hi; m = z) {
+            const struct store_ss_member *a = &c->members[m];
+            for (z = m + 1; z < hi && c->members[z].period == a->period &&
+                            c->members[z].scaling == a->scaling;
+                 z++)
+                ;
+            pp.scaling = (enum profile_scaling)a->scaling;
+            pp.period = a->period;
+            double val, var;
+            query_sample_one(&pp, x->raw, v, &val, &var);
+            ps->v = hp_xgrow(ps->v, &ps->v_cap, *n + 1, sizeof(*ps->v));
+            ps->v[(*n)++] = (struct vrun){ pc->t0 + (m - pc->m0), pc->t0 + (z - pc->m0), val,
+                                           var };
+        }
+    }
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Piece pc's runs into dictionary `dict` (nentries entries; entry_of: per
+ * local stack its entry, or -1 where the options drop it): per entry, the
+ * values of the slots folded into it, summed place by place in slot order,
+ * which is each member's sample order (query_fold's order). */
+static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size_t nentries,
+                       const int32_t *entry_of, enum profile_value v, struct pr_scratch *ps)
+{
+    const struct store_ss_chunk *c = pc->c;
+    struct query_stored *nd = r->nd;
+    ps->e_of = hp_xgrow(ps->e_of, &ps->e_cap, c->nslots + 1, sizeof(*ps->e_of));
+    ps->count = hp_xgrow(ps->count, &ps->n_cap, nentries + 1, sizeof(*ps->count));
+    ps->off = hp_xrealloc(ps->off, (ps->n_cap + 1) * sizeof(*ps->off));
+    memset(ps->count, 0, (nentries + 1) * sizeof(*ps->count));
+    size_t nkept = 0;
+    for (uint32_t s = 0; s < c->nslots; s++) {
+        uint32_t k;
+        ps->e_of[s] = UINT32_MAX;
+        if (!hp_map64_get(&r->local, (uint64_t)c->slots[s].stack, &k) || entry_of[k] < 0)
+            continue;
+        ps->e_of[s] = (uint32_t)entry_of[k];
+        ps->count[ps->e_of[s]]++;
+        nkept++;
+    }
+    /* Slots by entry, each entry's in slot order. */
+    uint32_t off = 0;
+    for (size_t e = 0; e < nentries; e++) {
+        ps->off[e] = off;
+        off += ps->count[e];
+    }
+    ps->order = hp_xgrow(ps->order, &ps->ord_cap, nkept + 1, sizeof(*ps->order));
+    for (uint32_t s = 0; s < c->nslots; s++)
+        if (ps->e_of[s] != UINT32_MAX)
+            ps->order[ps->off[ps->e_of[s]]++] = s;
+    for (size_t e = 0, i = 0; e < nentries; e++) {
+        size_t k0 = i, k1 = i + ps->count[e];
+        i = k1;
+        if (k0 == k1)
+            continue;
+        size_t n = 0;
+        if (k1 - k0 == 1) {
+            slot_values(pc, &c->slots[ps->order[k0]], pc->m0, pc->m1, v, ps, &n);
+            for (size_t j = 0; j < n; j++)
+                run_emit(nd, dict, (uint32_t)e, ps->v[j].t0, ps->v[j].t1 - ps->v[j].t0,
+                         ps->v[j].value, ps->v[j].var);
+            continue;
+        }
+        /* Several slots: over each stretch between two run edges, the
+         * slots present there summed in slot order. */
+        size_t ns = k1 - k0, nb = 0;
+        ps->vstart = hp_xgrow(ps->vstart, &ps->vs_cap, ns + 1, sizeof(*ps->vstart));
+        ps->cur = hp_xgrow(ps->cur, &ps->cur_cap, ns + 1, sizeof(*ps->cur));
+        for (size_t k = 0; k < ns; k++) {
+            ps->vstart[k] = (uint32_t)n;
+            slot_values(pc, &c->slots[ps->order[k0 + k]], pc->m0, pc->m1, v, ps, &n);
+        }
+        ps->vstart[ns] = (uint32_t)n;
+        ps->bounds = hp_xgrow(ps->bounds, &ps->b_cap, 2 * n + 1, sizeof(*ps->bounds));
+        for (size_t j = 0; j < n; j++) {
+            ps->bounds[nb++] = ps->v[j].t0;
+            ps->bounds[nb++] = ps->v[j].t1;
+        }
+        hp_qsort(ps->bounds, nb, sizeof(*ps->bounds), u32_cmp);
+        for (size_t k = 0; k < ns; k++)
+            ps->cur[k] = ps->vstart[k];
+        for (size_t b = 0; b + 1 < nb; b++) {
+            uint32_t t0 = ps->bounds[b], t1 = ps->bounds[b + 1];
+            if (t0 == t1)
+                continue;
+            double sv = 0, svar = 0;
+            bool any = false;
+            for (size_t k = 0; k < ns; k++) {
+                while (ps->cur[k] < ps->vstart[k + 1] && ps->v[ps->cur[k]].t1 <= t0)
+                    ps->cur[k]++;
+                if (ps->cur[k] < ps->vstart[k + 1] && ps->v[ps->cur[k]].t0 <= t0) {
+                    /* what 0 += v, then += each, gives, as query_fold adds */
+                    sv = any ? sv + ps->v[ps->cur[k]].value : 0.0 + ps->v[ps->cur[k]].value;
+                    svar = any ? svar + ps->v[ps->cur[k]].var : 0.0 + ps->v[ps->cur[k]].var;
+                    any = true;
+                }
+            }
+            if (any)
+                run_emit(nd, dict, (uint32_t)e, t0, t1 - t0, sv, svar);
+        }
+    }
+}
+
+static void pr_scratch_release(struct pr_scratch *ps)
+{
+    free(ps->e_of);
+    free(ps->count);
+    free(ps->off);
+    free(ps->order);
+    free(ps->v);
+    free(ps->vstart);
+    free(ps->cur);
+    free(ps->bounds);
 }
 
 static int time_cmp(const void *a, const void *b, void *ctx)
@@ -198,41 +432,129 @@ static int time_cmp(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-/* Read one node's stored snapshots (group) for leaks as dictionaries and
- * ids: in leaks' order (time, then position), one dictionary per run of
- * snapshots sharing a layout (a process's lifetime, usually: a restart
- * maps the binaries elsewhere). */
+static int id_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Read one node's stored snapshots (group) for leaks as a series: closed
+ * spans from their stack series, the rest from their sample sets; per
+ * stretch of one layout (a process's lifetime, usually: a restart maps the
+ * binaries elsewhere) the distinct stacks resolved and folded once into a
+ * dictionary, in the order the folded profiles would show them. */
 int query_stored_fill(struct store *st, const struct query_opts *o,
-                      struct query_snapshot *group, size_t g, struct query_stored **ret,
-                      struct hp_buf *err)
+                      struct query_snapshot *group, size_t g, unsigned flags,
+                      struct query_stored **ret, struct hp_buf *err)
 {
     struct query_stored *nd = hp_xcalloc(1, sizeof(*nd));
     hp_arena_init(&nd->arena);
-    hp_map64_init(&nd->ix_of);
-    nd->v = o->sample;
-    nd->snaps = hp_xcalloc(g + 1, sizeof(*nd->snaps));
+    struct rd r = { .st = st, .o = o, .nd = nd, .group = group, .g = g,
+                    .no_series = flags & QUERY_STORED_SAMPLE_SETS };
+    hp_map64_init(&r.t_of);
+    hp_map64_init(&r.local);
+    r.ord = hp_xmalloc((g + 1) * sizeof(*r.ord));
+    r.mem = hp_xcalloc(g + 1, sizeof(*r.mem));
     int64_t *ids = hp_xmalloc((g + 1) * sizeof(*ids));
-    size_t *ord = hp_xmalloc((g + 1) * sizeof(*ord));
-    for (size_t t = 0; t < g; t++) {
-        ids[t] = group[t].id;
-        ord[t] = t;
-    }
-    int r = store_snapshots_samples(st, ids, g, samples_cb, nd, err);
+    struct store_span *spans = NULL;
+    size_t nspans = 0;
+    int rc = 0;
+    for (size_t t = 0; t < g; t++)
+        r.ord[t] = t;
     if (g > 1)
-        qsort_r(ord, g, sizeof(*ord), time_cmp, group);
-    for (size_t a = 0, b; r == 0 && a < g; a = b) {
-        for (b = a + 1; b < g && nd->snaps[ord[b]].layout == nd->snaps[ord[a]].layout; b++)
-            ;
-        r = ids_run(st, o, nd, group, ord + a, b - a, err);
+        qsort_r(r.ord, g, sizeof(*r.ord), time_cmp, group);
+    for (size_t t = 0; t < g; t++) {
+        uint32_t old;
+        ids[t] = group[r.ord[t]].id;
+        (void)hp_map64_put(&r.t_of, (uint64_t)ids[t], (uint32_t)t, &old);
     }
-    free(ord);
+    hp_qsort(ids, g, sizeof(*ids), id_cmp);
+    int64_t node_id = 0;
+    if (g && (rc = store_node_find(st, group[0].node, &node_id, err)) == 0)
+        rc = store_sseries_spans(st, node_id, &spans, &nspans, err);
+    if (rc == HP_ENOTFOUND)
+        rc = 0; /* files, or no such node: every snapshot from its sample set */
+    for (size_t i = 0; rc == 0 && i < nspans; i++)
+        rc = span_use(&r, node_id, &spans[i], ids, err);
+    if (rc == 0)
+        rc = stretches_read(&r, err);
+    if (rc == 0)
+        hp_qsort(r.pieces, r.npieces, sizeof(*r.pieces), piece_cmp);
+    /* Pieces cut where the layout changes, then per stretch of one layout
+     * a dictionary and the runs into it. */
+    size_t np0 = r.npieces;
+    for (size_t i = 0; rc == 0 && i < r.npieces; i++) {
+        struct piece pc = r.pieces[i];
+        for (uint32_t m = pc.m0 + 1; m < pc.m1; m++)
+            if (pc.c->members[m].layout != pc.c->members[m - 1].layout) {
+                r.pieces[i].m1 = m; /* this one ends here; the rest is a new piece */
+                piece_add(&r, pc.c, m, pc.m1, pc.t0 + (m - pc.m0));
+                break;
+            }
+    }
+    if (rc == 0 && r.npieces > np0)
+        hp_qsort(r.pieces, r.npieces, sizeof(*r.pieces), piece_cmp);
+    struct pr_scratch ps = { 0 };
+    for (size_t pa = 0, pb; rc == 0 && pa < r.npieces; pa = pb) {
+        const struct piece *first = &r.pieces[pa];
+        uint64_t layout = first->c->members[first->m0].layout;
+        for (pb = pa + 1; pb < r.npieces &&
+                          r.pieces[pb].c->members[r.pieces[pb].m0].layout == layout;
+             pb++)
+            ;
+        layout_stacks(&r, pa, pb);
+        int64_t *sids = hp_xmalloc((r.nls + 1) * sizeof(*sids));
+        for (size_t i = 0; i < r.nls; i++)
+            sids[i] = r.ls[i].stack;
+        struct profile *p = NULL;
+        struct query_folded *dict = NULL;
+        int32_t *entry_of = NULL;
+        rc = store_stacks_load(st, group[r.ord[first->t0]].id, sids, r.nls, &p, err);
+        if (rc == 0)
+            rc = query_fold_map(p, o, &dict, &entry_of, err);
+        profile_free(p);
+        free(sids);
+        if (rc == 0) {
+            nd->dicts = hp_xgrow(nd->dicts, &nd->dicts_cap, nd->ndicts + 1, sizeof(*nd->dicts));
+            nd->dicts[nd->ndicts++] = dict;
+            for (size_t i = pa; i < pb; i++)
+                piece_runs(&r, &r.pieces[i], (uint32_t)(nd->ndicts - 1), dict->nentries,
+                           entry_of, o->sample, &ps);
+        }
+        free(entry_of);
+    }
+    pr_scratch_release(&ps);
+    if (rc == 0) {
+        nd->series = (struct query_leak_series){ (const struct query_folded *const *)nd->dicts,
+                                                 nd->ndicts, nd->runs, nd->nruns, g };
+        for (size_t t = 0; t < g; t++) {
+            struct query_snapshot *q = &group[r.ord[t]];
+            q->series = &nd->series;
+            q->series_t = (uint32_t)t;
+            q->id_period = r.mem[t] ? r.mem[t]->period : 0;
+        }
+    }
+    free(spans);
     free(ids);
-    if (r < 0) {
+    free(r.ord);
+    free(r.mem);
+    free(r.pieces);
+    free(r.ls);
+    hp_map64_release(&r.t_of);
+    hp_map64_release(&r.local);
+    if (rc < 0) {
         query_stored_free(nd);
-        return r;
+        return rc;
     }
     *ret = nd;
     return 0;
+}
+
+void query_stored_counts(const struct query_stored *qs, size_t *ret_series,
+                         size_t *ret_samples)
+{
+    *ret_series = qs ? qs->from_series : 0;
+    *ret_samples = qs ? qs->from_samples : 0;
 }
 
 void query_stored_free(struct query_stored *nd)
@@ -393,7 +715,6 @@ int query_stored_trend_functions(struct store *st, const struct query_opts *o,
 {
     struct query_stored *nd = hp_xcalloc(1, sizeof(*nd));
     hp_arena_init(&nd->arena);
-    hp_map64_init(&nd->ix_of);
     struct tpick tp = { .arena = &nd->arena, .v = o->sample };
     hp_map64_init(&tp.of);
     struct hp_map64 row_of;

@@ -20,17 +20,26 @@ struct query_snapshot;
 struct query_stored;
 
 /* Fill snaps[0..n), stored snapshots of one node (each with its id set),
- * for query_leaks_build: their samples as entries of per-lifetime
- * dictionaries (dict, ids, id_values, id_vars, nids, id_period), folded
- * with o as query_fold would fold their profiles, so leaks answers exactly
- * as from the folded profiles. The rest of each snapshot (node, time,
- * figures) is the caller's. What the snapshots now point into is *ret's:
- * free it with query_stored_free after the analysis. Returns 0 or a
- * negative HP_E* code with the store's message in err (*ret untouched). */
+ * for query_leaks_build: the node's history as one series (series,
+ * series_t, id_period): runs of equal values of entries of per-lifetime
+ * dictionaries, folded with o as query_fold would fold their profiles, so
+ * leaks answers exactly as from the folded profiles. Closed spans are read
+ * from their stack series (store.h), the other snapshots from their sample
+ * sets. The rest of each snapshot (node, time, figures) is the caller's.
+ * What the snapshots now point into is *ret's: free it with
+ * query_stored_free after the analysis. Returns 0 or a negative HP_E*
+ * code with the store's message in err (*ret untouched).
+ * flags: QUERY_STORED_SAMPLE_SETS reads every snapshot from its sample set
+ * (the stack series unused: what a test compares them with). */
+#define QUERY_STORED_SAMPLE_SETS 1u
 int query_stored_fill(struct store *st, const struct query_opts *o,
-                      struct query_snapshot *snaps, size_t n, struct query_stored **ret,
-                      struct hp_buf *err) HP_MUST_CHECK;
+                      struct query_snapshot *snaps, size_t n, unsigned flags,
+                      struct query_stored **ret, struct hp_buf *err) HP_MUST_CHECK;
 void query_stored_free(struct query_stored *qs);
+/* How many of the snapshots query_stored_fill read came from stored stack
+ * series (closed spans' groups) and how many from their sample sets. */
+void query_stored_counts(const struct query_stored *qs, size_t *ret_series,
+                         size_t *ret_samples);
 
 struct query_trend_opts;
 

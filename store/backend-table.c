@@ -64,6 +64,8 @@ const struct store_backend STORE_BE(backend) = {
     .series_functions = store_series_functions,
     .snapshot_stats = store_snapshot_stats,
     .node_stats = store_node_stats,
+    .sseries_spans = store_sseries_spans,
+    .sseries_get = store_sseries_get,
     .read_begin = store_read_begin,
     .read_end = store_read_end,
 #ifdef STORE_BACKEND_PG

@@ -262,6 +262,18 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
     return s->be->node_stats(s, node_id, since_ms, until_ms, cb, ctx, err);
 }
 
+int store_sseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
+                        size_t *ret_n, struct hp_buf *err)
+{
+    return s->be->sseries_spans(s, node_id, ret, ret_n, err);
+}
+
+int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
+                      struct store_sseries *ret, struct hp_buf *err)
+{
+    return s->be->sseries_get(s, node_id, first_id, ret, err);
+}
+
 int store_retain(struct store *s, const struct store_retain_policy *pol, int64_t now_ms,
                  struct store_retain_result *ret, struct hp_buf *err)
 {

@@ -51,6 +51,8 @@ static const struct copy_table tables[] = {
      * a copy cut short leaves rows no span names, never a span short of
      * its rows. */
     { "function_series", "node_id, first_id, function_id, data", 4, "node_id", false, false },
+    /* A stack series names its members; readers check them. */
+    { "stack_series", "node_id, first_id, last_id, size, data", 5, "node_id", false, false },
     { "function_series_spans", "node_id, first_id, last_id, n, closed", 5, "node_id", false,
       false },
     { "node_stats", "snapshot_id, seq, stat_id, value", 4, "snapshot_id", false, false },

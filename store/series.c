@@ -62,14 +62,71 @@ static void fs_pack(const struct fs_row *r, size_t n, int64_t first, struct stor
     }
 }
 
-/* Close node_id's span [first, last]: pack its snapshots' rows per function. */
-static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t last,
-                      struct hp_buf *err)
+static int ssb_cb(const struct store_samples *ss, void *ctx)
+{
+    store_ssb_add(ctx, ss);
+    return 0;
+}
+
+/* The stack series (sseries.c) of snapshots ids[0..n) (a group of a
+ * span's members), written from their sample sets. A member whose sample
+ * set is missing or damaged leaves the group without one (readers read the
+ * sample sets, and say what is wrong): the series is derived, and an
+ * insert must not fail for it. */
+static int sseries_write(struct store *s, int64_t node_id, const int64_t *ids, size_t nids,
+                         struct hp_buf *err)
 {
     sqlite3_stmt *st;
-    int64_t *ids = NULL;
-    size_t nids = 0, ids_cap = 0, nrows = 0, rows_cap = 0;
-    struct fs_row *rows = NULL;
+    int r = store_stmt(s, STMT_SS_SERIES_DELETE, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, ids[0]);
+    if ((r = store_step_done(s, st, "replacing a stack series", err)) < 0)
+        return r;
+    struct store_sseries ss;
+    struct store_ssb *b = store_ssb_new(&ss);
+    struct hp_buf e = HP_BUF_INIT(0);
+    r = store_snapshots_samples(s, ids, nids, ssb_cb, b, &e);
+    store_ssb_finish(b);
+    if (r == HP_ENOTFOUND || r == HP_ECORRUPT)
+        r = 0; /* no series: the sample sets are read (and blamed) instead */
+    else if (r < 0)
+        hp_err_printf(err, "%.*s", (int)e.len, e.data ? e.data : "");
+    else
+        r = 1;
+    hp_buf_release(&e);
+    if (r <= 0) {
+        store_sseries_release(&ss);
+        return r;
+    }
+    struct store_pack pk = { 0 };
+    store_sseries_pack(&ss, &pk);
+    store_sseries_release(&ss);
+    void *z = NULL;
+    size_t zlen = 0;
+    if ((r = store_zstd_compress(s, pk.data, pk.len, NULL, 0, &z, &zlen, err)) == 0 &&
+        (r = store_stmt(s, STMT_SS_SERIES_INSERT, &st, err)) == 0) {
+        sqlite3_bind_int64(st, 1, node_id);
+        sqlite3_bind_int64(st, 2, ids[0]);
+        sqlite3_bind_int64(st, 3, ids[nids - 1]);
+        sqlite3_bind_int64(st, 4, (int64_t)pk.len);
+        sqlite3_bind_blob(st, 5, z, (int)zlen, SQLITE_STATIC);
+        r = store_step_done(s, st, "storing a stack series", err);
+    }
+    free(z);
+    store_pack_release(&pk);
+    return r;
+}
+
+/* The members of node_id's span [first, last], ascending. */
+static int span_members(struct store *s, int64_t node_id, int64_t first, int64_t last,
+                        int64_t **ret, size_t *ret_n, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    size_t cap = 0;
+    *ret = NULL;
+    *ret_n = 0;
     int r = store_stmt(s, STMT_FS_SPAN_MEMBERS, &st, err);
     if (r < 0)
         return r;
@@ -77,10 +134,48 @@ static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t l
     sqlite3_bind_int64(st, 2, first);
     sqlite3_bind_int64(st, 3, last);
     while ((r = store_step_row(s, st, "listing a span's snapshots", err)) == 1) {
-        ids = hp_xgrow(ids, &ids_cap, nids + 1, sizeof(*ids));
-        ids[nids++] = sqlite3_column_int64(st, 0);
+        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
+        (*ret)[(*ret_n)++] = sqlite3_column_int64(st, 0);
     }
     sqlite3_reset(st);
+    return r;
+}
+
+/* Stack series rows for the span's members ids[0..n), in groups of
+ * STORE_SSERIES_SNAPSHOTS from its first: every complete group, and when
+ * the span closes the last one too, each unless a row for exactly that
+ * group is there (a row goes when one of its snapshots changes). */
+static int sseries_groups(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
+                          bool closing, struct hp_buf *err)
+{
+    int r = 0;
+    for (size_t a = 0; r == 0 && a < n; a += STORE_SSERIES_SNAPSHOTS) {
+        size_t k = HP_MIN((size_t)STORE_SSERIES_SNAPSHOTS, n - a);
+        if (k < STORE_SSERIES_SNAPSHOTS && !closing)
+            break;
+        sqlite3_stmt *st;
+        if ((r = store_stmt(s, STMT_SS_SERIES_HAS, &st, err)) < 0)
+            break;
+        sqlite3_bind_int64(st, 1, node_id);
+        sqlite3_bind_int64(st, 2, ids[a]);
+        r = store_step_row(s, st, "finding a stack series", err);
+        bool have = r == 1 && sqlite3_column_int64(st, 0) == ids[a + k - 1];
+        sqlite3_reset(st);
+        if (r >= 0)
+            r = have ? 0 : sseries_write(s, node_id, ids + a, k, err);
+    }
+    return r;
+}
+
+/* Close node_id's span [first, last]: pack its snapshots' rows per function. */
+static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t last,
+                      struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int64_t *ids;
+    size_t nids, nrows = 0, rows_cap = 0;
+    struct fs_row *rows = NULL;
+    int r = span_members(s, node_id, first, last, &ids, &nids, err);
     for (size_t k = 0; r == 0 && k < nids; k++) {
         if ((r = store_stmt(s, STMT_FT_BY_SNAP, &st, err)) < 0)
             break;
@@ -113,6 +208,8 @@ static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t l
     }
     store_pack_release(&b);
     free(rows);
+    if (r == 0)
+        r = sseries_groups(s, node_id, ids, nids, true, err);
     free(ids);
     if (r < 0)
         return r;
@@ -198,7 +295,16 @@ int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct 
     sqlite3_bind_int64(st, 3, snap_id);
     sqlite3_bind_int64(st, 4, n + 1);
     sqlite3_bind_int64(st, 5, SPAN_OPEN);
-    return store_step_done(s, st, "growing a span", err);
+    if ((r = store_step_done(s, st, "growing a span", err)) < 0 ||
+        (n + 1) % STORE_SSERIES_SNAPSHOTS != 0)
+        return r;
+    /* A group of the open span is complete: its stack series. */
+    int64_t *ids;
+    size_t nids;
+    if ((r = span_members(s, node_id, first, snap_id, &ids, &nids, err)) == 0)
+        r = sseries_groups(s, node_id, ids, nids, false, err);
+    free(ids);
+    return r;
 }
 
 /* The node of snapshot snap_id and the span holding it: 1 with them, 0
@@ -245,6 +351,10 @@ int store_fseries_dissolve(struct store *s, int64_t snap_id, bool drop, struct h
     /* A failed attempt that goes was no member; one that a reindex turns
      * into a profile becomes one. */
     int state, r = span_of_snapshot(s, snap_id, drop, &node_id, &first, &last, &state, err);
+    /* Its samples change (reindex) or go: the stack series row holding
+     * them goes, in any span (the others' rows stay true). */
+    if (r > 0 && (r = span_exec(s, STMT_SS_SERIES_DROP_AT, node_id, snap_id, err)) == 0)
+        r = 1;
     if (r <= 0 || state == SPAN_OPEN)
         return r; /* the open span reads function_totals when it closes */
     if (state == SPAN_CLOSED && (r = span_exec(s, STMT_FS_DELETE, node_id, first, err)) < 0)
@@ -344,4 +454,153 @@ int store_fseries_get(struct store *s, int64_t node_id, const struct store_fspan
     }
     *ret_n = (size_t)n;
     return 0;
+}
+
+int store_sseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
+                        size_t *ret_n, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    *ret = NULL;
+    *ret_n = 0;
+    int r = store_stmt(s, STMT_SS_SERIES_SPANS, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    size_t cap = 0;
+    while ((r = store_step_row(s, st, "listing stack series", err)) == 1) {
+        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
+        (*ret)[(*ret_n)++] = (struct store_span){ sqlite3_column_int64(st, 0),
+                                                  sqlite3_column_int64(st, 1) };
+    }
+    sqlite3_reset(st);
+    if (r < 0) {
+        free(*ret);
+        *ret = NULL;
+        *ret_n = 0;
+    }
+    return r;
+}
+
+int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
+                      struct store_sseries *ret, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    memset(ret, 0, sizeof(*ret));
+    int r = store_stmt(s, STMT_SS_SERIES_GET, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, first_id);
+    if ((r = store_step_row(s, st, "reading a stack series", err)) <= 0) {
+        sqlite3_reset(st);
+        return r < 0 ? r : HP_ENOTFOUND;
+    }
+    int64_t size = sqlite3_column_int64(st, 0);
+    const void *z = sqlite3_column_blob(st, 1);
+    size_t zlen = (size_t)sqlite3_column_bytes(st, 1);
+    void *data = NULL;
+    struct hp_buf e = HP_BUF_INIT(0);
+    /* A row claims its size: more than zstd could have made of it is a lie. */
+    if (size <= 0 || (uint64_t)size > (uint64_t)zlen * 1024 + 4096)
+        r = HP_ECORRUPT, hp_err_printf(&e, "a stored size of %lld bytes", (long long)size);
+    else
+        r = store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &data, &e);
+    sqlite3_reset(st);
+    if (r == 0)
+        r = store_sseries_unpack(data, (size_t)size, ret, &e);
+    free(data);
+    if (r < 0)
+        hp_err_printf(err, "%s: node %lld: the stack series of snapshots from #%lld: %.*s",
+                      s->path, (long long)node_id, (long long)first_id, (int)e.len,
+                      e.data ? e.data : "");
+    hp_buf_release(&e);
+    return r < 0 ? (r == HP_ESTORE ? r : HP_ECORRUPT) : 0;
+}
+
+/* Node node_id's ok snapshots that no span covers (a store written before
+ * spans, history whose span a retention dropped), in spans: full spans,
+ * and where nothing follows, the rest as the node's open span; a shorter
+ * closed span where a span follows. One transaction per span. */
+static int node_fill(struct store *s, int64_t node_id, int64_t *ret_closed, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    struct store_fspan *sp = NULL;
+    int64_t *ids = NULL;
+    size_t nsp = 0, sp_cap = 0, nids = 0;
+    int r = store_stmt(s, STMT_FS_SPANS_ALL, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
+        sp = hp_xgrow(sp, &sp_cap, nsp + 1, sizeof(*sp));
+        sp[nsp++] = (struct store_fspan){ sqlite3_column_int64(st, 0),
+                                          sqlite3_column_int64(st, 1) };
+    }
+    sqlite3_reset(st);
+    if (r == 0)
+        r = span_members(s, node_id, INT64_MIN, INT64_MAX, &ids, &nids, err);
+    /* Walk the ids against the spans: gaps of uncovered ids. */
+    size_t k = 0;
+    for (size_t a = 0, b; r == 0 && a < nids; a = b) {
+        while (k < nsp && sp[k].last_id < ids[a])
+            k++;
+        if (k < nsp && sp[k].first_id <= ids[a]) {
+            b = a + 1; /* covered */
+            continue;
+        }
+        /* Uncovered from a up to the next span (k), or the end. */
+        for (b = a; b < nids && !(k < nsp && ids[b] >= sp[k].first_id); b++)
+            ;
+        bool tail = k == nsp;
+        for (size_t c = a; r == 0 && c < b; c += STORE_SPAN_SNAPSHOTS) {
+            size_t n = HP_MIN((size_t)STORE_SPAN_SNAPSHOTS, b - c);
+            bool open = tail && c + n == b && n < STORE_SPAN_SNAPSHOTS;
+            if ((r = store_tx_begin(s, err)) < 0)
+                break;
+            if ((r = store_stmt(s, STMT_FS_SPAN_OPEN, &st, err)) == 0) {
+                sqlite3_bind_int64(st, 1, node_id);
+                sqlite3_bind_int64(st, 2, ids[c]);
+                r = store_step_done(s, st, "opening a span", err);
+            }
+            if (r == 0 && open && (r = store_stmt(s, STMT_FS_SPAN_SET, &st, err)) == 0) {
+                sqlite3_bind_int64(st, 1, node_id);
+                sqlite3_bind_int64(st, 2, ids[c]);
+                sqlite3_bind_int64(st, 3, ids[c + n - 1]);
+                sqlite3_bind_int64(st, 4, (int64_t)n);
+                sqlite3_bind_int64(st, 5, SPAN_OPEN);
+                if ((r = store_step_done(s, st, "growing a span", err)) == 0)
+                    r = sseries_groups(s, node_id, ids + c, n, false, err);
+            } else if (r == 0 && !open) {
+                r = span_close(s, node_id, ids[c], ids[c + n - 1], err);
+                *ret_closed += r == 0;
+            }
+            if (r == 0)
+                r = store_tx_commit(s, err);
+            else
+                store_tx_rollback(s);
+        }
+    }
+    free(sp);
+    free(ids);
+    return r;
+}
+
+int store_spans_fill(struct store *s, int64_t *ret_closed, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int64_t *nodes = NULL;
+    size_t n = 0, cap = 0;
+    *ret_closed = 0;
+    int r = store_stmt(s, STMT_FS_NODE_IDS, &st, err);
+    if (r < 0)
+        return r;
+    while ((r = store_step_row(s, st, "listing nodes", err)) == 1) {
+        nodes = hp_xgrow(nodes, &cap, n + 1, sizeof(*nodes));
+        nodes[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = node_fill(s, nodes[i], ret_closed, err);
+    free(nodes);
+    return r;
 }

@@ -211,6 +211,18 @@ extern const int store_nmigrations;
     X(FS_DELETE, "DELETE FROM function_series WHERE node_id = ?1 AND first_id = ?2")           \
     X(FS_GET, "SELECT data FROM function_series WHERE node_id = ?1 AND first_id = ?2"          \
               " AND function_id = ?3")                                                         \
+    X(SS_SERIES_INSERT, "INSERT INTO stack_series(node_id, first_id, last_id, size, data)"      \
+                        " VALUES (?1, ?2, ?3, ?4, ?5)")                                        \
+    X(FS_SPANS_ALL, "SELECT first_id, last_id FROM function_series_spans WHERE node_id = ?1"   \
+                    " ORDER BY first_id")                                                      \
+    X(FS_NODE_IDS, "SELECT id FROM nodes ORDER BY id")                                         \
+    X(SS_SERIES_DELETE, "DELETE FROM stack_series WHERE node_id = ?1 AND first_id = ?2")       \
+    X(SS_SERIES_DROP_AT, "DELETE FROM stack_series WHERE node_id = ?1 AND first_id <= ?2"     \
+                         " AND last_id >= ?2")                                                 \
+    X(SS_SERIES_HAS, "SELECT last_id FROM stack_series WHERE node_id = ?1 AND first_id = ?2")  \
+    X(SS_SERIES_GET, "SELECT size, data FROM stack_series WHERE node_id = ?1 AND first_id = ?2") \
+    X(SS_SERIES_SPANS, "SELECT first_id, last_id FROM stack_series WHERE node_id = ?1"         \
+                       " ORDER BY first_id")                                                   \
     X(FT_LIST,                                                                                 \
       "SELECT t.function_id, f.name, t.flat_space, t.cum_space, t.flat_objects,"              \
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \
@@ -295,6 +307,8 @@ struct store_backend {
     __typeof__(store_series_functions) *series_functions;
     __typeof__(store_snapshot_stats) *snapshot_stats;
     __typeof__(store_node_stats) *node_stats;
+    __typeof__(store_sseries_spans) *sseries_spans;
+    __typeof__(store_sseries_get) *sseries_get;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;
@@ -508,6 +522,10 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
 /* ---- series.c: per-function series in spans (migrations/0006) ---- */
 /* A span closes with this many of its node's ok snapshots. */
 #define STORE_SPAN_SNAPSHOTS 128
+/* Snapshots in a stack series row (series.c): a span's members in groups
+ * of this many, each written when it is complete, so that at most this
+ * many of a node's newest snapshots are read from their sample sets. */
+#define STORE_SSERIES_SNAPSHOTS 32
 /* A closed span of a node: its ok snapshots with ids first_id..last_id. */
 struct store_fspan {
     int64_t first_id, last_id;
@@ -519,6 +537,10 @@ struct store_fs_entry {
 /* After an ok snapshot's function totals are stored (same transaction):
  * count it into its node's open span, which closes when full. */
 int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct hp_buf *err);
+/* Spans over every node's ok snapshots that none covers (a store written
+ * before spans; history whose span a retention dropped): retention's last
+ * step. *ret_closed: spans closed. One transaction per span. */
+int store_spans_fill(struct store *s, int64_t *ret_closed, struct hp_buf *err);
 /* Before a snapshot's function totals change (reindex) or go (drop:
  * deletion): the span that holds it loses its packed rows; a reindexed
  * one turns stale, a deletion's goes. */

@@ -270,6 +270,74 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
  * the order given, with zero values. *ret: profile_free. */
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
                       struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* Stack series (store/sseries.c): a node's consecutive snapshots as, per
+ * stack, the runs of snapshots over which its raw values hold still, so
+ * that reading them costs the changes, not every sample of every snapshot.
+ *
+ * A chunk's members are snapshots in the order they were added; its slots
+ * are stacks (a stack a snapshot lists twice has two slots) in one order
+ * that every member lists its samples in: a member's samples, in stored
+ * order, are the slots with a run covering it, in slot order. Each slot's
+ * runs are ascending and disjoint; a run holds the slot's raw values
+ * (store_sample.raw) over members [first, first + n). */
+struct store_ss_member {
+    int64_t snapshot_id;
+    uint64_t layout, period; /* store_samples.layout; the profile's period */
+    uint32_t scaling;        /* enum profile_scaling */
+};
+struct store_ss_run {
+    uint32_t first, n;
+    int64_t raw[PV_COUNT];
+};
+struct store_ss_slot {
+    int64_t stack;          /* stored stack id */
+    uint32_t run, nruns;    /* its runs: runs[run .. run + nruns) */
+};
+struct store_ss_chunk {
+    struct store_ss_member *members;
+    size_t nmembers;
+    struct store_ss_slot *slots;
+    size_t nslots;
+    struct store_ss_run *runs;
+    size_t nruns;
+};
+struct store_sseries {
+    struct store_ss_chunk *chunks;
+    size_t nchunks;
+    struct hp_arena arena;
+};
+void store_sseries_release(struct store_sseries *ss);
+/* Build a series from snapshots' samples (store_snapshots_samples), added
+ * in order; a snapshot whose sample order contradicts the chunk's starts a
+ * new chunk. store_ssb_finish closes the last chunk into *out and frees b. */
+struct store_ssb;
+struct store_ssb *store_ssb_new(struct store_sseries *out);
+void store_ssb_add(struct store_ssb *b, const struct store_samples *ss);
+void store_ssb_finish(struct store_ssb *b);
+/* The packed form (version, then chunks; varints): what stack_series rows
+ * hold, zstd-compressed. unpack checks every count and run against the
+ * bytes and the members: HP_ECORRUPT with the reason in err. */
+struct store_pack;
+void store_sseries_pack(const struct store_sseries *ss, struct store_pack *b);
+int store_sseries_unpack(const void *data, size_t len, struct store_sseries *out,
+                         struct hp_buf *err) HP_MUST_CHECK;
+
+/* A closed span of a node's snapshots, ids first_id..last_id. */
+struct store_span {
+    int64_t first_id, last_id;
+};
+/* The node's closed spans that carry a stack series, ascending. *ret:
+ * free(). */
+int store_sseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
+                        size_t *ret_n, struct hp_buf *err) HP_MUST_CHECK;
+/* The stack series of the node's span that starts at first_id (*ret:
+ * store_sseries_release). HP_ENOTFOUND when it has none (any more);
+ * HP_ECORRUPT when it does not decode. Its members are the node's ok
+ * snapshots with ids in the span when it was written: a reader checks
+ * them against the snapshots it reads. */
+int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
+                      struct store_sseries *ret, struct hp_buf *err) HP_MUST_CHECK;
+
 /* The raw bytes as fetched (malloc'd; free()). HP_ENOTFOUND if none kept. */
 int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,
                        struct hp_buf *err) HP_MUST_CHECK;
@@ -435,6 +503,9 @@ struct store_retain_result {
     int64_t stacks_deleted, locations_deleted, names_deleted, objects_deleted,
         symbols_deleted;
     bool skipped; /* PostgreSQL: another process was retaining */
+    /* Spans closed over snapshots none covered (a store written before
+     * spans, history a retention thinned): what trends and leaks read. */
+    int64_t spans_closed;
 };
 
 /* Apply the policy relative to now_ms. On PostgreSQL one process at a time

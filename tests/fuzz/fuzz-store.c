@@ -5,7 +5,9 @@
  * sample set, 1 a stack's location list, 2 a location's frames, 3 a symbol
  * cache entry, 4 the snapshot's packed function totals (function_totals_rest),
  * 5 a function's packed series over a span (function_series, store/series.c:
- * the database holds a closed span). The rest of the input is the blob
+ * the database holds a closed span); byte 0 '6' (54, otherwise case 0, which
+ * no seed uses) a group's stack series (stack_series, store/sseries.c),
+ * compressed here. The rest of the input is the blob
  * (compressed here when the table stores it compressed). Loading must
  * return a profile or an error, never crash or run away. */
 #include <sqlite3.h>
@@ -92,7 +94,8 @@ static void build_db(void)
                      "CREATE TABLE keep_lo AS SELECT * FROM locations;"
                      "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;"
                      "CREATE TABLE keep_ftr AS SELECT * FROM function_totals_rest;"
-                     "CREATE TABLE keep_fs AS SELECT * FROM function_series;",
+                     "CREATE TABLE keep_fs AS SELECT * FROM function_series;"
+                     "CREATE TABLE keep_sts AS SELECT * FROM stack_series;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
 }
@@ -169,12 +172,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      "DELETE FROM function_totals_rest;"
                      " INSERT INTO function_totals_rest SELECT * FROM keep_ftr;"
                      "DELETE FROM function_series;"
-                     " INSERT INTO function_series SELECT * FROM keep_fs;",
+                     " INSERT INTO function_series SELECT * FROM keep_fs;"
+                     "DELETE FROM stack_series; INSERT INTO stack_series SELECT * FROM keep_sts;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
     const uint8_t *blob = data + 1;
     size_t len = size - 1;
-    switch (data[0] % 6) {
+    switch (data[0] == '6' ? 6 : data[0] % 6) {
+    case 6: {
+        size_t bound = ZSTD_compressBound(len);
+        void *z = malloc(bound + 1);
+        size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
+        if (ZSTD_isError(zl))
+            abort();
+        put_blob("UPDATE stack_series SET data = ?1, size = ?2"
+                 " WHERE id = (SELECT min(id) FROM stack_series)", z, zl, (int64_t)len);
+        free(z);
+        break;
+    }
     case 0:
     case 4: {
         size_t bound = ZSTD_compressBound(len);
@@ -229,6 +244,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (store_series_functions(rd, node_id, 0, INT64_MAX, &fs_fid, 1, series_cb, &sum, &err) <
         0)
         hp_buf_reset(&err);
+    /* The group's stack series: every run inside its members. */
+    struct store_sseries ss;
+    struct store_span *rows = NULL;
+    size_t nrows = 0;
+    if (store_sseries_spans(rd, node_id, &rows, &nrows, &err) == 0 && nrows &&
+        store_sseries_get(rd, node_id, rows[0].first_id, &ss, &err) == 0) {
+        for (size_t c = 0; c < ss.nchunks; c++) {
+            const struct store_ss_chunk *k = &ss.chunks[c];
+            for (size_t sl = 0; sl < k->nslots; sl++)
+                for (uint32_t j = 0; j < k->slots[sl].nruns; j++) {
+                    const struct store_ss_run *r = &k->runs[k->slots[sl].run + j];
+                    if (k->slots[sl].run + j >= k->nruns || r->n == 0 ||
+                        r->first + r->n > k->nmembers)
+                        abort();
+                    sum ^= r->raw[1];
+                }
+        }
+        store_sseries_release(&ss);
+    }
+    free(rows);
+    hp_buf_reset(&err);
     hp_buf_release(&err);
     return 0;
 }

@@ -63,6 +63,19 @@ pg_chained=$(pg_psql -c "SELECT count(*) FROM function_totals_rest WHERE base_id
 one_pass_same b.txt
 cmp -s a.txt b.txt || { diff a.txt b.txt | head >&2; fail "PostgreSQL reads other totals"; }
 echo "ok: $(wc -l <a.txt) values the same after migrate ($chained chained rows)"
+# leaks_same DB1 DB2 WHAT [MARK]: `query leaks` answers the same over both
+# (the closed spans' stack series, store/sseries.c, and the sample sets),
+# an answer with MARK in it (default: suspects, with their rates).
+leaks_same() {
+    "$Q" leaks --top 0 --format json --db "$1" >l1.json 2>l1.err || fail "$3: leaks: $(cat l1.err)"
+    "$Q" leaks --top 0 --format json --db "$2" >l2.json 2>l2.err || fail "$3: leaks: $(cat l2.err)"
+    grep -q "${4:-\"rate_per_hour\"}" l1.json || fail "$3: leaks found nothing to compare"
+    cmp -s l1.json l2.json || { diff l1.json l2.json | head >&2; fail "$3: leaks differ"; }
+}
+[ "$(pg_psql -c "SELECT count(*) FROM stack_series")" = \
+  "$(sqlite3 "$S" "SELECT count(*) FROM stack_series")" ] ||
+    fail "the stack series did not arrive in PostgreSQL"
+leaks_same "$S" "$PGURI" "after migrate"
 
 "$F" retain "$S" $H || fail "retain on SQLite"
 "$F" retain "$PGURI" $H || fail "retain on PostgreSQL"
@@ -75,6 +88,7 @@ cmp -s a2.txt b2.txt || { diff a2.txt b2.txt | head >&2; fail "engines differ af
 [ "$(grep -c '^T ' a2.txt)" -lt "$(grep -c '^T ' a.txt)" ] || fail "retention deleted nothing"
 comm -23 a2.txt a.txt >new.txt
 [ ! -s new.txt ] || { head new.txt >&2; fail "values changed after retention"; }
+leaks_same "$S" "$PGURI" "after retention" '"total_rate_per_hour"'
 echo "ok: $(wc -l <a2.txt) values the same after retention on both engines"
 
 # A writer on PostgreSQL chains its own rows; the chained rows read as
@@ -96,4 +110,7 @@ one_pass_same a3.txt
 one_pass_same b3.txt
 cmp -s a3.txt b3.txt ||
     { diff a3.txt b3.txt | head >&2; fail "PostgreSQL's own chains read otherwise"; }
-echo "ok: PostgreSQL's writer chains, $(wc -l <b3.txt) values as on SQLite"
+[ "$("$PG_BIN/psql" -X -q -A -t "$U2" -c "SELECT count(*) FROM stack_series")" -ge 4 ] ||
+    fail "the PostgreSQL writer wrote no stack series"
+leaks_same "$S2" "$U2" "written on each engine"
+echo "ok: PostgreSQL's writer chains, $(wc -l <b3.txt) values as on SQLite; leaks agree"

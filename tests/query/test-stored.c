@@ -17,6 +17,8 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "query/query.h"
+#include "query/stored.h"
 #include "store/store.h"
 #include "tests/query/qtest.h"
 #include "tests/store/gen.h"
@@ -783,6 +785,143 @@ static void test_stored_leaks_after_retain_equals_scratch(void **state)
     qt_tmpdir_remove(dir);
 }
 
+
+
+static int64_t db_count(const char *db, const char *sql)
+{
+    sqlite3 *sq;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(db, &sq), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(sq, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(sq);
+    return n;
+}
+
+/* Hour h of the long node: a new load address (a restart) at hour 150,
+ * inside a span; the samples listed in reverse at hour 77 (a contradicted
+ * order: a new chunk of the stack series); a stack listed twice every 50
+ * hours; every 10th sample growing. */
+static struct profile *long_profile(uint32_t h)
+{
+    struct gen_params gp = { .seed = 21, .nstacks = 40, .nfuncs = 30, .hour = h,
+                             .load_bias = h >= 150 ? 0x1000000 : 0, .symbolize = true };
+    struct profile *p = gen_profile(&gp, NULL, NULL);
+    for (size_t i = 0; i < p->nsamples; i++)
+        if (i % 10 == 3)
+            for (int v = 0; v < 2; v++)
+                p->samples[i].raw[v] += p->samples[i].raw[v] * (int64_t)h / 50;
+    if (h == 77)
+        for (size_t i = 0, j = p->nsamples - 1; i < j; i++, j--) {
+            struct profile_sample t = p->samples[i];
+            p->samples[i] = p->samples[j];
+            p->samples[j] = t;
+        }
+    if (h % 50 == 10) {
+        int64_t raw[PV_COUNT] = { 3, 3 << 20, 3, 3 << 20 };
+        (void)profile_sample_add(p, p->samples[1].stack, 0, raw);
+    }
+    profile_unsample(p);
+    return p;
+}
+
+/* Leaks over closed spans (their stack series, store/sseries.c) answers
+ * what the folded profiles answer, and what the sample sets answer with
+ * every stack series gone: across a restart inside a span, a contradicted
+ * sample order, a stack listed twice, stacks the options fold together, a
+ * dump imported late (first in time, newest id), a window cutting spans,
+ * and after a retention thinned the history and packed it again. */
+static void test_stored_leaks_spans_path_equals_profiles_path(void **state)
+{
+    (void)state;
+    char *dir = qt_tmpdir(), *db = qt_path(dir, "long.db");
+    enum { H = 300 };
+    int64_t t0 = (hp_wall_ms() / 3600000 - H - 2) * INT64_C(3600000);
+    struct store *st = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_open(db, STORE_OPEN_WRITE, &st, &err), 0);
+    int64_t node_id, id;
+    struct store_node_info ni = { .name = "long", .kind = "doris" };
+    assert_int_equal(store_node_upsert(st, &ni, &node_id, &err), 0);
+    for (uint32_t h = 0; h <= H; h++) {
+        /* The last one is hour 0's dump, imported late. */
+        uint32_t hour = h == H ? 0 : h + 1;
+        struct profile *p = long_profile(hour);
+        struct store_stat stats[] = {
+            { "memory_query_trackers_sum_bytes", "bytes", hour % 3 ? 0 : 4e9 },
+            { "memory_load_trackers_sum_bytes", "bytes", 0 },
+        };
+        if (store_snapshot_insert(st, node_id, t0 + (int64_t)hour * 3600000, p, NULL, 0, NULL,
+                                  stats, 2, &id, &err) < 0)
+            fail_msg("insert: %.*s", (int)err.len, err.data);
+        profile_free(p);
+    }
+    store_close(st);
+    /* Two closed spans of four groups, a group of the open span. */
+    assert_int_equal(db_count(db, "SELECT count(*) FROM stack_series"), 9);
+    assert_true(db_count(db, "SELECT count(*) FROM stack_series WHERE size > 0") == 9);
+    const char *dbs[] = { db };
+    static const char *const variants[][12] = {
+        { "leaks", "--top", "0", NULL },
+        { "leaks", "long", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--sample", "inuse_objects", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--sample", "alloc_space", NULL },
+        { "leaks", "--top", "0", "--since", "200h", "--format", "json", NULL },
+        /* Frames dropped: stacks that fold into one entry. */
+        { "leaks", "--top", "0", "--ignore", "Alloc|Build|Merge", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--keep-allocator", NULL },
+    };
+    const char *const marks[] = { "rate_per_hour", "/h ", NULL };
+    assert_int_equal(same_both_paths(dbs, 1, variants, HP_ARRAY_SIZE(variants),
+                                     "HEAPFLEET_LEAKS_VIA=profiles", marks),
+                     HP_ARRAY_SIZE(variants));
+    /* The same from the sample sets alone (the stack series unused). */
+    assert_int_equal(same_both_paths(dbs, 1, variants, HP_ARRAY_SIZE(variants),
+                                     "HEAPFLEET_LEAKS_VIA=samples", marks),
+                     HP_ARRAY_SIZE(variants));
+    /* And the series are what is read: the snapshots of complete groups
+     * (9 x 32 of 301), the rest from their sample sets. */
+    struct query_snapshot *snaps = hp_xcalloc(H + 1, sizeof(*snaps));
+    assert_int_equal(store_open(db, STORE_OPEN_READ, &st, &err), 0);
+    for (int64_t i = 0; i <= H; i++)
+        snaps[i] = (struct query_snapshot){ .node = "long", .id = i + 1,
+                                            .time_s = i == H ? 0 : i + 1 };
+    struct query_opts qo;
+    query_opts_init(&qo);
+    for (unsigned fl = 0; fl < 2; fl++) {
+        struct query_stored *qs = NULL;
+        size_t from_series, from_samples;
+        if (query_stored_fill(st, &qo, snaps, H + 1, fl ? QUERY_STORED_SAMPLE_SETS : 0, &qs,
+                              &err) < 0)
+            fail_msg("fill: %.*s", (int)err.len, err.data);
+        query_stored_counts(qs, &from_series, &from_samples);
+        assert_int_equal(from_series, fl ? 0 : 9 * 32);
+        assert_int_equal(from_samples, fl ? H + 1 : H + 1 - 9 * 32);
+        query_stored_free(qs);
+    }
+    store_close(st);
+    free(snaps);
+    hp_buf_release(&err);
+    /* Thinned: days older than 5 keep one snapshot each; retention packs
+     * what no span covers any more. */
+    char *argv[] = { getenv("QUERY_EXE"), "retain", "--retain", "0", "--thin-after", "5d",
+                     "--db", db, NULL };
+    char *out = qt_path(dir, "retain.txt");
+    assert_int_equal(qt_run(argv, NULL, out), 0);
+    char *said = qt_slurp(out);
+    assert_non_null(strstr(said, "spans of older snapshots packed"));
+    free(said);
+    free(out);
+    assert_true(db_count(db, "SELECT count(*) FROM stack_series") >= 4);
+    assert_int_equal(same_both_paths(dbs, 1, variants, 3, "HEAPFLEET_LEAKS_VIA=profiles", marks),
+                     3);
+    unlink(db);
+    free(db);
+    qt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -798,6 +937,7 @@ int main(void)
         cmocka_unit_test(test_stored_retain_dry_run),
         cmocka_unit_test(test_stored_help_is_per_command),
         cmocka_unit_test(test_stored_leaks_jobs_same_answers),
+        cmocka_unit_test(test_stored_leaks_spans_path_equals_profiles_path),
     };
     /* One test (meson test query-leaks-jobs: the threads suite). */
     if (getenv("QT_FILTER"))

@@ -1017,7 +1017,7 @@ static void test_store_upgrade_adds_series_indexes(void **state)
 
     /* What the previous heapfleet wrote: version 2, no such indexes (nor
      * what later versions add: the symbol file tables,
-     * function_totals_rest.base_id and the function series; the trended function has rows, so its
+     * function_totals_rest.base_id, the function and stack series; the trended function has rows, so its
      * rest, chained here, is not read). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
@@ -1027,6 +1027,7 @@ static void test_store_upgrade_adds_series_indexes(void **state)
                                   " DROP INDEX function_totals_rest_base;"
                                   " ALTER TABLE function_totals_rest DROP COLUMN base_id;"
                                   " DROP TABLE function_series; DROP TABLE function_series_spans;"
+                                  " DROP TABLE stack_series;"
                                   " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -1122,6 +1123,163 @@ static size_t assert_series_as_tables(struct store *s, int64_t node_id, const in
     return n;
 }
 
+
+/* ---- stack series (store/sseries.c) ---- */
+
+/* Member m of chunk c as the samples it lists: the slots with a run
+ * covering it, in slot order. */
+static size_t chunk_member_samples(const struct store_ss_chunk *c, uint32_t m,
+                                   struct store_sample *out)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < c->nslots; s++)
+        for (uint32_t j = 0; j < c->slots[s].nruns; j++) {
+            const struct store_ss_run *r = &c->runs[c->slots[s].run + j];
+            if (r->first <= m && m < r->first + r->n) {
+                out[n] = (struct store_sample){ .stack = c->slots[s].stack };
+                memcpy(out[n].raw, r->raw, sizeof(r->raw));
+                n++;
+            }
+        }
+    return n;
+}
+
+struct ss_oracle {
+    const struct store_sseries *ss;
+    size_t chunk, member;
+    size_t checked;
+};
+
+static int ss_oracle_cb(const struct store_samples *x, void *ctx)
+{
+    struct ss_oracle *o = ctx;
+    const struct store_ss_chunk *c = &o->ss->chunks[o->chunk];
+    const struct store_ss_member *m = &c->members[o->member];
+    assert_int_equal(m->snapshot_id, x->snapshot_id);
+    assert_int_equal(m->layout, x->layout);
+    assert_int_equal(m->period, x->profile->period);
+    assert_int_equal(m->scaling, (uint32_t)x->profile->scaling);
+    struct store_sample *got = calloc(c->nslots + 1, sizeof(*got));
+    size_t n = chunk_member_samples(c, (uint32_t)o->member, got);
+    assert_int_equal(n, x->n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(got[i].stack, x->samples[i].stack);
+        assert_memory_equal(got[i].raw, x->samples[i].raw, sizeof(got[i].raw));
+    }
+    free(got);
+    o->checked++;
+    if (++o->member == c->nmembers) {
+        o->member = 0;
+        o->chunk++;
+    }
+    return 0;
+}
+
+/* Every stack series row of the node lists, member by member, exactly its
+ * sample sets, and its members are the node's ok snapshots in its range.
+ * Returns the rows checked. */
+static size_t assert_sseries_as_sample_sets(struct store *s, const char *db, int64_t node_id)
+{
+    struct store_span *rows;
+    size_t nrows;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_sseries_spans(s, node_id, &rows, &nrows, &err), 0);
+    for (size_t i = 0; i < nrows; i++) {
+        struct store_sseries ss;
+        int r = store_sseries_get(s, node_id, rows[i].first_id, &ss, &err);
+        if (r < 0)
+            fail_msg("%s", err.data);
+        size_t nm = 0;
+        for (size_t c = 0; c < ss.nchunks; c++)
+            nm += ss.chunks[c].nmembers;
+        int64_t *ids = calloc(nm + 1, sizeof(*ids));
+        size_t k = 0;
+        for (size_t c = 0; c < ss.nchunks; c++)
+            for (size_t m = 0; m < ss.chunks[c].nmembers; m++)
+                ids[k++] = ss.chunks[c].members[m].snapshot_id;
+        assert_int_equal(ids[0], rows[i].first_id);
+        assert_int_equal(ids[nm - 1], rows[i].last_id);
+        char sql[200];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM snapshots WHERE node_id = %lld AND"
+                 " status = 'ok' AND id BETWEEN %lld AND %lld", (long long)node_id,
+                 (long long)rows[i].first_id, (long long)rows[i].last_id);
+        assert_int_equal(count_rows(db, sql), (int64_t)nm);
+        struct ss_oracle o = { &ss, 0, 0, 0 };
+        assert_int_equal(store_snapshots_samples(s, ids, nm, ss_oracle_cb, &o, &err), 0);
+        assert_int_equal(o.checked, nm);
+        free(ids);
+        store_sseries_release(&ss);
+    }
+    free(rows);
+    hp_buf_release(&err);
+    return nrows;
+}
+
+/* The builder keeps one order per chunk: a snapshot listing a stack
+ * before one it followed starts a new chunk; a stack listed twice gets two
+ * slots; runs hold still values; every member reads back as it was. */
+static void test_store_sseries_builder(void **state)
+{
+    (void)state;
+    enum { NS = 7 };
+    /* Each member's (stack, count) list, in its order; counts double as
+     * bytes. */
+    static const int64_t lists[NS][6][2] = {
+        { { 10, 1 }, { 20, 1 }, { 30, 1 } },
+        { { 10, 1 }, { 15, 4 }, { 20, 2 }, { 30, 1 } }, /* 15 new, between */
+        { { 10, 1 }, { 20, 2 }, { 30, 1 } },             /* 15 gone */
+        { { 10, 1 }, { 20, 2 }, { 20, 5 }, { 30, 1 } },  /* 20 twice */
+        { { 30, 1 }, { 10, 1 } },                        /* 30 before 10: new chunk */
+        { { 30, 1 }, { 10, 2 } },
+        { { 30, 1 }, { 10, 2 }, { 40, 9 } },
+    };
+    static const size_t lens[NS] = { 3, 4, 3, 4, 2, 2, 3 };
+    struct store_sseries ss;
+    struct store_ssb *b = store_ssb_new(&ss);
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    p->period = 524288;
+    p->scaling = PROFILE_SCALING_V2;
+    for (size_t m = 0; m < NS; m++) {
+        struct store_sample sm[6] = { 0 };
+        for (size_t i = 0; i < lens[m]; i++) {
+            sm[i].stack = lists[m][i][0];
+            sm[i].raw[0] = lists[m][i][1];
+            sm[i].raw[1] = lists[m][i][1] * 100;
+        }
+        struct store_samples x = { .snapshot_id = (int64_t)m + 1, .profile = p, .samples = sm,
+                                   .n = lens[m], .layout = 7 };
+        store_ssb_add(b, &x);
+    }
+    store_ssb_finish(b);
+    assert_int_equal(ss.nchunks, 2);
+    assert_int_equal(ss.chunks[0].nmembers, 4);
+    assert_int_equal(ss.chunks[1].nmembers, 3);
+    /* 10, 15, 20, 20', 30: the second listing of 20 right after the first. */
+    assert_int_equal(ss.chunks[0].nslots, 5);
+    static const int64_t order[5] = { 10, 15, 20, 20, 30 };
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(ss.chunks[0].slots[i].stack, order[i]);
+    /* 10 and 30 hold still over the chunk: one run each. */
+    assert_int_equal(ss.chunks[0].slots[0].nruns, 1);
+    assert_int_equal(ss.chunks[0].runs[ss.chunks[0].slots[0].run].n, 4);
+    assert_int_equal(ss.chunks[0].slots[2].nruns, 2); /* 20: 1, then 2 from member 1 */
+    size_t m0 = 0;
+    for (size_t c = 0; c < ss.nchunks; c++)
+        for (uint32_t m = 0; m < ss.chunks[c].nmembers; m++, m0++) {
+            struct store_sample got[8];
+            size_t n = chunk_member_samples(&ss.chunks[c], m, got);
+            assert_int_equal(n, lens[m0]);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(got[i].stack, lists[m0][i][0]);
+                assert_int_equal(got[i].raw[0], lists[m0][i][1]);
+                assert_int_equal(got[i].raw[1], lists[m0][i][1] * 100);
+            }
+            assert_int_equal(ss.chunks[c].members[m].period, 524288);
+        }
+    store_sseries_release(&ss);
+    profile_free(p);
+}
+
 static void test_store_function_series_spans_read_as_tables(void **state)
 {
     struct fx *f = *state;
@@ -1142,6 +1300,9 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                                        " WHERE closed = 1"), 2);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 0 AND n = 40"), 1);
+    /* Stack series: four groups of 32 per closed span, one complete group
+     * in the open span; each reads as its sample sets. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1);
     /* Every function ever stored, in rows or only in the rest. */
     int64_t nfun = count_rows(f->db, "SELECT count(*) FROM functions");
     assert_true(nfun > 20);
@@ -1217,24 +1378,37 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN + 5], p, NULL), 0);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 2"), 2);
+    /* A reindexed snapshot's group goes (its samples are new), the rest stay. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1 - 2);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
     assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN - 1], p, NULL), 0);
     profile_free(p);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 1"), 1);
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1 - 1);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
 
     /* Retention deletes from the first span: it goes, and nothing is
-     * left that names a deleted snapshot (the second stays stale). */
+     * left that names a deleted snapshot (the second stays stale); its
+     * remaining snapshots, which no span covers now, retention packs in a
+     * (shorter) span of their own. */
     struct store_retain_policy pol = { .retain_s = (H - 30) * 3600, .reclaim = true };
     struct store_retain_result res;
     assert_int_equal(store_retain(f->s, &pol, until, &res, NULL), 0);
     assert_true(res.snapshots_deleted >= 29);
+    assert_int_equal(res.spans_closed, 1);
+    char first_kept[160];
+    snprintf(first_kept, sizeof(first_kept), "SELECT count(*) FROM function_series_spans"
+             " WHERE closed = 1 AND first_id = (SELECT min(id) FROM snapshots) AND last_id = %lld"
+             " AND n = %lld", (long long)ids[SPAN - 1], (long long)(SPAN - res.snapshots_deleted));
+    assert_int_equal(count_rows(f->db, first_kept), 1);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
-                                       " WHERE closed = 1"), 0);
-    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series"), 0);
+                                       " WHERE closed = 1"), 1);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series WHERE first_id <"
+                                       " (SELECT min(id) FROM snapshots)"), 0);
+    assert_true(assert_sseries_as_sample_sets(f->s, f->db, n) >= 4);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX),
                      (size_t)(H - res.snapshots_deleted));
     /* New snapshots fill the open span on and close it, and the stale
@@ -1246,7 +1420,7 @@ static void test_store_function_series_spans_read_as_tables(void **state)
         profile_free(p);
     }
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
-                                       " WHERE closed = 1"), 2);
+                                       " WHERE closed = 1"), 3);
     /* Ids reclaimed since name no function: their series is all zeros. */
     nfun = count_rows(f->db, "SELECT max(id) FROM functions");
     all = realloc(all, (size_t)nfun * sizeof(*all));
@@ -1259,6 +1433,7 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     (void)put(f->s, n, T0 - HOUR_MS, p, NULL, 0);
     profile_free(p);
     size_t kept = (size_t)(H - res.snapshots_deleted) + SPAN + 1;
+    assert_true(assert_sseries_as_sample_sets(f->s, f->db, n) >= 8);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), kept);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), kept);
     free(before);
@@ -2181,6 +2356,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
+        cmocka_unit_test(test_store_sseries_builder),
         cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),

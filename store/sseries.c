@@ -1,0 +1,383 @@
+/* Stack series: a node's samples as runs (store.h, "stack series").
+ *
+ * `query leaks` over the store wants, per stack, its values over hundreds of
+ * snapshots. Read as sample sets that is every sample of every snapshot
+ * decoded (72 M for 100 nodes x 720 h x 1,000 stacks, most of the command's
+ * time), though a steady node changes a few percent of its counts an hour.
+ * Here a run of snapshots becomes, per stack, the runs of snapshots over
+ * which its raw values hold still: a reader's work follows the changes.
+ *
+ * Runs alone would lose one thing the folded profiles keep: the order in
+ * which a snapshot lists its samples, which is the order query_fold adds the
+ * values of stacks that fold together (floating point addition is not
+ * associative). So the builder keeps the slots (a stack, or its second
+ * listing in one snapshot) in one order that every snapshot of a chunk
+ * lists its samples in; a snapshot that contradicts it (a stack listed
+ * before one it followed) starts a new chunk. Successive dumps of one
+ * process list their stacks in a stable order, so a chunk is normally a
+ * whole span (series.c) or stretch.
+ *
+ * Engine-free: the writer builds and packs a closed span's series
+ * (series.c), the leaks reader builds one from sample sets for snapshots no
+ * closed span covers (query/stored.c), and the fuzz target unpacks. */
+#include "store/store-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SSERIES_VERSION 1
+#define NONE UINT32_MAX
+/* Slots 0 and 1 of a chunk: the ends of its order. */
+enum { HEAD = 0, TAIL = 1 };
+
+struct ssb_slot {
+    int64_t stack;
+    uint64_t label;     /* ascending along the order */
+    uint32_t prev, next;
+    uint32_t dup;       /* the same stack's next slot, NONE */
+    uint32_t open;      /* its newest run, NONE */
+    uint32_t stamp;     /* 1 + the member that last used it */
+};
+
+struct ssb_run {
+    uint32_t slot, first, n;
+    int64_t raw[PV_COUNT];
+};
+
+struct store_ssb {
+    struct store_sseries *out;
+    struct hp_map64 first_slot; /* stack -> its first slot */
+    struct ssb_slot *slots;
+    size_t nslots, slots_cap;
+    struct ssb_run *runs;
+    size_t nruns, runs_cap;
+    struct store_ss_member *members;
+    size_t nmembers, members_cap;
+    size_t chunks_cap;
+    uint32_t stamp;
+};
+
+static void chunk_reset(struct store_ssb *b)
+{
+    hp_map64_release(&b->first_slot);
+    hp_map64_init(&b->first_slot);
+    b->nslots = 2;
+    b->slots[HEAD] = (struct ssb_slot){ .label = 0, .prev = NONE, .next = TAIL, .dup = NONE };
+    b->slots[TAIL] = (struct ssb_slot){ .label = UINT64_MAX, .prev = HEAD, .next = NONE,
+                                        .dup = NONE };
+    b->nruns = 0;
+    b->nmembers = 0;
+}
+
+struct store_ssb *store_ssb_new(struct store_sseries *out)
+{
+    struct store_ssb *b = hp_xcalloc(1, sizeof(*b));
+    memset(out, 0, sizeof(*out));
+    hp_arena_init(&out->arena);
+    b->out = out;
+    b->slots = hp_xgrow(NULL, &b->slots_cap, 2, sizeof(*b->slots));
+    hp_map64_init(&b->first_slot);
+    chunk_reset(b);
+    return b;
+}
+
+/* Labels spread evenly again, when an insertion found no room. */
+static void relabel(struct store_ssb *b)
+{
+    uint64_t step = UINT64_MAX / (b->nslots + 1), l = 0;
+    for (uint32_t s = b->slots[HEAD].next; s != TAIL; s = b->slots[s].next)
+        b->slots[s].label = (l += step);
+}
+
+static uint32_t slot_insert_after(struct store_ssb *b, uint32_t p, int64_t stack)
+{
+    if (b->slots[b->slots[p].next].label - b->slots[p].label < 2)
+        relabel(b);
+    uint32_t n = b->slots[p].next;
+    b->slots = hp_xgrow(b->slots, &b->slots_cap, b->nslots + 1, sizeof(*b->slots));
+    uint32_t s = (uint32_t)b->nslots++;
+    uint64_t lo = b->slots[p].label, hi = b->slots[n].label;
+    b->slots[s] = (struct ssb_slot){ .stack = stack, .label = lo + (hi - lo) / 2, .prev = p,
+                                     .next = n, .dup = NONE, .open = NONE };
+    b->slots[p].next = s;
+    b->slots[n].prev = s;
+    return s;
+}
+
+/* The slot of stack's next listing in the member being read (stamp), or
+ * NONE when it has none yet; *ret_last: the last slot of the stack. */
+static uint32_t slot_find(struct store_ssb *b, int64_t stack, uint32_t stamp, uint32_t *ret_last)
+{
+    uint32_t s;
+    *ret_last = NONE;
+    if (!hp_map64_get(&b->first_slot, (uint64_t)stack, &s))
+        return NONE;
+    for (; s != NONE; s = b->slots[s].dup) {
+        *ret_last = s;
+        if (b->slots[s].stamp != stamp)
+            return s;
+    }
+    return NONE;
+}
+
+/* Whether ss lists its samples in the chunk's order. Marks the slots it
+ * finds with stamp. */
+static bool order_holds(struct store_ssb *b, const struct store_samples *ss, uint32_t stamp)
+{
+    uint64_t last = 0;
+    for (size_t i = 0; i < ss->n; i++) {
+        uint32_t tail, s = slot_find(b, ss->samples[i].stack, stamp, &tail);
+        if (s == NONE)
+            continue; /* new: it goes right after the one before */
+        if (b->slots[s].label <= last)
+            return false;
+        last = b->slots[s].label;
+        b->slots[s].stamp = stamp;
+    }
+    return true;
+}
+
+static void chunk_close(struct store_ssb *b)
+{
+    if (!b->nmembers)
+        return;
+    struct store_sseries *o = b->out;
+    struct hp_arena *a = &o->arena;
+    o->chunks = hp_xgrow(o->chunks, &b->chunks_cap, o->nchunks + 1, sizeof(*o->chunks));
+    struct store_ss_chunk *c = &o->chunks[o->nchunks++];
+    size_t ns = b->nslots - 2;
+    c->nmembers = b->nmembers;
+    c->members = hp_arena_alloc(a, (b->nmembers + 1) * sizeof(*c->members));
+    memcpy(c->members, b->members, b->nmembers * sizeof(*c->members));
+    c->nslots = ns;
+    c->slots = hp_arena_alloc(a, (ns + 1) * sizeof(*c->slots));
+    c->nruns = b->nruns;
+    c->runs = hp_arena_alloc(a, (b->nruns + 1) * sizeof(*c->runs));
+    /* Slots in order; each one's runs after the previous one's. */
+    uint32_t *pos = hp_xmalloc((b->nslots + 1) * sizeof(*pos));
+    size_t k = 0;
+    for (uint32_t s = b->slots[HEAD].next; s != TAIL; s = b->slots[s].next) {
+        pos[s] = (uint32_t)k;
+        c->slots[k++] = (struct store_ss_slot){ .stack = b->slots[s].stack };
+    }
+    for (size_t i = 0; i < b->nruns; i++)
+        c->slots[pos[b->runs[i].slot]].nruns++;
+    uint32_t off = 0;
+    for (size_t j = 0; j < ns; j++) {
+        c->slots[j].run = off;
+        off += c->slots[j].nruns;
+        c->slots[j].nruns = 0;
+    }
+    for (size_t i = 0; i < b->nruns; i++) {
+        const struct ssb_run *r = &b->runs[i];
+        struct store_ss_slot *sl = &c->slots[pos[r->slot]];
+        struct store_ss_run *x = &c->runs[sl->run + sl->nruns++];
+        x->first = r->first;
+        x->n = r->n;
+        memcpy(x->raw, r->raw, sizeof(x->raw));
+    }
+    free(pos);
+    chunk_reset(b);
+}
+
+void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
+{
+    uint32_t check = ++b->stamp;
+    if (!order_holds(b, ss, check)) {
+        chunk_close(b);
+        check = ++b->stamp; /* the new chunk is empty: nothing to contradict */
+    }
+    uint32_t use = ++b->stamp, m = (uint32_t)b->nmembers;
+    const struct profile *p = ss->profile;
+    b->members = hp_xgrow(b->members, &b->members_cap, b->nmembers + 1, sizeof(*b->members));
+    b->members[b->nmembers++] = (struct store_ss_member){
+        ss->snapshot_id, ss->layout, p ? p->period : 0, p ? (uint32_t)p->scaling : 0
+    };
+    uint32_t prev = HEAD;
+    for (size_t i = 0; i < ss->n; i++) {
+        const struct store_sample *sm = &ss->samples[i];
+        uint32_t last, s = slot_find(b, sm->stack, use, &last);
+        if (s == NONE) {
+            s = slot_insert_after(b, prev, sm->stack);
+            uint32_t old;
+            if (last == NONE)
+                (void)hp_map64_put(&b->first_slot, (uint64_t)sm->stack, s, &old);
+            else
+                b->slots[last].dup = s;
+        }
+        b->slots[s].stamp = use;
+        prev = s;
+        uint32_t o = b->slots[s].open;
+        if (o != NONE && b->runs[o].first + b->runs[o].n == m &&
+            memcmp(b->runs[o].raw, sm->raw, sizeof(sm->raw)) == 0) {
+            b->runs[o].n++;
+            continue;
+        }
+        b->runs = hp_xgrow(b->runs, &b->runs_cap, b->nruns + 1, sizeof(*b->runs));
+        struct ssb_run *r = &b->runs[b->nruns];
+        r->slot = s;
+        r->first = m;
+        r->n = 1;
+        memcpy(r->raw, sm->raw, sizeof(r->raw));
+        b->slots[s].open = (uint32_t)b->nruns++;
+    }
+    (void)check;
+}
+
+void store_ssb_finish(struct store_ssb *b)
+{
+    if (!b)
+        return;
+    chunk_close(b);
+    hp_map64_release(&b->first_slot);
+    free(b->slots);
+    free(b->runs);
+    free(b->members);
+    free(b);
+}
+
+void store_sseries_release(struct store_sseries *ss)
+{
+    if (!ss)
+        return;
+    free(ss->chunks);
+    hp_arena_release(&ss->arena);
+    memset(ss, 0, sizeof(*ss));
+}
+
+/* ---- packed form (stack_series.data, before compression) ---- */
+
+void store_sseries_pack(const struct store_sseries *ss, struct store_pack *b)
+{
+    store_pack_u64(b, SSERIES_VERSION);
+    store_pack_u64(b, ss->nchunks);
+    int64_t prev_id = 0;
+    for (size_t c = 0; c < ss->nchunks; c++) {
+        const struct store_ss_chunk *k = &ss->chunks[c];
+        store_pack_u64(b, k->nmembers);
+        for (size_t m = 0; m < k->nmembers; m++) {
+            const struct store_ss_member *x = &k->members[m];
+            store_pack_i64(b, (int64_t)((uint64_t)x->snapshot_id - (uint64_t)prev_id));
+            prev_id = x->snapshot_id;
+            store_pack_u64(b, x->layout);
+            store_pack_u64(b, x->period);
+            store_pack_u64(b, x->scaling);
+        }
+        store_pack_u64(b, k->nslots);
+        int64_t prev_stack = 0;
+        for (size_t s = 0; s < k->nslots; s++) {
+            const struct store_ss_slot *sl = &k->slots[s];
+            store_pack_i64(b, (int64_t)((uint64_t)sl->stack - (uint64_t)prev_stack));
+            prev_stack = sl->stack;
+            store_pack_u64(b, sl->nruns);
+            uint32_t end = 0;
+            int64_t raw[PV_COUNT] = { 0 };
+            for (uint32_t j = 0; j < sl->nruns; j++) {
+                const struct store_ss_run *r = &k->runs[sl->run + j];
+                store_pack_u64(b, r->first - end);
+                store_pack_u64(b, r->n - 1);
+                end = r->first + r->n;
+                for (int v = 0; v < PV_COUNT; v++) {
+                    store_pack_i64(b, (int64_t)((uint64_t)r->raw[v] - (uint64_t)raw[v]));
+                    raw[v] = r->raw[v];
+                }
+            }
+        }
+    }
+}
+
+int store_sseries_unpack(const void *data, size_t len, struct store_sseries *out,
+                         struct hp_buf *err)
+{
+    struct store_unpack u = { data, (const unsigned char *)data + len, false };
+    memset(out, 0, sizeof(*out));
+    hp_arena_init(&out->arena);
+    const char *what = "unknown version";
+    size_t cap = 0, tmp_cap = 0;
+    struct store_ss_run *tmp = NULL; /* a chunk's runs while they come */
+    if (store_unpack_u64(&u) != SSERIES_VERSION)
+        goto bad;
+    what = "counts past its end";
+    uint64_t nc = store_unpack_u64(&u);
+    if (u.bad || nc > (uint64_t)(u.end - u.p))
+        goto bad;
+    int64_t prev_id = 0;
+    for (uint64_t c = 0; c < nc; c++) {
+        /* Every count is bounded by the bytes left: each item takes one. */
+        what = "counts past its end";
+        uint64_t nm = store_unpack_u64(&u);
+        if (u.bad || nm == 0 || nm > (uint64_t)(u.end - u.p) || nm >= NONE)
+            goto bad;
+        out->chunks = hp_xgrow(out->chunks, &cap, out->nchunks + 1, sizeof(*out->chunks));
+        struct store_ss_chunk *k = &out->chunks[out->nchunks++];
+        memset(k, 0, sizeof(*k));
+        k->members = hp_arena_alloc(&out->arena, (size_t)nm * sizeof(*k->members));
+        k->nmembers = (size_t)nm;
+        for (uint64_t m = 0; m < nm; m++) {
+            struct store_ss_member *x = &k->members[m];
+            int64_t step = store_unpack_i64(&u);
+            x->snapshot_id = (int64_t)((uint64_t)prev_id + (uint64_t)step);
+            what = "snapshot ids not ascending";
+            if (step <= 0 || x->snapshot_id <= prev_id)
+                goto bad;
+            prev_id = x->snapshot_id;
+            x->layout = store_unpack_u64(&u);
+            x->period = store_unpack_u64(&u);
+            uint64_t scaling = store_unpack_u64(&u);
+            what = "an unknown scaling";
+            if (scaling > PROFILE_SCALING_V2)
+                goto bad;
+            x->scaling = (uint32_t)scaling;
+        }
+        what = "counts past its end";
+        uint64_t ns = store_unpack_u64(&u);
+        if (u.bad || ns > (uint64_t)(u.end - u.p) / 2)
+            goto bad;
+        k->slots = hp_arena_alloc(&out->arena, ((size_t)ns + 1) * sizeof(*k->slots));
+        k->nslots = (size_t)ns;
+        int64_t prev_stack = 0;
+        for (uint64_t s = 0; s < ns; s++) {
+            struct store_ss_slot *sl = &k->slots[s];
+            sl->stack = (int64_t)((uint64_t)prev_stack + (uint64_t)store_unpack_i64(&u));
+            prev_stack = sl->stack;
+            uint64_t nr = store_unpack_u64(&u);
+            /* A run takes six bytes at least; a slot has one at least. */
+            what = "a run count past its end";
+            if (u.bad || nr == 0 || nr > (uint64_t)(u.end - u.p) / 6)
+                goto bad;
+            sl->run = (uint32_t)k->nruns;
+            sl->nruns = (uint32_t)nr;
+            tmp = hp_xgrow(tmp, &tmp_cap, k->nruns + (size_t)nr, sizeof(*tmp));
+            uint64_t end = 0;
+            int64_t raw[PV_COUNT] = { 0 };
+            what = "a run outside its snapshots";
+            for (uint64_t j = 0; j < nr; j++) {
+                struct store_ss_run *r = &tmp[k->nruns++];
+                uint64_t gap = store_unpack_u64(&u), n = store_unpack_u64(&u) + 1;
+                if (u.bad || gap > nm || n > nm || end + gap + n > nm)
+                    goto bad;
+                r->first = (uint32_t)(end + gap);
+                r->n = (uint32_t)n;
+                end += gap + n;
+                for (int v = 0; v < PV_COUNT; v++) {
+                    raw[v] = (int64_t)((uint64_t)raw[v] + (uint64_t)store_unpack_i64(&u));
+                    r->raw[v] = raw[v];
+                }
+            }
+        }
+        k->runs = hp_arena_alloc(&out->arena, (k->nruns + 1) * sizeof(*k->runs));
+        if (k->nruns)
+            memcpy(k->runs, tmp, k->nruns * sizeof(*tmp));
+    }
+    what = "bytes after its end";
+    if (u.bad || u.p != u.end)
+        goto bad;
+    free(tmp);
+    return 0;
+bad:
+    free(tmp);
+    hp_err_printf(err, "a stack series does not decode (%s, at byte %zu of %zu)", what,
+                  (size_t)(u.p - (const unsigned char *)data), len);
+    store_sseries_release(out);
+    return HP_ECORRUPT;
+}
