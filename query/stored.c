@@ -267,12 +267,25 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
     }
 }
 
-static void run_emit(struct query_stored *nd, uint32_t dict, uint32_t entry, uint32_t t,
-                     uint32_t n, double value, double var)
+/* A run of entry `entry` of the current dictionary; last: per entry, its
+ * newest run (UINT32_MAX: none), which a run that goes on from it with the
+ * same value and variance extends (a stack's run cut where a group of the
+ * stack series ends). */
+static void run_emit(struct query_stored *nd, uint32_t *last, uint32_t dict, uint32_t entry,
+                     uint32_t t, uint32_t n, double value, double var)
 {
     if (!n || value == 0)
         return; /* absent */
+    uint32_t k = last[entry];
+    if (k != UINT32_MAX) {
+        struct query_leak_run *x = &nd->runs[k];
+        if (x->t + x->n == t && x->value == value && x->var == var) {
+            x->n += n;
+            return;
+        }
+    }
     nd->runs = hp_xgrow(nd->runs, &nd->runs_cap, nd->nruns + 1, sizeof(*nd->runs));
+    last[entry] = (uint32_t)nd->nruns;
     nd->runs[nd->nruns++] = (struct query_leak_run){ dict, entry, t, n, value, var };
 }
 
@@ -290,6 +303,19 @@ struct pr_scratch {
     size_t v_cap;
     uint32_t *vstart, *cur, *bounds;
     size_t vs_cap, cur_cap, b_cap;
+    uint32_t *same_to; /* per member of the piece: where its period and scaling end */
+    size_t st_cap;
+    uint32_t *last; /* per entry of the dictionary: its newest run (run_emit) */
+    size_t last_cap;
+    /* Values of raw pairs un-sampled lately (a stack's run goes on in the
+     * next group of the stack series with the same raw values). */
+    struct memo {
+        int64_t c, b;
+        uint64_t period;
+        uint32_t scaling;
+        bool used;
+        double value, var;
+    } memo[1024];
 };
 
 /* Slot x's runs within members [mlo, mhi) as values into ps->v from *n
@@ -304,14 +330,20 @@ static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, 
         uint32_t lo = HP_MAX(x->first, mlo), hi = HP_MIN(x->first + x->n, mhi);
         for (uint32_t m = lo, z; m < hi; m = z) {
             const struct store_ss_member *a = &c->members[m];
-            for (z = m + 1; z < hi && c->members[z].period == a->period &&
-                            c->members[z].scaling == a->scaling;
-                 z++)
-                ;
-            pp.scaling = (enum profile_scaling)a->scaling;
-            pp.period = a->period;
-            double val, var;
-            query_sample_one(&pp, x->raw, v, &val, &var);
+            z = HP_MIN(ps->same_to[m - pc->m0], hi);
+            int pair = (int)v & ~1;
+            int64_t rc = x->raw[pair], rb = x->raw[pair + 1];
+            struct memo *mo = &ps->memo[hp_hash_u64((uint64_t)rc * 0x9e3779b97f4a7c15u ^
+                                                    (uint64_t)rb ^ a->period) %
+                                        HP_ARRAY_SIZE(ps->memo)];
+            if (!mo->used || mo->c != rc || mo->b != rb || mo->period != a->period ||
+                mo->scaling != a->scaling) {
+                pp.scaling = (enum profile_scaling)a->scaling;
+                pp.period = a->period;
+                *mo = (struct memo){ rc, rb, a->period, a->scaling, true, 0, 0 };
+                query_sample_one(&pp, x->raw, v, &mo->value, &mo->var);
+            }
+            double val = mo->value, var = mo->var;
             ps->v = hp_xgrow(ps->v, &ps->v_cap, *n + 1, sizeof(*ps->v));
             ps->v[(*n)++] = (struct vrun){ pc->t0 + (m - pc->m0), pc->t0 + (z - pc->m0), val,
                                            var };
@@ -334,6 +366,14 @@ static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size
 {
     const struct store_ss_chunk *c = pc->c;
     struct query_stored *nd = r->nd;
+    size_t nm = pc->m1 - pc->m0;
+    ps->same_to = hp_xgrow(ps->same_to, &ps->st_cap, nm + 1, sizeof(*ps->same_to));
+    for (size_t k = nm; k-- > 0;) {
+        const struct store_ss_member *a = &c->members[pc->m0 + k], *b = a + 1;
+        ps->same_to[k] = k + 1 < nm && a->period == b->period && a->scaling == b->scaling
+                             ? ps->same_to[k + 1]
+                             : pc->m0 + (uint32_t)k + 1;
+    }
     ps->e_of = hp_xgrow(ps->e_of, &ps->e_cap, c->nslots + 1, sizeof(*ps->e_of));
     ps->count = hp_xgrow(ps->count, &ps->n_cap, nentries + 1, sizeof(*ps->count));
     ps->off = hp_xrealloc(ps->off, (ps->n_cap + 1) * sizeof(*ps->off));
@@ -367,8 +407,8 @@ static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size
         if (k1 - k0 == 1) {
             slot_values(pc, &c->slots[ps->order[k0]], pc->m0, pc->m1, v, ps, &n);
             for (size_t j = 0; j < n; j++)
-                run_emit(nd, dict, (uint32_t)e, ps->v[j].t0, ps->v[j].t1 - ps->v[j].t0,
-                         ps->v[j].value, ps->v[j].var);
+                run_emit(nd, ps->last, dict, (uint32_t)e, ps->v[j].t0,
+                         ps->v[j].t1 - ps->v[j].t0, ps->v[j].value, ps->v[j].var);
             continue;
         }
         /* Several slots: over each stretch between two run edges, the
@@ -406,7 +446,7 @@ static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size
                 }
             }
             if (any)
-                run_emit(nd, dict, (uint32_t)e, t0, t1 - t0, sv, svar);
+                run_emit(nd, ps->last, dict, (uint32_t)e, t0, t1 - t0, sv, svar);
         }
     }
 }
@@ -421,6 +461,8 @@ static void pr_scratch_release(struct pr_scratch *ps)
     free(ps->vstart);
     free(ps->cur);
     free(ps->bounds);
+    free(ps->same_to);
+    free(ps->last);
 }
 
 static int time_cmp(const void *a, const void *b, void *ctx)
@@ -517,6 +559,8 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         if (rc == 0) {
             nd->dicts = hp_xgrow(nd->dicts, &nd->dicts_cap, nd->ndicts + 1, sizeof(*nd->dicts));
             nd->dicts[nd->ndicts++] = dict;
+            ps.last = hp_xgrow(ps.last, &ps.last_cap, dict->nentries + 1, sizeof(*ps.last));
+            memset(ps.last, 0xff, (dict->nentries + 1) * sizeof(*ps.last));
             for (size_t i = pa; i < pb; i++)
                 piece_runs(&r, &r.pieces[i], (uint32_t)(nd->ndicts - 1), dict->nentries,
                            entry_of, o->sample, &ps);
