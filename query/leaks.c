@@ -669,30 +669,35 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
     size_t T = b->T, S = b->S;
     struct srun *in;
     size_t n = 0;
-    b->cur = scratch(&b->sa, S + 1, sizeof(*b->cur));
-    b->touched = scratch(&b->sa, S + 1, sizeof(*b->touched));
-    b->stamp = scratch(&b->sa, S + 1, sizeof(*b->stamp));
     if (b->ser) {
+        /* Counted per stack, then placed: each stack's in the order given. */
         const struct query_leak_series *q = b->ser;
-        in = hp_xmalloc((q->nruns + 1) * sizeof(*in));
+        uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
         for (size_t i = 0; i < q->nruns; i++) {
             const struct query_leak_run *x = &q->runs[i];
             if (x->dict >= q->ndicts || x->entry >= q->dicts[x->dict]->nentries ||
                 x->n == 0 || x->t >= T || x->n > T - x->t) {
-                free(in);
                 hp_err_printf(err, "leaks: a stored series run out of place (a reader's "
                                    "mistake, not the data's)");
                 return HP_ECORRUPT;
             }
-            if (x->value == 0)
-                continue;
-            in[n++] = (struct srun){ b->smap[x->dict][x->entry],
-                                     { x->t, x->t + x->n, x->value, x->var } };
+            off[b->smap[x->dict][x->entry] + 1] += x->value != 0;
         }
-        runs_group(b, in, n);
-        free(in);
         for (size_t s = 0; s < S; s++)
-            for (uint32_t i = b->roff[s] + 1; i < b->roff[s + 1]; i++)
+            off[s + 1] += off[s];
+        uint32_t *at = hp_xmalloc((S + 1) * sizeof(*at));
+        memcpy(at, off, (S + 1) * sizeof(*at));
+        b->nruns = off[S];
+        b->runs = hp_arena_alloc(&b->sa, (b->nruns + 1) * sizeof(*b->runs));
+        for (size_t i = 0; i < q->nruns; i++) {
+            const struct query_leak_run *x = &q->runs[i];
+            if (x->value != 0)
+                b->runs[at[b->smap[x->dict][x->entry]]++] =
+                    (struct crun){ x->t, x->t + x->n, x->value, x->var };
+        }
+        free(at);
+        for (size_t s = 0; s < S; s++)
+            for (uint32_t i = off[s] + 1; i < off[s + 1]; i++)
                 if (b->runs[i].t0 < b->runs[i - 1].t1) {
                     hp_err_printf(err, "leaks: stored series runs overlap (a reader's "
                                        "mistake, not the data's)");
@@ -700,6 +705,9 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
                 }
         return 0;
     }
+    b->cur = scratch(&b->sa, S + 1, sizeof(*b->cur));
+    b->touched = scratch(&b->sa, S + 1, sizeof(*b->touched));
+    b->stamp = scratch(&b->sa, S + 1, sizeof(*b->stamp));
     size_t cap = 1024;
     in = hp_xmalloc(cap * sizeof(*in));
     uint32_t *open = scratch(&b->sa, S + 1, sizeof(*open)); /* 1 + its open run in `in` */
