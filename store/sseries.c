@@ -37,6 +37,7 @@ struct ssb_slot {
     uint32_t dup;       /* the same stack's next slot, NONE */
     uint32_t open;      /* its newest run, NONE */
     uint32_t stamp;     /* 1 + the member that last used it */
+    bool only;          /* the stack's one slot (no second listing yet) */
 };
 
 struct ssb_run {
@@ -55,10 +56,16 @@ struct store_ssb {
     size_t nmembers, members_cap;
     size_t chunks_cap;
     uint32_t stamp;
+    /* The previous member's slots by sample position: successive dumps
+     * list mostly the same stacks at the same places, so most samples
+     * find their slot there instead of in the map. */
+    uint32_t *pos_slot;
+    size_t npos, pos_cap;
 };
 
 static void chunk_reset(struct store_ssb *b)
 {
+    b->npos = 0;
     hp_map64_release(&b->first_slot);
     hp_map64_init(&b->first_slot);
     b->nslots = 2;
@@ -106,10 +113,16 @@ static uint32_t slot_insert_after(struct store_ssb *b, uint32_t p, int64_t stack
 
 /* The slot of stack's next listing in the member being read (stamp), or
  * NONE when it has none yet; *ret_last: the last slot of the stack. */
-static uint32_t slot_find(struct store_ssb *b, int64_t stack, uint32_t stamp, uint32_t *ret_last)
+static uint32_t slot_find(struct store_ssb *b, size_t pos, int64_t stack, uint32_t stamp,
+                          uint32_t *ret_last)
 {
     uint32_t s;
     *ret_last = NONE;
+    if (pos < b->npos) {
+        const struct ssb_slot *h = &b->slots[b->pos_slot[pos]];
+        if (h->stack == stack && h->only && h->stamp != stamp)
+            return b->pos_slot[pos]; /* the map would find the same one */
+    }
     if (!hp_map64_get(&b->first_slot, (uint64_t)stack, &s))
         return NONE;
     for (; s != NONE; s = b->slots[s].dup) {
@@ -126,7 +139,7 @@ static bool order_holds(struct store_ssb *b, const struct store_samples *ss, uin
 {
     uint64_t last = 0;
     for (size_t i = 0; i < ss->n; i++) {
-        uint32_t tail, s = slot_find(b, ss->samples[i].stack, stamp, &tail);
+        uint32_t tail, s = slot_find(b, i, ss->samples[i].stack, stamp, &tail);
         if (s == NONE)
             continue; /* new: it goes right after the one before */
         if (b->slots[s].label <= last)
@@ -196,15 +209,22 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
     uint32_t prev = HEAD;
     for (size_t i = 0; i < ss->n; i++) {
         const struct store_sample *sm = &ss->samples[i];
-        uint32_t last, s = slot_find(b, sm->stack, use, &last);
+        uint32_t last, s = slot_find(b, i, sm->stack, use, &last);
         if (s == NONE) {
             s = slot_insert_after(b, prev, sm->stack);
             uint32_t old;
-            if (last == NONE)
+            b->slots[s].only = last == NONE;
+            if (last == NONE) {
                 (void)hp_map64_put(&b->first_slot, (uint64_t)sm->stack, s, &old);
-            else
+            } else {
                 b->slots[last].dup = s;
+                /* the stack's slots are no longer its only one */
+                (void)hp_map64_get(&b->first_slot, (uint64_t)sm->stack, &old);
+                b->slots[old].only = false;
+            }
         }
+        b->pos_slot = hp_xgrow(b->pos_slot, &b->pos_cap, i + 1, sizeof(*b->pos_slot));
+        b->pos_slot[i] = s;
         b->slots[s].stamp = use;
         prev = s;
         uint32_t o = b->slots[s].open;
@@ -221,6 +241,7 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
         memcpy(r->raw, sm->raw, sizeof(r->raw));
         b->slots[s].open = (uint32_t)b->nruns++;
     }
+    b->npos = ss->n;
     (void)check;
 }
 
@@ -233,6 +254,7 @@ void store_ssb_finish(struct store_ssb *b)
     free(b->slots);
     free(b->runs);
     free(b->members);
+    free(b->pos_slot);
     free(b);
 }
 
