@@ -447,8 +447,9 @@ struct leaks_build {
      * and the folded profiles give the same figures to the last bit. */
     struct crun {
         uint32_t t0, t1; /* snapshots [t0, t1) */
-        double v, var;   /* var: the store's series only (leaks_noise) */
+        double v;
     } *runs;
+    double *rvar; /* the store's series: each run's variance (leaks_noise) */
     uint32_t *roff;
     size_t nruns;
     double *pdx; /* T + 1: prefix sums of g.dx */
@@ -637,38 +638,12 @@ static size_t row_build(struct leaks_build *b, size_t t, size_t pass, const bool
     return n;
 }
 
-/* Runs of a stack in the order they come, before grouping by stack. */
-struct srun {
-    uint32_t s;
-    struct crun r;
-};
-
-/* Runs grouped by stack (stable: each stack's in the order given) into
- * b->runs and b->roff. */
-static void runs_group(struct leaks_build *b, const struct srun *in, size_t n)
-{
-    size_t S = b->S;
-    uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
-    for (size_t i = 0; i < n; i++)
-        off[in[i].s + 1]++;
-    for (size_t s = 0; s < S; s++)
-        off[s + 1] += off[s];
-    uint32_t *at = scratch(&b->sa, S + 1, sizeof(*at));
-    memcpy(at, off, (S + 1) * sizeof(*at));
-    b->runs = scratch(&b->sa, n + 1, sizeof(*b->runs));
-    for (size_t i = 0; i < n; i++)
-        b->runs[at[in[i].s]++] = in[i].r;
-    b->nruns = n;
-}
-
 /* Pass 2: every stack's runs. From the store's series, checked: each
  * stack's runs ascending and disjoint within the snapshots. From rows, a
  * run grows while a stack keeps its value from one snapshot to the next. */
 static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
 {
     size_t T = b->T, S = b->S;
-    struct srun *in;
-    size_t n = 0;
     if (b->ser) {
         /* Counted per stack, then placed: each stack's in the order given. */
         const struct query_leak_series *q = b->ser;
@@ -689,11 +664,14 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
         memcpy(at, off, (S + 1) * sizeof(*at));
         b->nruns = off[S];
         b->runs = hp_arena_alloc(&b->sa, (b->nruns + 1) * sizeof(*b->runs));
+        b->rvar = hp_arena_alloc(&b->sa, (b->nruns + 1) * sizeof(*b->rvar));
         for (size_t i = 0; i < q->nruns; i++) {
             const struct query_leak_run *x = &q->runs[i];
-            if (x->value != 0)
-                b->runs[at[b->smap[x->dict][x->entry]]++] =
-                    (struct crun){ x->t, x->t + x->n, x->value, x->var };
+            if (x->value == 0)
+                continue;
+            uint32_t k = at[b->smap[x->dict][x->entry]]++;
+            b->runs[k] = (struct crun){ x->t, x->t + x->n, x->value };
+            b->rvar[k] = x->var;
         }
         free(at);
         for (size_t s = 0; s < S; s++)
@@ -705,12 +683,15 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
                 }
         return 0;
     }
+    /* From rows: counted per stack in one pass, placed in a second, so
+     * that only the runs themselves are written (a node whose values move
+     * every snapshot has as many runs as points). */
     b->cur = scratch(&b->sa, S + 1, sizeof(*b->cur));
     b->touched = scratch(&b->sa, S + 1, sizeof(*b->touched));
     b->stamp = scratch(&b->sa, S + 1, sizeof(*b->stamp));
-    size_t cap = 1024;
-    in = hp_xmalloc(cap * sizeof(*in));
-    uint32_t *open = scratch(&b->sa, S + 1, sizeof(*open)); /* 1 + its open run in `in` */
+    uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
+    uint32_t *next = scratch(&b->sa, S + 1, sizeof(*next)); /* 1 + its last point's place */
+    double *lastv = scratch(&b->sa, S + 1, sizeof(*lastv));
     for (size_t t = 0; t < T; t++) {
         size_t k = row_build(b, t, 1, NULL);
         for (size_t i = 0; i < k; i++) {
@@ -718,18 +699,33 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
             double v = b->cur[s];
             if (v == 0)
                 continue;
-            uint32_t o = open[s];
-            if (o && in[o - 1].r.t1 == t && in[o - 1].r.v == v) {
-                in[o - 1].r.t1++;
-                continue;
-            }
-            in = hp_xgrow(in, &cap, n + 1, sizeof(*in));
-            in[n] = (struct srun){ s, { (uint32_t)t, (uint32_t)t + 1, v, 0 } };
-            open[s] = (uint32_t)++n;
+            off[s + 1] += !(t > 0 && next[s] == t && lastv[s] == v);
+            next[s] = (uint32_t)t + 1;
+            lastv[s] = v;
         }
     }
-    runs_group(b, in, n);
-    free(in);
+    for (size_t s = 0; s < S; s++)
+        off[s + 1] += off[s];
+    b->nruns = off[S];
+    b->runs = hp_arena_alloc(&b->sa, (b->nruns + 1) * sizeof(*b->runs));
+    uint32_t *at = scratch(&b->sa, S + 1, sizeof(*at));
+    memcpy(at, off, (S + 1) * sizeof(*at));
+    memset(next, 0, (S + 1) * sizeof(*next));
+    for (size_t t = 0; t < T; t++) {
+        size_t k = row_build(b, t, 2, NULL);
+        for (size_t i = 0; i < k; i++) {
+            uint32_t s = b->touched[i];
+            double v = b->cur[s];
+            if (v == 0)
+                continue;
+            if (t > 0 && next[s] == t && lastv[s] == v) /* goes on from t - 1 */
+                b->runs[at[s] - 1].t1++;
+            else
+                b->runs[at[s]++] = (struct crun){ (uint32_t)t, (uint32_t)t + 1, v };
+            next[s] = (uint32_t)t + 1;
+            lastv[s] = v;
+        }
+    }
     return 0;
 }
 
@@ -747,10 +743,13 @@ static void leaks_values(struct leaks_build *b)
 }
 
 /* Adjacent runs of one value become one: the store's series cuts runs
- * where its chunks and spans end, and the figures below depend on the
- * runs, so both inputs reach them in this one form. */
+ * where its chunks and groups end, and the figures below depend on the
+ * runs, so both inputs reach them in this one form (runs from rows are
+ * built whole). */
 static void leaks_merge(struct leaks_build *b)
 {
+    if (!b->ser)
+        return; /* runs from rows are whole already */
     size_t k = 0;
     for (size_t s = 0; s < b->S; s++) {
         uint32_t a = b->roff[s], z = b->roff[s + 1];
@@ -842,7 +841,7 @@ static void leaks_noise(struct leaks_build *b)
                     while (j < z && b->runs[j].t1 <= ends[e])
                         j++;
                     if (j < z && b->runs[j].t0 <= ends[e])
-                        nvar[s] += b->runs[j].var;
+                        nvar[s] += b->rvar[j];
                 }
             }
         }
