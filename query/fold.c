@@ -196,6 +196,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     hp_arena_init(&f->arena);
     hp_strtab_init(&f->strings, &f->arena);
     hp_map64_init(&f->index);
+    hp_map64_reserve(&f->index, p->nsamples); /* an entry a sample, at most */
     f->source = p;
     f->scaling = p->scaling;
     f->period = p->period;

@@ -550,6 +550,12 @@ static void leaks_index(struct leaks_build *b)
         /* The store's dictionaries, in time order as a pass over the
          * snapshots would meet them. */
         b->smap = scratch(sa, b->ser->ndicts, sizeof(*b->smap));
+        size_t ne = 0, nn = 0;
+        for (size_t d = 0; d < b->ser->ndicts; d++) {
+            ne += b->ser->dicts[d]->nentries;
+            nn += b->ser->dicts[d]->nnames;
+        }
+        qa_stacks_reserve(&pv->stacks, ne, nn);
         for (size_t d = 0; d < b->ser->ndicts; d++) {
             const struct query_folded *f = b->ser->dicts[d];
             b->smap[d] = scratch(sa, f->nentries, sizeof(uint32_t));

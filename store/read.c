@@ -634,6 +634,8 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
 
     /* Stacks: sample stack ids become dense indexes. */
     ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
+    hp_map64_reserve(&ld.stackset.map, nall);
+    hp_map64_reserve(&ld.locset.map, 2 * nall); /* stacks share most locations */
     for (size_t i = 0; i < nall; i++)
         sm[i].stack = idset_add(&ld.stackset, sm[i].stack);
     ld.stacks = hp_xcalloc(ld.stackset.n + 1, sizeof(*ld.stacks));
