@@ -551,7 +551,10 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         struct profile *p = NULL;
         struct query_folded *dict = NULL;
         int32_t *entry_of = NULL;
-        rc = store_stacks_load(st, group[r.ord[first->t0]].id, sids, r.nls, &p, err);
+        /* Leaks folds by function, or by function and line: file names
+         * only for the second. */
+        rc = store_stacks_load(st, group[r.ord[first->t0]].id, sids, r.nls,
+                               o->with_lines ? 0 : STORE_STACKS_NO_FILES, &p, err);
         if (rc == 0)
             rc = query_fold_map(p, o, &dict, &entry_of, err);
         profile_free(p);

@@ -160,9 +160,9 @@ int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      struct profile **ret, struct hp_buf *err)
+                      unsigned flags, struct profile **ret, struct hp_buf *err)
 {
-    return s->be->stacks_load(s, id, stack_ids, n, ret, err);
+    return s->be->stacks_load(s, id, stack_ids, n, flags, ret, err);
 }
 
 int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,

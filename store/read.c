@@ -602,10 +602,11 @@ static void prune_samples(const struct profile *p, struct store_sample *sm, size
 
 /* store_snapshot_load, or with `only` (n stack ids) store_stacks_load, or
  * with `max` store_snapshot_load_top: the snapshot's header and mappings
- * with one zero sample per stack of `only`, or its heaviest `max` stacks. */
+ * with one zero sample per stack of `only`, or its heaviest `max` stacks;
+ * no_files: frames without file names. */
 static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t nonly,
                         size_t max, enum profile_value rank, struct store_pruned *pruned,
-                        struct profile **ret, struct hp_buf *err)
+                        bool no_files, struct profile **ret, struct hp_buf *err)
 {
     struct loader ld = { .s = s, .snap_id = id };
     struct store_sample *sm = NULL;
@@ -656,7 +657,7 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
     for (size_t i = 0; i < ld.nframes; i++) {
         struct ld_frame *f = &ld.frames[i];
         f->fn_ix = f->fid > 0 ? (int64_t)idset_add(&ld.fnset, f->fid) : -1;
-        f->file_ix = f->file > 0 ? (int64_t)idset_add(&ld.fileset, f->file) : -1;
+        f->file_ix = f->file > 0 && !no_files ? (int64_t)idset_add(&ld.fileset, f->file) : -1;
     }
     for (size_t i = 0; i < ld.locset.n; i++) {
         if (!ld.locs[i].found) {
@@ -779,7 +780,7 @@ out:
 
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
 {
-    return load_profile(s, id, NULL, 0, 0, PV_INUSE_SPACE, NULL, ret, err);
+    return load_profile(s, id, NULL, 0, 0, PV_INUSE_SPACE, NULL, false, ret, err);
 }
 
 int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
@@ -787,7 +788,7 @@ int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
                             struct store_pruned *ret_pruned, struct hp_buf *err)
 {
     struct store_pruned pr;
-    int r = load_profile(s, id, NULL, 0, max_stacks, rank, &pr, ret, err);
+    int r = load_profile(s, id, NULL, 0, max_stacks, rank, &pr, false, ret, err);
     if (r == 0 && ret_pruned)
         *ret_pruned = pr;
     return r;
@@ -826,7 +827,7 @@ static void run_tx_end(struct store *s, bool own, bool failed)
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      struct profile **ret, struct hp_buf *err)
+                      unsigned flags, struct profile **ret, struct hp_buf *err)
 {
     /* The ranges of stacks, locations, functions and files are many
      * statements. */
@@ -834,7 +835,8 @@ int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, siz
     int r = run_tx_begin(s, &own, err);
     if (r < 0)
         return r;
-    r = load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL, ret, err);
+    r = load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL,
+                     (flags & STORE_STACKS_NO_FILES) != 0, ret, err);
     run_tx_end(s, own, r < 0);
     return r;
 }

@@ -267,9 +267,13 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
 /* A profile of the n stored stacks stack_ids as snapshot `id` shows them
  * (locations, frames, runtime addresses through its mappings, exactly as
  * store_snapshot_load builds them): one all-threads sample per stack, in
- * the order given, with zero values. *ret: profile_free. */
+ * the order given, with zero values. *ret: profile_free.
+ * flags: STORE_STACKS_NO_FILES leaves the frames' file names out (NULL)
+ * for callers that fold by function only (leaks: a node's files are
+ * scattered over the shared files table, a tenth of the load). */
+#define STORE_STACKS_NO_FILES 1u
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+                      unsigned flags, struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
 /* Stack series (store/sseries.c): a node's consecutive snapshots as, per
  * stack, the runs of snapshots over which its raw values hold still, so
  * that reading them costs the changes, not every sample of every snapshot.
