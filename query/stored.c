@@ -1,14 +1,15 @@
-/* A node's stored snapshots for leaks as stack ids and values (stored.h).
+/* A node's stored snapshots for leaks as runs of values (stored.h).
  *
- * No profile is loaded: per snapshot, its samples as stored stack ids with
- * values (store_snapshots_samples), and per run of snapshots sharing a
- * layout (a process's lifetime, usually) the distinct stacks once, folded
- * into a dictionary (store_stacks_load, query_fold_map), so names are
- * resolved once per stack of a node rather than once per snapshot. The
- * answer is the folded path's, bit for bit (tests/query/test-stored.c
- * compares them): values are un-sampled and their variances computed
- * exactly as store_snapshot_load and query_fold compute them, and leaks
- * meets the stacks in the order the folded profiles would show them. */
+ * No profile is loaded. A node's snapshots come as stack series (store.h):
+ * per stored stack, the runs of snapshots over which its raw values hold
+ * still; closed groups from their stack_series rows, the other snapshots
+ * from their sample sets through the same builder. Per stretch of
+ * snapshots sharing a layout (a process's lifetime, usually) the distinct
+ * stacks are resolved once, in the order the snapshots first list them,
+ * and folded into a dictionary (store_stacks_load, query_fold_map). Each
+ * run is un-sampled once; stacks folded into one entry are summed place by
+ * place in sample order, as query_fold sums them. The answer is the folded
+ * path's, bit for bit (tests/query/test-stored.c compares them). */
 #include "query/stored.h"
 #include "query/query.h"
 #include "store/store.h"
@@ -105,17 +106,11 @@ static void piece_add(struct rd *r, const struct store_ss_chunk *c, uint32_t m0,
 static int span_use(struct rd *r, int64_t node_id, const struct store_span *sp,
                     const int64_t *ids, struct hp_buf *err)
 {
-    size_t lo = 0, hi = r->g;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ids[mid] < sp->first_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t inside = 0;
-    for (size_t i = lo; i < r->g && ids[i] <= sp->last_id; i++)
-        inside++;
+    /* Snapshot ids are positive: compared as unsigned. */
+    if (sp->first_id <= 0 || sp->last_id < sp->first_id)
+        return 0;
+    size_t inside = hp_search_le_u64(ids, r->g, sizeof(*ids), 0, (uint64_t)sp->last_id) -
+                    hp_search_le_u64(ids, r->g, sizeof(*ids), 0, (uint64_t)sp->first_id - 1);
     if (!inside)
         return 0;
     struct store_sseries ss;
