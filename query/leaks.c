@@ -735,17 +735,22 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
     return 0;
 }
 
+/* Stack s's runs added into y (dense, T snapshots). */
+static void runs_add(const struct leaks_build *b, size_t s, double *y)
+{
+    for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
+        const struct crun *r = &b->runs[i];
+        double v = r->v;
+        for (uint32_t t = r->t0; t < r->t1; t++)
+            y[t] += v;
+    }
+}
+
 /* Heap totals: each snapshot's stacks' values, added in stack order. */
 static void leaks_values(struct leaks_build *b)
 {
-    double *total = b->total;
     for (size_t s = 0; s < b->S; s++)
-        for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
-            const struct crun *r = &b->runs[i];
-            double v = r->v;
-            for (uint32_t t = r->t0; t < r->t1; t++)
-                total[t] += v;
-        }
+        runs_add(b, s, b->total);
 }
 
 /* Adjacent runs of one value become one: the store's series cuts runs
@@ -1030,17 +1035,6 @@ static void leaks_funcs(struct leaks_build *b)
     for (size_t s = 0; s < S; s++)
         if (cand_of[fn->leaf[s]] >= 0)
             b->fvar[cand_of[fn->leaf[s]]] += b->nvar[s];
-}
-
-/* Stack s's runs added into y (dense, T snapshots). */
-static void runs_add(const struct leaks_build *b, size_t s, double *y)
-{
-    for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
-        const struct crun *r = &b->runs[i];
-        double v = r->v;
-        for (uint32_t t = r->t0; t < r->t1; t++)
-            y[t] += v;
-    }
 }
 
 /* Pass 4: the full series of the stacks noted in leaks_stacks and of the

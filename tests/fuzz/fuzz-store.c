@@ -127,6 +127,18 @@ static void put_ftr(const void *z, size_t zl, int64_t size)
     sqlite3_finalize(st);
 }
 
+/* blob as the store keeps compressed blobs (malloc'd, *ret_len bytes). */
+static void *zcompress(const void *blob, size_t len, size_t *ret_len)
+{
+    size_t bound = ZSTD_compressBound(len);
+    void *z = malloc(bound + 1);
+    size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
+    if (ZSTD_isError(zl))
+        abort();
+    *ret_len = zl;
+    return z;
+}
+
 static int series_cb(const struct store_function_point *pts, size_t nf, void *ctx)
 {
     for (size_t j = 0; j < nf; j++)
@@ -180,11 +192,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     switch (data[0] == '6' ? 6 : data[0] % 6) {
     case 6: {
-        size_t bound = ZSTD_compressBound(len);
-        void *z = malloc(bound + 1);
-        size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
-        if (ZSTD_isError(zl))
-            abort();
+        size_t zl;
+        void *z = zcompress(blob, len, &zl);
         put_blob("UPDATE stack_series SET data = ?1, size = ?2"
                  " WHERE id = (SELECT min(id) FROM stack_series)", z, zl, (int64_t)len);
         free(z);
@@ -192,11 +201,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 0:
     case 4: {
-        size_t bound = ZSTD_compressBound(len);
-        void *z = malloc(bound + 1);
-        size_t zl = ZSTD_compress(z, bound + 1, blob, len, 1);
-        if (ZSTD_isError(zl))
-            abort();
+        size_t zl;
+        void *z = zcompress(blob, len, &zl);
         if (data[0] % 5 == 0)
             put_blob("UPDATE sample_sets SET data = ?1, size = ?2, base_id = NULL", z, zl,
                      (int64_t)len);
