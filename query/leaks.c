@@ -460,7 +460,7 @@ struct leaks_build {
      * rows are rebuilt from the snapshots instead, once per pass. */
     double *cur;
     uint32_t *touched;
-    uint32_t *stamp, mark; /* cur[s] is in the row when stamp[s] == mark */
+    uint32_t *stamp; /* cur[s] is in the row when stamp[s] is the row's mark */
     bool *idle_step; /* per snapshot: the step into it is idle */
     struct segs g;   /* process lifetimes */
     double *nvar;    /* per stack: sampling variance of its rise */
@@ -616,32 +616,51 @@ static inline void row_add(struct leaks_build *b, uint32_t s, uint32_t mark, dou
 }
 
 /* Snapshot t's row into cur/touched, summed per stack in the order its
- * values come, as a dense row would sum them; row_value reads it. Only the
- * stacks with want[s] set when want is given. Returns the number of stacks
+ * values come, as a dense row would sum them. Returns the number of stacks
  * touched. pass numbers the passes over the rows (1, 2, ...), so that
  * stale marks never match. */
-static size_t row_build(struct leaks_build *b, size_t t, size_t pass, const bool *want)
+static size_t row_build(struct leaks_build *b, size_t t, size_t pass)
 {
     const struct query_snapshot *s = &b->snaps[b->ord[t].i];
     uint32_t mark = (uint32_t)((pass - 1) * b->T + t + 1);
     size_t n = 0;
-    b->mark = mark;
     if (s->folded) {
-        for (size_t e = 0; e < s->folded->nentries; e++) {
-            uint32_t k = b->eid[t][e];
-            if (!want || want[k])
-                row_add(b, k, mark, s->folded->entries[e].value[b->v], &n);
-        }
+        for (size_t e = 0; e < s->folded->nentries; e++)
+            row_add(b, b->eid[t][e], mark, s->folded->entries[e].value[b->v], &n);
     } else {
-        for (size_t i = 0; i < s->nids; i++) {
-            if (s->ids[i] >= s->dict->nentries)
-                continue;
-            uint32_t k = b->dmap[t][s->ids[i]];
-            if (!want || want[k])
-                row_add(b, k, mark, s->id_values[i], &n);
-        }
+        for (size_t i = 0; i < s->nids; i++)
+            if (s->ids[i] < s->dict->nentries)
+                row_add(b, b->dmap[t][s->ids[i]], mark, s->id_values[i], &n);
     }
     return n;
+}
+
+/* One pass over the rows (pass 1 or 2) cutting each stack's non-zero
+ * points into runs of one value: without `at`, counts each stack's runs
+ * into off[s + 1]; with it, writes them at b->runs[at[s]++]. next and
+ * lastv: per stack, 1 + the place of its last point and that value. */
+static void rows_runs(struct leaks_build *b, size_t pass, uint32_t *next, double *lastv,
+                      uint32_t *off, uint32_t *at)
+{
+    memset(next, 0, (b->S + 1) * sizeof(*next));
+    for (size_t t = 0; t < b->T; t++) {
+        size_t k = row_build(b, t, pass);
+        for (size_t i = 0; i < k; i++) {
+            uint32_t s = b->touched[i];
+            double v = b->cur[s];
+            if (v == 0)
+                continue;
+            bool goes_on = t > 0 && next[s] == t && lastv[s] == v; /* from t - 1 */
+            if (!at)
+                off[s + 1] += !goes_on;
+            else if (goes_on)
+                b->runs[at[s] - 1].t1++;
+            else
+                b->runs[at[s]++] = (struct crun){ (uint32_t)t, (uint32_t)t + 1, v };
+            next[s] = (uint32_t)t + 1;
+            lastv[s] = v;
+        }
+    }
 }
 
 /* Pass 2: every stack's runs. From the store's series, checked: each
@@ -696,42 +715,16 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
     b->touched = scratch(&b->sa, S + 1, sizeof(*b->touched));
     b->stamp = scratch(&b->sa, S + 1, sizeof(*b->stamp));
     uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
-    uint32_t *next = scratch(&b->sa, S + 1, sizeof(*next)); /* 1 + its last point's place */
+    uint32_t *next = scratch(&b->sa, S + 1, sizeof(*next));
     double *lastv = scratch(&b->sa, S + 1, sizeof(*lastv));
-    for (size_t t = 0; t < T; t++) {
-        size_t k = row_build(b, t, 1, NULL);
-        for (size_t i = 0; i < k; i++) {
-            uint32_t s = b->touched[i];
-            double v = b->cur[s];
-            if (v == 0)
-                continue;
-            off[s + 1] += !(t > 0 && next[s] == t && lastv[s] == v);
-            next[s] = (uint32_t)t + 1;
-            lastv[s] = v;
-        }
-    }
+    rows_runs(b, 1, next, lastv, off, NULL);
     for (size_t s = 0; s < S; s++)
         off[s + 1] += off[s];
     b->nruns = off[S];
     b->runs = hp_arena_alloc(&b->sa, (b->nruns + 1) * sizeof(*b->runs));
     uint32_t *at = scratch(&b->sa, S + 1, sizeof(*at));
     memcpy(at, off, (S + 1) * sizeof(*at));
-    memset(next, 0, (S + 1) * sizeof(*next));
-    for (size_t t = 0; t < T; t++) {
-        size_t k = row_build(b, t, 2, NULL);
-        for (size_t i = 0; i < k; i++) {
-            uint32_t s = b->touched[i];
-            double v = b->cur[s];
-            if (v == 0)
-                continue;
-            if (t > 0 && next[s] == t && lastv[s] == v) /* goes on from t - 1 */
-                b->runs[at[s] - 1].t1++;
-            else
-                b->runs[at[s]++] = (struct crun){ (uint32_t)t, (uint32_t)t + 1, v };
-            next[s] = (uint32_t)t + 1;
-            lastv[s] = v;
-        }
-    }
+    rows_runs(b, 2, next, lastv, off, at);
     return 0;
 }
 

@@ -469,12 +469,6 @@ static int time_cmp(const void *a, const void *b, void *ctx)
     return x < y ? -1 : x > y;
 }
 
-static int id_cmp(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Read one node's stored snapshots (group) for leaks as a series: closed
  * spans from their stack series, the rest from their sample sets; per
  * stretch of one layout (a process's lifetime, usually: a restart maps the
@@ -505,7 +499,7 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         ids[t] = group[r.ord[t]].id;
         (void)hp_map64_put(&r.t_of, (uint64_t)ids[t], (uint32_t)t, &old);
     }
-    hp_qsort(ids, g, sizeof(*ids), id_cmp);
+    hp_qsort(ids, g, sizeof(*ids), hp_cmp_i64);
     int64_t node_id = 0;
     if (g && (rc = store_node_find(st, group[0].node, &node_id, err)) == 0)
         rc = store_sseries_spans(st, node_id, &spans, &nspans, err);

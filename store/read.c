@@ -1457,9 +1457,9 @@ static int series_snaps(struct store *s, int64_t node_id, int64_t since_ms, int6
 }
 
 /* The closed span holding snapshot id, or SIZE_MAX. */
-static size_t span_find(const struct store_fspan *sp, size_t n, int64_t id)
+static size_t span_find(const struct store_span *sp, size_t n, int64_t id)
 {
-    size_t i = hp_search_le_u64(sp, n, sizeof(*sp), offsetof(struct store_fspan, first_id),
+    size_t i = hp_search_le_u64(sp, n, sizeof(*sp), offsetof(struct store_span, first_id),
                                 (uint64_t)id);
     return i > 0 && sp[i - 1].last_id >= id ? i - 1 : SIZE_MAX;
 }
@@ -1498,7 +1498,7 @@ struct ft_run {
 /* Read the run of snapshots from k outside the spans (series.c) for
  * fids[0..nf) into *run. */
 static int ft_run_read(struct store *s, int64_t node_id, const struct store_function_point *snaps,
-                       size_t ns, size_t k, const struct store_fspan *spans, size_t nspans,
+                       size_t ns, size_t k, const struct store_span *spans, size_t nspans,
                        const int64_t *fids, size_t nf, struct ft_run *run, struct hp_buf *err)
 {
     size_t k1 = k + 1;
@@ -1539,7 +1539,7 @@ int store_series_functions(struct store *s, int64_t node_id, int64_t since_ms, i
      * row there (rows and rest hold disjoint functions). */
     struct store_function_point *row = hp_xmalloc((nf + 1) * sizeof(*row)), *snaps = NULL;
     struct fs_col *col = hp_xcalloc(nf + 1, sizeof(*col));
-    struct store_fspan *spans = NULL;
+    struct store_span *spans = NULL;
     size_t ns = 0, nspans = 0, cur = SIZE_MAX;
     if ((r = series_snaps(s, node_id, since_ms, until_ms, &snaps, &ns, err)) == 0 && ns && nf)
         r = store_fseries_spans(s, node_id, &spans, &nspans, err);

@@ -246,23 +246,40 @@ static int span_at(struct store *s, int64_t node_id, int64_t id, int64_t *first,
     return r;
 }
 
-/* Close node_id's stale spans again (their snapshots were reindexed):
- * every snapshot of a stale span still exists (a deletion drops the span). */
-static int spans_reclose(struct store *s, int64_t node_id, struct hp_buf *err)
+/* Node node_id's (first_id, last_id) rows of statement `list` into *ret
+ * (free()), in its order; on error none. */
+static int spans_list(struct store *s, enum store_stmt_id list, int64_t node_id,
+                      struct store_span **ret, size_t *ret_n, struct hp_buf *err)
 {
     sqlite3_stmt *st;
-    struct store_fspan *stale = NULL;
-    size_t n = 0, cap = 0;
-    int r = store_stmt(s, STMT_FS_SPANS_STALE, &st, err);
+    size_t cap = 0;
+    *ret = NULL;
+    *ret_n = 0;
+    int r = store_stmt(s, list, &st, err);
     if (r < 0)
         return r;
     sqlite3_bind_int64(st, 1, node_id);
     while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
-        stale = hp_xgrow(stale, &cap, n + 1, sizeof(*stale));
-        stale[n++] = (struct store_fspan){ sqlite3_column_int64(st, 0),
-                                           sqlite3_column_int64(st, 1) };
+        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
+        (*ret)[(*ret_n)++] = (struct store_span){ sqlite3_column_int64(st, 0),
+                                                  sqlite3_column_int64(st, 1) };
     }
     sqlite3_reset(st);
+    if (r < 0) {
+        free(*ret);
+        *ret = NULL;
+        *ret_n = 0;
+    }
+    return r;
+}
+
+/* Close node_id's stale spans again (their snapshots were reindexed):
+ * every snapshot of a stale span still exists (a deletion drops the span). */
+static int spans_reclose(struct store *s, int64_t node_id, struct hp_buf *err)
+{
+    struct store_span *stale;
+    size_t n;
+    int r = spans_list(s, STMT_FS_SPANS_STALE, node_id, &stale, &n, err);
     for (size_t i = 0; r == 0 && i < n; i++)
         r = span_close(s, node_id, stale[i].first_id, stale[i].last_id, err);
     free(stale);
@@ -373,32 +390,13 @@ int store_fseries_reindexed(struct store *s, int64_t snap_id, struct hp_buf *err
     return span_close(s, node_id, first, last, err);
 }
 
-int store_fseries_spans(struct store *s, int64_t node_id, struct store_fspan **ret,
+int store_fseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
                         size_t *ret_n, struct hp_buf *err)
 {
-    sqlite3_stmt *st;
-    *ret = NULL;
-    *ret_n = 0;
-    int r = store_stmt(s, STMT_FS_SPANS, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    size_t cap = 0;
-    while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
-        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
-        (*ret)[(*ret_n)++] = (struct store_fspan){ sqlite3_column_int64(st, 0),
-                                                   sqlite3_column_int64(st, 1) };
-    }
-    sqlite3_reset(st);
-    if (r < 0) {
-        free(*ret);
-        *ret = NULL;
-        *ret_n = 0;
-    }
-    return r;
+    return spans_list(s, STMT_FS_SPANS, node_id, ret, ret_n, err);
 }
 
-int store_fseries_alive(struct store *s, int64_t node_id, const struct store_fspan *sp,
+int store_fseries_alive(struct store *s, int64_t node_id, const struct store_span *sp,
                         struct hp_buf *err)
 {
     int64_t first, last, n;
@@ -407,7 +405,7 @@ int store_fseries_alive(struct store *s, int64_t node_id, const struct store_fsp
     return r <= 0 ? r : first == sp->first_id && last == sp->last_id && state == SPAN_CLOSED;
 }
 
-int store_fseries_get(struct store *s, int64_t node_id, const struct store_fspan *sp,
+int store_fseries_get(struct store *s, int64_t node_id, const struct store_span *sp,
                       int64_t fid, struct store_fs_entry **e, size_t *cap, size_t *ret_n,
                       struct hp_buf *err)
 {
@@ -459,26 +457,7 @@ int store_fseries_get(struct store *s, int64_t node_id, const struct store_fspan
 int store_sseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
                         size_t *ret_n, struct hp_buf *err)
 {
-    sqlite3_stmt *st;
-    *ret = NULL;
-    *ret_n = 0;
-    int r = store_stmt(s, STMT_SS_SERIES_SPANS, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    size_t cap = 0;
-    while ((r = store_step_row(s, st, "listing stack series", err)) == 1) {
-        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
-        (*ret)[(*ret_n)++] = (struct store_span){ sqlite3_column_int64(st, 0),
-                                                  sqlite3_column_int64(st, 1) };
-    }
-    sqlite3_reset(st);
-    if (r < 0) {
-        free(*ret);
-        *ret = NULL;
-        *ret_n = 0;
-    }
-    return r;
+    return spans_list(s, STMT_SS_SERIES_SPANS, node_id, ret, ret_n, err);
 }
 
 int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
@@ -524,19 +503,10 @@ int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
 static int node_fill(struct store *s, int64_t node_id, int64_t *ret_closed, struct hp_buf *err)
 {
     sqlite3_stmt *st;
-    struct store_fspan *sp = NULL;
+    struct store_span *sp;
     int64_t *ids = NULL;
-    size_t nsp = 0, sp_cap = 0, nids = 0;
-    int r = store_stmt(s, STMT_FS_SPANS_ALL, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
-        sp = hp_xgrow(sp, &sp_cap, nsp + 1, sizeof(*sp));
-        sp[nsp++] = (struct store_fspan){ sqlite3_column_int64(st, 0),
-                                          sqlite3_column_int64(st, 1) };
-    }
-    sqlite3_reset(st);
+    size_t nsp, nids = 0;
+    int r = spans_list(s, STMT_FS_SPANS_ALL, node_id, &sp, &nsp, err);
     if (r == 0)
         r = span_members(s, node_id, INT64_MIN, INT64_MAX, &ids, &nids, err);
     /* Walk the ids against the spans: gaps of uncovered ids. */

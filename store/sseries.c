@@ -195,11 +195,9 @@ static void chunk_close(struct store_ssb *b)
 
 void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
 {
-    uint32_t check = ++b->stamp;
-    if (!order_holds(b, ss, check)) {
+    /* A new chunk is empty: nothing in it to contradict. */
+    if (!order_holds(b, ss, ++b->stamp))
         chunk_close(b);
-        check = ++b->stamp; /* the new chunk is empty: nothing to contradict */
-    }
     uint32_t use = ++b->stamp, m = (uint32_t)b->nmembers;
     const struct profile *p = ss->profile;
     b->members = hp_xgrow(b->members, &b->members_cap, b->nmembers + 1, sizeof(*b->members));
@@ -242,7 +240,6 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
         b->slots[s].open = (uint32_t)b->nruns++;
     }
     b->npos = ss->n;
-    (void)check;
 }
 
 void store_ssb_finish(struct store_ssb *b)

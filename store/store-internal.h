@@ -430,6 +430,8 @@ void store_pack_u64(struct store_pack *b, uint64_t v);
 void store_pack_i64(struct store_pack *b, int64_t v); /* zigzag */
 void store_pack_bytes(struct store_pack *b, const void *data, size_t n);
 void store_pack_str(struct store_pack *b, const char *s); /* NULL packs as length 0 */
+/* A stack series in its packed form (sseries.c; store_sseries_unpack). */
+void store_sseries_pack(const struct store_sseries *ss, struct store_pack *b);
 
 /* A reader over packed bytes; after any read past the end `bad` is set and
  * reads return 0, so decoders check once at the end. */
@@ -527,9 +529,6 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
  * many of a node's newest snapshots are read from their sample sets. */
 #define STORE_SSERIES_SNAPSHOTS 32
 /* A closed span of a node: its ok snapshots with ids first_id..last_id. */
-struct store_fspan {
-    int64_t first_id, last_id;
-};
 /* One function's totals in one snapshot. */
 struct store_fs_entry {
     int64_t snapshot_id, flat_space, cum_space, flat_objects, cum_objects;
@@ -550,14 +549,14 @@ int store_fseries_dissolve(struct store *s, int64_t snap_id, bool drop, struct h
  * also close again when their node's open span does. */
 int store_fseries_reindexed(struct store *s, int64_t snap_id, struct hp_buf *err);
 /* node_id's closed spans, ascending. *ret is malloc'd. */
-int store_fseries_spans(struct store *s, int64_t node_id, struct store_fspan **ret,
+int store_fseries_spans(struct store *s, int64_t node_id, struct store_span **ret,
                         size_t *ret_n, struct hp_buf *err);
 /* 1 when span sp of node_id is still closed as read, else 0. */
-int store_fseries_alive(struct store *s, int64_t node_id, const struct store_fspan *sp,
+int store_fseries_alive(struct store *s, int64_t node_id, const struct store_span *sp,
                         struct hp_buf *err);
 /* Function fid's rows in span sp, ascending snapshot ids, into *e (grown,
  * *cap its capacity); none: *ret_n 0. */
-int store_fseries_get(struct store *s, int64_t node_id, const struct store_fspan *sp,
+int store_fseries_get(struct store *s, int64_t node_id, const struct store_span *sp,
                       int64_t fid, struct store_fs_entry **e, size_t *cap, size_t *ret_n,
                       struct hp_buf *err);
 

@@ -318,11 +318,10 @@ struct store_ssb;
 struct store_ssb *store_ssb_new(struct store_sseries *out);
 void store_ssb_add(struct store_ssb *b, const struct store_samples *ss);
 void store_ssb_finish(struct store_ssb *b);
-/* The packed form (version, then chunks; varints): what stack_series rows
- * hold, zstd-compressed. unpack checks every count and run against the
- * bytes and the members: HP_ECORRUPT with the reason in err. */
-struct store_pack;
-void store_sseries_pack(const struct store_sseries *ss, struct store_pack *b);
+/* The packed form (version, then chunks; varints; store_sseries_pack in
+ * store-internal.h) is what stack_series rows hold, zstd-compressed. unpack
+ * checks every count and run against the bytes and the members:
+ * HP_ECORRUPT with the reason in err. */
 int store_sseries_unpack(const void *data, size_t len, struct store_sseries *out,
                          struct hp_buf *err) HP_MUST_CHECK;
 
