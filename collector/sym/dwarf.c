@@ -102,6 +102,7 @@ struct dw_cu {
     struct dwraw_unit raw; /* for the narrow readers (dwraw.c) */
     bool narrow;           /* use them (sym_dw_set_narrow) */
     bool raw_ok;
+    bool raw_bad;          /* had its bytes, found its header malformed */
     bool ranges_narrow;    /* DW_AT_ranges lists read by dwraw_ranges */
     bool lines_narrow;     /* the rows came from dwraw_lines */
     uint32_t trees_narrow; /* inline trees read by the narrow reader */
@@ -1105,8 +1106,10 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
     bool msb;
     Dwarf_Off uoff = 0, ulen = 0;
     if (cu->narrow && obj_info_bytes(o, &info, &ilen, &abbrev, &alen, &msb)) {
-        if (dwarf_die_CU_offset_range(cudie, &uoff, &ulen, &e) == DW_DLV_OK)
+        if (dwarf_die_CU_offset_range(cudie, &uoff, &ulen, &e) == DW_DLV_OK) {
             cu->raw_ok = dwraw_unit_init(&cu->raw, info, ilen, uoff, abbrev, alen, msb) == 0;
+            cu->raw_bad = !cu->raw_ok;
+        }
         dw_err_free(dbg, &e);
     }
     Dwarf_Half ver = 0, offsz = 0;
@@ -1134,9 +1137,14 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
     }
     cu_load_lines(o, cu, cudie);
     /* The CU's functions: the narrow reader where it reads the unit's
-     * header and abbreviations, else libdwarf. A unit it finds malformed
-     * further on keeps its line table but lists no functions (see
-     * scope_expand for why libdwarf is not asked then). */
+     * header and abbreviations; libdwarf only where the narrow reader is
+     * off or cannot see the bytes (compressed sections). A unit it finds
+     * malformed, in its header and abbreviations (raw_bad) or further on,
+     * keeps its line table but lists no functions: on such bytes a single
+     * dwarf_siblingof_b call can run for minutes (see scope_expand;
+     * fuzz-elf found a second such file, tests/fuzz/corpus/elf/
+     * slow-sibling-header, with a unit header libdwarf accepts and the
+     * narrow reader does not). */
     if (cu->raw_ok) {
         struct nwalk nw = { .o = o, .dbg = dbg, .cu = cu, .info = info, .msb = msb };
         uint64_t pos = cu->die_off;
@@ -1146,7 +1154,7 @@ static void cu_load(struct dw_obj *o, struct dw_cu *cu)
             cu->nscopes = 0;
             cu->nranges = 0;
         }
-    } else {
+    } else if (!cu->raw_bad) {
         struct walk w = { .dbg = dbg, .cu = cu, .cu_base = base, .types_code = cu->types_code };
         walk_die(&w, cudie, -1, 0);
     }
