@@ -67,6 +67,15 @@ struct ainput {
     bool latest_only;       /* each node's latest snapshot only */
     int64_t only_id;        /* > 0: that stored snapshot only (a NODE@TIME or #ID) */
     bool by_ids;            /* leaks: profiles are read per node (query_stored_fill) */
+    /* leaks over a store: only the nodes are listed here; each node's
+     * snapshots are listed by the worker that reads them (node_read). */
+    bool per_node;
+    struct stored_node {
+        int64_t id;
+        const char *name;
+    } *nodes_in_scope;
+    size_t nnodes_in_scope;
+    int64_t since_ms;       /* --since as a time: snapshots taken from it on */
     unsigned stored_flags;  /* leaks: query_stored_fill's flags */
     struct store *st;       /* open while by_ids */
     /* loaded */
@@ -87,6 +96,7 @@ static void ainput_release(struct ainput *in)
     free(in->folded);
     free(in->snaps);
     free(in->files);
+    free(in->nodes_in_scope);
     store_close(in->st);
     hp_arena_release(&in->arena);
 }
@@ -210,6 +220,7 @@ struct pick {
 
 struct pick_list {
     struct ainput *in;
+    struct hp_arena *arena; /* the picks' names and totals */
     struct pick *v;
     size_t n, cap;
     int64_t since_ms;
@@ -226,12 +237,12 @@ static void pick_add(struct pick_list *pl, int64_t id, int64_t taken_at, int64_t
         return;
     double *tot = NULL;
     if (totals) {
-        tot = hp_arena_alloc(&pl->in->arena, PV_COUNT * sizeof(*tot));
+        tot = hp_arena_alloc(pl->arena, PV_COUNT * sizeof(*tot));
         memcpy(tot, totals, PV_COUNT * sizeof(*tot));
     }
     pl->v = hp_xgrow(pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
     pl->v[pl->n++] = (struct pick){ id, taken_at, node_id,
-                                    arena_dup(&pl->in->arena, node, strlen(node)), tot };
+                                    arena_dup(pl->arena, node, strlen(node)), tot };
 }
 
 static int snap_cb(const struct store_snapshot_info *row, void *ctx)
@@ -263,6 +274,15 @@ static int node_cb(const struct store_node_row *row, void *ctx)
     if (pl->label && !has_label(row->labels, pl->label))
         return 0;
     pl->labelled++;
+    if (pl->in->per_node) {
+        struct ainput *in = pl->in;
+        in->nodes_in_scope = hp_xrealloc(in->nodes_in_scope, (in->nnodes_in_scope + 1) *
+                                                                 sizeof(*in->nodes_in_scope));
+        in->nodes_in_scope[in->nnodes_in_scope++] = (struct stored_node){
+            row->id, arena_dup(&in->arena, row->name, strlen(row->name))
+        };
+        return 0;
+    }
     if (pl->in->latest_only) {
         if (row->last_ok_id > 0 && row->last_ok_at >= pl->since_ms)
             pick_add(pl, row->last_ok_id, row->last_ok_at, row->id, row->name, NULL);
@@ -274,9 +294,9 @@ static int node_cb(const struct store_node_row *row, void *ctx)
 
 /* One node's statistics (store_node_stats), by snapshot id. */
 struct node_figures {
-    struct ainput *in;
+    struct hp_arena *arena;
     int64_t *snap;             /* per figure: its snapshot */
-    struct query_figure *fig;  /* names in in->arena */
+    struct query_figure *fig;  /* names in arena */
     size_t n, cap, snap_cap;
 };
 
@@ -287,7 +307,7 @@ static int node_stat_cb(int64_t snapshot_id, const struct store_stat *stat, void
     nf->fig = hp_xgrow(nf->fig, &nf->cap, nf->n + 1, sizeof(*nf->fig));
     nf->snap[nf->n] = snapshot_id;
     nf->fig[nf->n++] = (struct query_figure){
-        arena_dup(&nf->in->arena, stat->name, strlen(stat->name)), stat->value
+        arena_dup(nf->arena, stat->name, strlen(stat->name)), stat->value
     };
     return 0;
 }
@@ -299,16 +319,87 @@ static struct query_figure *node_figures_of(const struct node_figures *nf, int64
     /* Ids are positive: unsigned order is theirs. */
     size_t lo = hp_search_le_u64(nf->snap, nf->n, sizeof(*nf->snap), 0, (uint64_t)id - 1);
     size_t end = hp_search_le_u64(nf->snap, nf->n, sizeof(*nf->snap), 0, (uint64_t)id);
-    struct query_figure *figs = hp_arena_alloc(&nf->in->arena, (end - lo + 1) * sizeof(*figs));
+    struct query_figure *figs = hp_arena_alloc(nf->arena, (end - lo + 1) * sizeof(*figs));
     if (end > lo)
         memcpy(figs, nf->fig + lo, (end - lo) * sizeof(*figs));
     *ret_n = end - lo;
     return figs;
 }
 
+/* One node's picks v[0..n) as snapshots out[0..n), with figures from the
+ * node's statistics over the picks' times in one statement (one a
+ * snapshot was 8,760 round trips for a year of one node on PostgreSQL:
+ * 1.4 s of a 1.6 s trend); unless in->by_ids, their profiles loaded and
+ * folded into in->profiles and in->folded from *count on. *count: the
+ * snapshots made. */
+static int node_snaps(struct store *st, struct ainput *in, struct hp_arena *arena,
+                      const struct pick *v, size_t n, struct query_snapshot *out, size_t *count,
+                      struct hp_buf *err)
+{
+    struct node_figures nf = { .arena = arena };
+    int64_t lo = v[0].taken_at, hi = lo;
+    for (size_t i = 1; i < n; i++) {
+        lo = HP_MIN(lo, v[i].taken_at);
+        hi = HP_MAX(hi, v[i].taken_at);
+    }
+    int r = store_node_stats(st, v[0].node_id, lo, hi, node_stat_cb, &nf, err);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        struct query_folded *f = NULL;
+        if (!in->by_ids) {
+            if ((r = store_snapshot_load(st, v[i].id, &in->profiles[*count], err)) < 0)
+                break;
+            (*count)++;
+            if ((r = query_fold(in->profiles[*count - 1], &in->c.qo, &in->folded[*count - 1],
+                                err)) < 0)
+                break;
+            f = in->folded[*count - 1];
+        } else {
+            (*count)++; /* the profile is read later, a node at a time */
+        }
+        size_t nfig;
+        struct query_figure *figs = node_figures_of(&nf, v[i].id, &nfig);
+        out[i] = (struct query_snapshot){ .node = v[i].node,
+                                          .id = v[i].id,
+                                          .time_s = v[i].taken_at / 1000,
+                                          .folded = f,
+                                          .figures = figs,
+                                          .nfigures = nfig,
+                                          .totals = v[i].totals };
+    }
+    free(nf.snap);
+    free(nf.fig);
+    return r;
+}
+
+/* in->per_node: one node's stored snapshots in scope (ok, from
+ * in->since_ms on) with their figures, names in arena, read over st (a
+ * worker's connection). *ret_n may be 0. */
+static int node_read(struct store *st, struct ainput *in, const struct stored_node *node,
+                     struct hp_arena *arena, struct query_snapshot **ret, size_t *ret_n,
+                     struct hp_buf *err)
+{
+    struct pick_list pl = { .in = in, .arena = arena, .err = err, .since_ms = in->since_ms };
+    int r = store_snapshots_list(st, node->id, in->since_ms, INT64_MAX, false, snap_cb, &pl, err);
+    *ret = hp_xcalloc(pl.n + 1, sizeof(**ret));
+    *ret_n = 0;
+    if (r == 0 && pl.n)
+        r = node_snaps(st, in, arena, pl.v, pl.n, *ret, ret_n, err);
+    free(pl.v);
+    return r;
+}
+
+static int no_snapshots(const struct ainput *in, struct hp_buf *err)
+{
+    hp_err_printf(err, "no stored snapshots%s%s%s in %s", in->scope_node ? " of " : "",
+                  in->scope_node ? in->scope_node : "",
+                  in->since_s ? " in the --since window" : "", in->c.db);
+    return HP_ENOTFOUND;
+}
+
 /* Read the snapshots in scope from the database: profiles (stored
  * symbolized), folded with the command's options, and their statistics as
- * figures. --since counts back from now. */
+ * figures. --since counts back from now. With in->per_node, only the nodes
+ * in scope (in->nodes_in_scope). */
 static int kind_cb(const struct store_node_row *row, void *ctx)
 {
     struct ainput *in = ctx;
@@ -320,7 +411,7 @@ static int kind_cb(const struct store_node_row *row, void *ctx)
 static int load_store(struct ainput *in, struct hp_buf *err)
 {
     struct store *st = NULL;
-    struct pick_list pl = { .in = in, .err = err, .label = in->label };
+    struct pick_list pl = { .in = in, .arena = &in->arena, .err = err, .label = in->label };
     int r = store_open(in->c.db, STORE_OPEN_READ, &st, err);
     if (r == HP_ENOTFOUND) {
         hp_buf_reset(err);
@@ -333,6 +424,7 @@ static int load_store(struct ainput *in, struct hp_buf *err)
         return r;
     pl.st = st;
     pl.since_ms = in->since_s > 0 ? hp_wall_ms() - in->since_s * 1000 : 0;
+    in->since_ms = pl.since_ms;
     /* The listings and the statistics (a statement a node) in one read:
      * one view, and SQLite's locks taken once. */
     r = store_read_begin(st, err);
@@ -346,9 +438,15 @@ static int load_store(struct ainput *in, struct hp_buf *err)
             hp_err_printf(err, "no node named \"%s\" in %s", in->scope_node, in->c.db);
             query_node_hint(st, in->scope_node, err);
         }
-        if (r == 0)
+        if (r == 0 && in->per_node) {
+            in->nodes_in_scope = hp_xmalloc(sizeof(*in->nodes_in_scope));
+            in->nodes_in_scope[in->nnodes_in_scope++] = (struct stored_node){
+                node_id, arena_dup(&in->arena, in->scope_node, strlen(in->scope_node))
+            };
+        } else if (r == 0) {
             r = store_snapshots_list(st, node_id, pl.since_ms, INT64_MAX, false, snap_cb, &pl,
                                      err);
+        }
         /* Its kind picks discrepancy's rules. */
         if (r == 0)
             r = store_nodes_list(st, kind_cb, in, err);
@@ -361,55 +459,19 @@ static int load_store(struct ainput *in, struct hp_buf *err)
                       pl.label, in->c.db);
         r = HP_ENOTFOUND;
     }
-    if (r == 0 && pl.n == 0) {
-        hp_err_printf(err, "no stored snapshots%s%s%s in %s", in->scope_node ? " of " : "",
-                      in->scope_node ? in->scope_node : "",
-                      in->since_s ? " in the --since window" : "", in->c.db);
-        r = HP_ENOTFOUND;
-    }
+    if (r == 0 && pl.n == 0 && !in->per_node)
+        r = no_snapshots(in, err);
     if (r == 0) {
         in->profiles = hp_xcalloc(pl.n, sizeof(*in->profiles));
         in->folded = hp_xcalloc(pl.n, sizeof(*in->folded));
         in->snaps = hp_xcalloc(pl.n, sizeof(*in->snaps));
     }
-    /* Picks come node by node: each node's statistics over its picks'
-     * times in one statement (one a snapshot was 8,760 round trips for a
-     * year of one node on PostgreSQL: 1.4 s of a 1.6 s trend). */
-    struct node_figures nf = { .in = in };
-    for (size_t i = 0, next = 0; r == 0 && i < pl.n; i++) {
-        if (i == next) {
-            int64_t lo = pl.v[i].taken_at, hi = lo;
-            for (next = i; next < pl.n && pl.v[next].node_id == pl.v[i].node_id; next++) {
-                lo = HP_MIN(lo, pl.v[next].taken_at);
-                hi = HP_MAX(hi, pl.v[next].taken_at);
-            }
-            nf.n = 0;
-            if ((r = store_node_stats(st, pl.v[i].node_id, lo, hi, node_stat_cb, &nf, err)) < 0)
-                break;
-        }
-        if (in->by_ids) {
-            in->n++; /* the profile is read later, a node at a time */
-        } else {
-            r = store_snapshot_load(st, pl.v[i].id, &in->profiles[in->n], err);
-            if (r < 0)
-                break;
-            in->n++;
-            r = query_fold(in->profiles[in->n - 1], &in->c.qo, &in->folded[in->n - 1], err);
-            if (r < 0)
-                break;
-        }
-        size_t nfig;
-        struct query_figure *figs = node_figures_of(&nf, pl.v[i].id, &nfig);
-        in->snaps[in->n - 1] = (struct query_snapshot){ .node = pl.v[i].node,
-                                                        .id = pl.v[i].id,
-                                                        .time_s = pl.v[i].taken_at / 1000,
-                                                        .folded = in->folded[in->n - 1],
-                                                        .figures = figs,
-                                                        .nfigures = nfig,
-                                                        .totals = pl.v[i].totals };
+    /* Picks come node by node. */
+    for (size_t i = 0, next; r == 0 && i < pl.n; i = next) {
+        for (next = i; next < pl.n && pl.v[next].node_id == pl.v[i].node_id; next++)
+            ;
+        r = node_snaps(st, in, &in->arena, pl.v + i, next - i, in->snaps + i, &in->n, err);
     }
-    free(nf.snap);
-    free(nf.fig);
     in->nfiles = in->n;
     free(pl.v);
     store_read_end(st);
@@ -628,6 +690,8 @@ struct leaks_node {
     int fill_rc;  /* < 0: reading the store failed (the command fails) */
     int build_rc; /* < 0: no answer for this node (too few snapshots...) */
     char *msg;
+    size_t nsnaps; /* in->per_node: the snapshots read (none: not a word) */
+    struct hp_arena arena; /* in->per_node: names in the answer */
 };
 
 /* Nodes analysed by workers, each over its own store connection: nodes
@@ -639,28 +703,48 @@ struct leaks_pool {
     const struct query_leak_opts *lo;
     const char **nodes;
     size_t nn;
-    /* Node k's snapshots: in->snaps[member[off[k]] .. member[off[k + 1] - 1]]. */
+    /* Node k's snapshots: in->snaps[member[off[k]] .. member[off[k + 1] - 1]];
+     * with in->per_node, read by the worker (node_read). */
     const size_t *member, *off;
     atomic_size_t next;     /* the next node to take */
     struct leaks_node *out; /* per node */
 };
 
 /* Node k's snapshots (group: scratch for them), read over st (NULL: they
- * carry their folded profiles) and fitted. */
+ * carry their folded profiles) and fitted. With in->per_node, the node's
+ * list of snapshots and their figures are read here too, in the same read
+ * transaction as its series: one view of the node, and listing a fleet's
+ * snapshots (72,000 for 100 nodes x 720 h: a sixth of the command's wall
+ * time on two cores) is shared among the workers. */
 static void leaks_one(const struct leaks_pool *p, struct store *st, size_t k,
                       struct query_snapshot *group, struct leaks_node *ret)
 {
-    const struct ainput *in = p->in;
+    struct ainput *in = p->in;
     const struct query_leak_opts *lo = p->lo;
     size_t g = 0;
-    for (size_t i = p->off[k]; i < p->off[k + 1]; i++)
-        group[g++] = in->snaps[p->member[i]];
     struct hp_buf e = HP_BUF_INIT(0);
+    struct query_snapshot *own = NULL;
+    bool tx = false;
+    if (in->per_node) {
+        ret->fill_rc = store_read_begin(st, &e);
+        tx = ret->fill_rc == 0;
+        if (tx)
+            ret->fill_rc = node_read(st, in, &in->nodes_in_scope[k], &ret->arena, &own, &g, &e);
+        group = own;
+        ret->nsnaps = g;
+    } else {
+        for (size_t i = p->off[k]; i < p->off[k + 1]; i++)
+            group[g++] = in->snaps[p->member[i]];
+    }
     struct query_stored *qs = NULL;
-    ret->fill_rc = st ? query_stored_fill(st, &in->c.qo, group, g, in->stored_flags, &qs, &e) : 0;
-    if (ret->fill_rc == 0)
+    if (ret->fill_rc == 0 && g && st)
+        ret->fill_rc = query_stored_fill(st, &in->c.qo, group, g, in->stored_flags, &qs, &e);
+    if (ret->fill_rc == 0 && g)
         ret->build_rc = query_leaks_build(group, g, lo, &ret->res, &e);
     query_stored_free(qs);
+    if (tx)
+        store_read_end(st);
+    free(own);
     if (e.len)
         ret->msg = hp_xstrndup(e.data, e.len);
     hp_buf_release(&e);
@@ -695,6 +779,8 @@ static void leaks_pool_run(struct leaks_pool *p)
 {
     struct ainput *in = p->in;
     p->out = hp_xcalloc(p->nn + 1, sizeof(*p->out));
+    for (size_t k = 0; k < p->nn; k++)
+        hp_arena_init(&p->out[k].arena);
     size_t jobs = in->jobs;
     if (!jobs) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -726,6 +812,7 @@ static void leaks_pool_release(struct leaks_pool *p)
     for (size_t k = 0; k < p->nn; k++) {
         query_leaks_free(p->out[k].res);
         free(p->out[k].msg);
+        hp_arena_release(&p->out[k].arena);
     }
     free(p->out);
 }
@@ -759,6 +846,7 @@ int query_cmd_leaks(int argc, char **argv)
     in.by_ids = !(via && strcmp(via, "profiles") == 0);
     /* "samples": the store's path, every snapshot from its sample set. */
     in.stored_flags = via && strcmp(via, "samples") == 0 ? QUERY_STORED_SAMPLE_SETS : 0;
+    in.per_node = in.by_ids && !in.nfiles && !in.dir;
     if ((r = ainput_load(&in, &err)) < 0)
         return finish(&in, r, &out, &err);
     struct query_leak_opts lo;
@@ -770,8 +858,10 @@ int query_cmd_leaks(int argc, char **argv)
      * node), then the snapshots counted and placed per node. Comparing
      * each snapshot's name with every node's was 7 M strcmp calls for 100
      * nodes x 720 snapshots. */
-    const char **nodes = hp_xcalloc(in.nfiles + 1, sizeof(*nodes));
+    const char **nodes = hp_xcalloc(in.nfiles + in.nnodes_in_scope + 1, sizeof(*nodes));
     size_t nn = 0;
+    for (size_t k = 0; k < in.nnodes_in_scope; k++)
+        nodes[nn++] = in.nodes_in_scope[k].name; /* per_node: in the store's order */
     struct hp_strtab names;
     struct hp_map64 index; /* interned name -> node number + 1; 0: not asked for */
     hp_strtab_init(&names, &in.arena);
@@ -812,28 +902,36 @@ int query_cmd_leaks(int argc, char **argv)
     struct leaks_pool pool = { .in = &in, .lo = &lo, .nodes = nodes, .nn = nn,
                                .member = member, .off = off };
     leaks_pool_run(&pool);
+    /* per_node: nodes without a snapshot in scope are not part of the
+     * answer, as when the snapshots were listed first. */
+    size_t nwith = nn;
+    for (size_t k = 0; in.per_node && k < nn; k++)
+        nwith -= pool.out[k].fill_rc == 0 && pool.out[k].nsnaps == 0;
     struct query_leaks **res = hp_xcalloc(nn + 1, sizeof(*res));
     size_t nres = 0;
     for (size_t k = 0; k < nn && r >= 0; k++) {
         struct leaks_node *ln = &pool.out[k];
-        if (ln->fill_rc < 0) {
+        if (in.per_node && ln->fill_rc == 0 && ln->nsnaps == 0) {
+            continue;
+        } else if (ln->fill_rc < 0) {
             /* The store failed under us: no node's answer can be trusted. */
             hp_err_printf(&err, "%s", ln->msg ? ln->msg : "?");
             r = ln->fill_rc;
         } else if (ln->build_rc == 0) {
             res[nres++] = ln->res;
             ln->res = NULL;
-        } else if (nn == 1) {
+        } else if (nwith == 1) {
             hp_err_printf(&err, "%s", ln->msg ? ln->msg : "?");
             r = ln->build_rc;
         } else {
             fprintf(stderr, "%s: skipping %s: %s\n", in.c.prog, nodes[k], ln->msg ? ln->msg : "?");
         }
     }
-    leaks_pool_release(&pool);
     free(member);
     free(off);
-    if (r >= 0 && nn == 0) {
+    if (r >= 0 && in.per_node && nwith == 0) {
+        r = no_snapshots(&in, &err);
+    } else if (r >= 0 && nn == 0) {
         hp_err_printf(&err, "no snapshots of node %s", npos ? pos[0] : "?");
         r = HP_ENOTFOUND;
     }
@@ -851,6 +949,7 @@ int query_cmd_leaks(int argc, char **argv)
     for (size_t k = 0; k < nres; k++)
         query_leaks_free(res[k]);
     free(res);
+    leaks_pool_release(&pool); /* after rendering: the answers' names are in its arenas */
     free(nodes);
     return finish(&in, r, &out, &err);
 }

@@ -197,6 +197,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     hp_strtab_init(&f->strings, &f->arena);
     hp_map64_init(&f->index);
     hp_map64_reserve(&f->index, p->nsamples); /* an entry a sample, at most */
+    f->entries = hp_xgrow(f->entries, &f->entries_cap, p->nsamples + 1, sizeof(*f->entries));
     f->source = p;
     f->scaling = p->scaling;
     f->period = p->period;

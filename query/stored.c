@@ -18,6 +18,7 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 /* What one node's snapshots are read into; released in one call. */
 struct query_stored {
@@ -226,6 +227,7 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
 {
     hp_map64_release(&r->local);
     hp_map64_init(&r->local);
+    hp_map64_reserve(&r->local, p1 > p0 ? r->pieces[p0].c->nslots : 0);
     r->nls = 0;
     for (size_t p = p0; p < p1; p++) {
         const struct piece *pc = &r->pieces[p];
@@ -302,6 +304,9 @@ struct pr_scratch {
     size_t st_cap;
     uint32_t *last; /* per entry of the dictionary: its newest run (run_emit) */
     size_t last_cap;
+    /* What query_sample_one reads of a profile (scaling, period): set per
+     * member; a struct profile zeroed per slot was a sixth of slot_values. */
+    struct profile pp;
     /* Values of raw pairs un-sampled lately (a stack's run goes on in the
      * next group of the stack series with the same raw values). */
     struct memo {
@@ -319,7 +324,7 @@ static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, 
                         uint32_t mhi, enum profile_value v, struct pr_scratch *ps, size_t *n)
 {
     const struct store_ss_chunk *c = pc->c;
-    struct profile pp = { 0 };
+    struct profile *pp = &ps->pp;
     for (uint32_t j = 0; j < sl->nruns; j++) {
         const struct store_ss_run *x = &c->runs[sl->run + j];
         uint32_t lo = HP_MAX(x->first, mlo), hi = HP_MIN(x->first + x->n, mhi);
@@ -333,10 +338,10 @@ static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, 
                                         HP_ARRAY_SIZE(ps->memo)];
             if (!mo->used || mo->c != rc || mo->b != rb || mo->period != a->period ||
                 mo->scaling != a->scaling) {
-                pp.scaling = (enum profile_scaling)a->scaling;
-                pp.period = a->period;
+                pp->scaling = (enum profile_scaling)a->scaling;
+                pp->period = a->period;
                 *mo = (struct memo){ rc, rb, a->period, a->scaling, true, 0, 0 };
-                query_sample_one(&pp, x->raw, v, &mo->value, &mo->var);
+                query_sample_one(pp, x->raw, v, &mo->value, &mo->var);
             }
             double val = mo->value, var = mo->var;
             ps->v = hp_xgrow(ps->v, &ps->v_cap, *n + 1, sizeof(*ps->v));
@@ -525,6 +530,13 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
     }
     if (rc == 0 && r.npieces > np0)
         hp_qsort(r.pieces, r.npieces, sizeof(*r.pieces), piece_cmp);
+    /* Room for as many runs as the pieces store: folded stacks and runs
+     * that go on across groups make fewer, so the array rarely grows
+     * (growing it by copies was a twentieth of leaks over a store). */
+    size_t stored_runs = 0;
+    for (size_t i = 0; rc == 0 && i < r.npieces; i++)
+        stored_runs += r.pieces[i].c->nruns;
+    nd->runs = hp_xgrow(nd->runs, &nd->runs_cap, stored_runs + 1, sizeof(*nd->runs));
     struct pr_scratch ps = { 0 };
     for (size_t pa = 0, pb; rc == 0 && pa < r.npieces; pa = pb) {
         const struct piece *first = &r.pieces[pa];
@@ -560,6 +572,11 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         free(entry_of);
     }
     pr_scratch_release(&ps);
+    if (getenv("HF_DBG")) {
+        size_t sl = 0, ru = 0, ch = 0;
+        for (size_t i = 0; i < nd->nparts; i++) for (size_t c = 0; c < nd->parts[i].nchunks; c++) { ch++; sl += nd->parts[i].chunks[c].nslots; ru += nd->parts[i].chunks[c].nruns; }
+        fprintf(stderr, "parts %zu chunks %zu slots %zu stored runs %zu pieces %zu dicts %zu out runs %zu ls %zu\n", nd->nparts, ch, sl, ru, r.npieces, nd->ndicts, nd->nruns, r.nls);
+    }
     if (rc == 0) {
         nd->series = (struct query_leak_series){ (const struct query_folded *const *)nd->dicts,
                                                  nd->ndicts, nd->runs, nd->nruns, g };

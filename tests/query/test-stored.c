@@ -566,6 +566,11 @@ static void test_stored_leaks_ids_path_equals_profiles_path(void **state)
         { "leaks", "--top", "0", "--ignore", "tracked_alloc|f1[0-9]", "--format", "json", NULL },
         { "leaks", "restarts", "--top", "0", "--keep-allocator", NULL },
         { "leaks", "--top", "5", "--min-rate", "1000", NULL },
+        /* Nodes without a snapshot in the window, or at all (the stored
+         * path lists each node's snapshots in the worker that reads it). */
+        { "leaks", "--top", "0", "--since", "1s", NULL },
+        { "leaks", "be-2", "--since", "1s", NULL },
+        { "leaks", "--top", "0", "--since", "90m", NULL },
     };
     /* The comparisons saw suspects, not only empty tables. */
     const char *const marks[] = { "rate_per_hour", "/h ", NULL };
