@@ -18,7 +18,6 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 /* What one node's snapshots are read into; released in one call. */
 struct query_stored {
@@ -572,11 +571,6 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         free(entry_of);
     }
     pr_scratch_release(&ps);
-    if (getenv("HF_DBG")) {
-        size_t sl = 0, ru = 0, ch = 0;
-        for (size_t i = 0; i < nd->nparts; i++) for (size_t c = 0; c < nd->parts[i].nchunks; c++) { ch++; sl += nd->parts[i].chunks[c].nslots; ru += nd->parts[i].chunks[c].nruns; }
-        fprintf(stderr, "parts %zu chunks %zu slots %zu stored runs %zu pieces %zu dicts %zu out runs %zu ls %zu\n", nd->nparts, ch, sl, ru, r.npieces, nd->ndicts, nd->nruns, r.nls);
-    }
     if (rc == 0) {
         nd->series = (struct query_leak_series){ (const struct query_folded *const *)nd->dicts,
                                                  nd->ndicts, nd->runs, nd->nruns, g };
