@@ -653,7 +653,8 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
     if ((r = range_fetch(s, STMT_LOCS_RANGE, &ld.locset, loc_row_cb, &ld, err)) < 0)
         goto out;
 
-    /* Function and file names. */
+    /* Function and file names: their ids repeat across locations too. */
+    ld.fnset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.fnset.cache));
     for (size_t i = 0; i < ld.nframes; i++) {
         struct ld_frame *f = &ld.frames[i];
         f->fn_ix = f->fid > 0 ? (int64_t)idset_add(&ld.fnset, f->fid) : -1;
