@@ -74,7 +74,7 @@ struct ainput {
         int64_t id;
         const char *name;
     } *nodes_in_scope;
-    size_t nnodes_in_scope;
+    size_t nnodes_in_scope, nodes_in_scope_cap;
     int64_t since_ms;       /* --since as a time: snapshots taken from it on */
     unsigned stored_flags;  /* leaks: query_stored_fill's flags */
     struct store *st;       /* open while by_ids */
@@ -268,6 +268,14 @@ static bool has_label(const char *labels, const char *kv)
     return false;
 }
 
+static void node_in_scope_add(struct ainput *in, int64_t id, const char *name)
+{
+    in->nodes_in_scope = hp_xgrow(in->nodes_in_scope, &in->nodes_in_scope_cap,
+                                  in->nnodes_in_scope + 1, sizeof(*in->nodes_in_scope));
+    in->nodes_in_scope[in->nnodes_in_scope++] =
+        (struct stored_node){ id, arena_dup(&in->arena, name, strlen(name)) };
+}
+
 static int node_cb(const struct store_node_row *row, void *ctx)
 {
     struct pick_list *pl = ctx;
@@ -275,12 +283,7 @@ static int node_cb(const struct store_node_row *row, void *ctx)
         return 0;
     pl->labelled++;
     if (pl->in->per_node) {
-        struct ainput *in = pl->in;
-        in->nodes_in_scope = hp_xrealloc(in->nodes_in_scope, (in->nnodes_in_scope + 1) *
-                                                                 sizeof(*in->nodes_in_scope));
-        in->nodes_in_scope[in->nnodes_in_scope++] = (struct stored_node){
-            row->id, arena_dup(&in->arena, row->name, strlen(row->name))
-        };
+        node_in_scope_add(pl->in, row->id, row->name);
         return 0;
     }
     if (pl->in->latest_only) {
@@ -396,10 +399,6 @@ static int no_snapshots(const struct ainput *in, struct hp_buf *err)
     return HP_ENOTFOUND;
 }
 
-/* Read the snapshots in scope from the database: profiles (stored
- * symbolized), folded with the command's options, and their statistics as
- * figures. --since counts back from now. With in->per_node, only the nodes
- * in scope (in->nodes_in_scope). */
 static int kind_cb(const struct store_node_row *row, void *ctx)
 {
     struct ainput *in = ctx;
@@ -408,6 +407,10 @@ static int kind_cb(const struct store_node_row *row, void *ctx)
     return 0;
 }
 
+/* Read the snapshots in scope from the database: profiles (stored
+ * symbolized), folded with the command's options, and their statistics as
+ * figures. --since counts back from now. With in->per_node, only the nodes
+ * in scope (in->nodes_in_scope). */
 static int load_store(struct ainput *in, struct hp_buf *err)
 {
     struct store *st = NULL;
@@ -439,10 +442,7 @@ static int load_store(struct ainput *in, struct hp_buf *err)
             query_node_hint(st, in->scope_node, err);
         }
         if (r == 0 && in->per_node) {
-            in->nodes_in_scope = hp_xmalloc(sizeof(*in->nodes_in_scope));
-            in->nodes_in_scope[in->nnodes_in_scope++] = (struct stored_node){
-                node_id, arena_dup(&in->arena, in->scope_node, strlen(in->scope_node))
-            };
+            node_in_scope_add(in, node_id, in->scope_node);
         } else if (r == 0) {
             r = store_snapshots_list(st, node_id, pl.since_ms, INT64_MAX, false, snap_cb, &pl,
                                      err);

@@ -143,6 +143,15 @@ void profile_location_set_frames(struct profile *p, uint32_t loc,
     l->nframes = n;
 }
 
+void profile_reserve(struct profile *p, size_t stacks, size_t stack_locs, size_t samples)
+{
+    p->stacks = hp_xgrow(p->stacks, &p->stacks_cap, p->nstacks + stacks + 1, sizeof(*p->stacks));
+    p->stack_locs = hp_xgrow(p->stack_locs, &p->stack_locs_cap, p->nstack_locs + stack_locs + 1,
+                             sizeof(*p->stack_locs));
+    p->samples = hp_xgrow(p->samples, &p->samples_cap, p->nsamples + samples + 1,
+                          sizeof(*p->samples));
+}
+
 uint32_t profile_stack_add_unset(struct profile *p, uint32_t n)
 {
     if (p->nstack_locs + n > p->stack_locs_cap)

@@ -175,6 +175,10 @@ uint32_t profile_location_for_name(struct profile *p, const char *name, size_t n
 void profile_location_set_frames(struct profile *p, uint32_t loc,
                                  const struct profile_frame *frames, uint32_t n);
 
+/* Room for this many more stacks, stack locations and (all-threads)
+ * samples, so a reader that knows its counts adds them without growing the
+ * arrays by copies. */
+void profile_reserve(struct profile *p, size_t stacks, size_t stack_locs, size_t samples);
 /* Add a stack of location indexes, leaf first. Returns its index. */
 uint32_t profile_stack_add(struct profile *p, const uint32_t *locs, uint32_t n);
 /* Add a stack of n locations whose indexes the caller writes later, at

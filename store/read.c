@@ -757,11 +757,7 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
      * store touched). */
     uint32_t *tmp = NULL;
     size_t tmp_cap = 0;
-    p->stacks = hp_xgrow(p->stacks, &p->stacks_cap, p->nstacks + ld.stackset.n + 1,
-                         sizeof(*p->stacks));
-    p->stack_locs = hp_xgrow(p->stack_locs, &p->stack_locs_cap,
-                             p->nstack_locs + ld.nstack_lids + 1, sizeof(*p->stack_locs));
-    p->samples = hp_xgrow(p->samples, &p->samples_cap, p->nsamples + ns + 1, sizeof(*p->samples));
+    profile_reserve(p, ld.stackset.n, ld.nstack_lids, ns);
     for (size_t i = 0; i < nall; i++) {
         struct ld_stack *sk = &ld.stacks[sm[i].stack];
         if (!sk->pidx) {

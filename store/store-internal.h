@@ -528,7 +528,6 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
  * of this many, each written when it is complete, so that at most this
  * many of a node's newest snapshots are read from their sample sets. */
 #define STORE_SSERIES_SNAPSHOTS 32
-/* A closed span of a node: its ok snapshots with ids first_id..last_id. */
 /* One function's totals in one snapshot. */
 struct store_fs_entry {
     int64_t snapshot_id, flat_space, cum_space, flat_objects, cum_objects;
