@@ -1,8 +1,9 @@
 /* pack.c: the store's compact encodings. Varints (LEB128, signed values
  * zigzagged) for the packed columns, zstd for blobs, optionally compressed
- * against a base ("patch-from": the base is a zstd prefix, so a dump that
- * differs little from its node's keyframe costs a few kilobytes), and the
- * content hash that addresses raw dumps.
+ * against a base (packed blobs: the base is a zstd prefix; raw dumps: a line
+ * delta of the base, ldelta.c, so a dump that differs little from its
+ * node's previous one costs a few kilobytes), and the content hash that
+ * addresses raw dumps.
  *
  * Decoders never trust stored bytes: a read past the end sets `bad`, and
  * decompression must produce exactly the recorded size. */
@@ -23,7 +24,7 @@ void store_pack_release(struct store_pack *b)
     *b = (struct store_pack){ 0 };
 }
 
-static void pack_reserve(struct store_pack *b, size_t n)
+void store_pack_reserve(struct store_pack *b, size_t n)
 {
     if (b->len + n > b->cap)
         b->data = hp_xgrow(b->data, &b->cap, b->len + n, 1);
@@ -31,7 +32,7 @@ static void pack_reserve(struct store_pack *b, size_t n)
 
 void store_pack_u64(struct store_pack *b, uint64_t v)
 {
-    pack_reserve(b, 10);
+    store_pack_reserve(b, 10);
     while (v >= 0x80) {
         b->data[b->len++] = (unsigned char)(v | 0x80);
         v >>= 7;
@@ -46,7 +47,7 @@ void store_pack_i64(struct store_pack *b, int64_t v)
 
 void store_pack_bytes(struct store_pack *b, const void *data, size_t n)
 {
-    pack_reserve(b, n);
+    store_pack_reserve(b, n);
     if (n)
         memcpy(b->data + b->len, data, n);
     b->len += n;
@@ -109,14 +110,25 @@ static unsigned window_log_for(size_t n)
 }
 
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
-                        size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err)
+                        size_t base_len, bool text, void **ret, size_t *ret_len,
+                        struct hp_buf *err)
 {
     if (!s->cctx)
         s->cctx = ZSTD_createCCtx();
     if (!s->cctx)
         abort();
-    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, true, NULL,
+    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, text, NULL,
                                     ret, ret_len, err);
+}
+
+void *store_zbuf_reserve(struct store_zbuf *b, size_t n)
+{
+    if (b->cap < n) {
+        free(b->data);
+        b->data = hp_xmalloc(n ? n : 1);
+        b->cap = n;
+    }
+    return b->data;
 }
 
 int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
@@ -124,8 +136,16 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err)
 {
+    /* Text against a base: a line delta (ldelta.c), unless its lines are
+     * too many and short for one. */
+    if (text && base && base_len) {
+        int r = store_ldelta_encode(c, path, src, len, base, base_len, reuse, ret, ret_len, err);
+        if (r != 0)
+            return r < 0 ? r : 0;
+    }
     ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
-    /* Against a base of megabytes: level 1 with long-distance matching (a
+    /* Here: packed blobs, and text whose lines are too short for a line
+     * delta. Against a base of megabytes: level 1 with long-distance matching (a
      * dump mostly repeats its base megabytes back; measured on 4.4 MB dumps,
      * level 3 gives the same size 25% slower). Smaller blobs (packed
      * function totals, ~65 KB of varints where most values move a little
@@ -158,12 +178,7 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
     size_t bound = ZSTD_compressBound(len);
     void *out;
     if (reuse) {
-        if (reuse->cap < bound) {
-            free(reuse->data);
-            reuse->data = hp_xmalloc(bound ? bound : 1);
-            reuse->cap = bound;
-        }
-        out = reuse->data;
+        out = store_zbuf_reserve(reuse, bound);
     } else {
         out = hp_xmalloc(bound ? bound : 1);
     }
@@ -183,6 +198,8 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err)
 {
+    if (base && base_len && store_ldelta_is(src, len))
+        return store_ldelta_decode(s, src, len, base, base_len, size, ret, err);
     if (!s->dctx)
         s->dctx = ZSTD_createDCtx();
     if (!s->dctx)

@@ -26,12 +26,14 @@
 
 static const struct store_blob_table blob_tables[] = {
     [STORE_BLOB_RAW] = { STMT_RAW_GET, STMT_RAW_LINK, STMT_RAW_EXISTS, STMT_RAW_REFS,
-                         STMT_RAW_CHILDREN, STMT_RAW_REBASE, STMT_RAW_DELETE, "raw dump" },
+                         STMT_RAW_CHILDREN, STMT_RAW_REBASE, STMT_RAW_DELETE, "raw dump",
+                         true },
     [STORE_BLOB_SS] = { STMT_SS_GET, STMT_SS_LINK, STMT_SS_EXISTS, STMT_SS_REFS,
-                        STMT_SS_CHILDREN, STMT_SS_REBASE, STMT_SS_DELETE, "sample set" },
+                        STMT_SS_CHILDREN, STMT_SS_REBASE, STMT_SS_DELETE, "sample set",
+                        false },
     [STORE_BLOB_FTR] = { STMT_FTR_GET, STMT_FTR_LINK, STMT_FTR_EXISTS, STMT_FTR_REFS,
                          STMT_FTR_CHILDREN, STMT_FTR_REBASE, STMT_FTR_DELETE,
-                         "packed function totals" },
+                         "packed function totals", false },
 };
 
 const struct store_blob_table *store_blob_table(enum store_blob_kind kind)
@@ -74,7 +76,8 @@ static int blob_rebase(struct store *s, const struct store_blob_table *t, int64_
     int r;
     if ((r = store_blob_load(s, t->get, child, &bytes, &len, err)) < 0)
         return r;
-    if ((r = store_zstd_compress(s, bytes, len, base_bytes, base_len, &z, &zlen, err)) < 0)
+    if ((r = store_zstd_compress(s, bytes, len, base_bytes, base_len, t->text, &z, &zlen,
+                                 err)) < 0)
         goto out;
     sqlite3_stmt *st;
     if ((r = store_stmt(s, t->rebase, &st, err)) < 0)

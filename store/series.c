@@ -105,7 +105,7 @@ static int sseries_write(struct store *s, int64_t node_id, const int64_t *ids, s
     store_sseries_release(&ss);
     void *z = NULL;
     size_t zlen = 0;
-    if ((r = store_zstd_compress(s, pk.data, pk.len, NULL, 0, &z, &zlen, err)) == 0 &&
+    if ((r = store_zstd_compress(s, pk.data, pk.len, NULL, 0, false, &z, &zlen, err)) == 0 &&
         (r = store_stmt(s, STMT_SS_SERIES_INSERT, &st, err)) == 0) {
         sqlite3_bind_int64(st, 1, node_id);
         sqlite3_bind_int64(st, 2, ids[0]);

@@ -426,6 +426,8 @@ struct store_pack {
     size_t len, cap;
 };
 void store_pack_release(struct store_pack *b);
+/* Room for n more bytes. */
+void store_pack_reserve(struct store_pack *b, size_t n);
 void store_pack_u64(struct store_pack *b, uint64_t v);
 void store_pack_i64(struct store_pack *b, int64_t v); /* zigzag */
 void store_pack_bytes(struct store_pack *b, const void *data, size_t n);
@@ -464,13 +466,14 @@ static inline int64_t store_unpack_i64(struct store_unpack *u)
 /* Returns a pointer into the input (not NUL-terminated) and its length. */
 const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 
-/* Compress src, against base (may be NULL) as a zstd prefix. *ret is malloc'd. */
+/* Compress src, against base (may be NULL). `text`: src is text like a raw
+ * dump, which against a base becomes a line delta (ldelta.c); other data is
+ * zstd-compressed with the base as a prefix. *ret is malloc'd. */
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
-                        size_t base_len, void **ret, size_t *ret_len, struct hp_buf *err);
+                        size_t base_len, bool text, void **ret, size_t *ret_len,
+                        struct hp_buf *err);
 /* The same with a caller's context (one per thread), for work done off
- * the writer's thread; `path` names the store in errors. `text`: src is
- * text like a raw dump (against a base it needs long-distance matching;
- * store_zstd_compress assumes text). With `reuse`,
+ * the writer's thread; `path` names the store in errors. With `reuse`,
  * the output goes to that buffer (grown as needed; *ret points into it,
  * not to be freed): a fresh multi-MB buffer per dump, taken on another
  * thread, cost ~460 page faults a snapshot. */
@@ -478,9 +481,28 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              const void *base, size_t base_len, bool text,
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err);
+/* n bytes of room in b (its contents are not kept): b->data. */
+void *store_zbuf_reserve(struct store_zbuf *b, size_t n);
 /* Decompress exactly `size` bytes (the stored size), with the same base. */
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err);
+
+/* ---- ldelta.c: a raw dump as a line delta of the previous one ---- */
+
+/* Encode text `src` against `base` (ldelta.c says how), into reuse's buffer
+ * when given (as store_zstd_compress_with), else a new one. Returns 1 done,
+ * 0 when the text's lines are too many and short for a line delta (nothing
+ * written: compress it otherwise), <0 error. store_zstd_compress_with calls
+ * it for text against a base; store_zstd_decompress decodes it. */
+int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                        const void *base, size_t base_len, struct store_zbuf *reuse,
+                        void **ret, size_t *ret_len, struct hp_buf *err);
+/* Whether stored bytes are a line delta (else a zstd frame). */
+bool store_ldelta_is(const void *src, size_t len);
+/* Decode exactly `size` bytes from a line delta against `base`:
+ * HP_ECORRUPT saying what is wrong. */
+int store_ldelta_decode(struct store *s, const void *src, size_t len, const void *base,
+                        size_t base_len, size_t size, void **ret, struct hp_buf *err);
 
 /* 16-byte content key of a raw dump: a 64-bit hash and the length. */
 void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
@@ -502,6 +524,7 @@ enum store_blob_kind { STORE_BLOB_RAW, STORE_BLOB_SS, STORE_BLOB_FTR };
 struct store_blob_table {
     enum store_stmt_id get, link, exists, refs, children, rebase, del;
     const char *what;
+    bool text; /* raw dumps: their deltas are line deltas (store_zstd_compress) */
 };
 const struct store_blob_table *store_blob_table(enum store_blob_kind kind);
 

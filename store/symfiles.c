@@ -47,7 +47,7 @@ static int put_chunks(struct store *s, const struct store_symfile *f, int fd,
             break;
         void *z = NULL;
         size_t zlen = 0;
-        if ((r = store_zstd_compress(s, buf, got, NULL, 0, &z, &zlen, err)) < 0)
+        if ((r = store_zstd_compress(s, buf, got, NULL, 0, false, &z, &zlen, err)) < 0)
             goto out;
         sqlite3_stmt *st;
         if ((r = store_stmt(s, STMT_SYMFILE_CHUNK_PUT, &st, err)) == 0) {

@@ -8,8 +8,8 @@
  *   - each stack becomes a row of location ids, deduplicated by hash;
  *   - the snapshot's own data (header fields, mappings, threads, samples with
  *     their raw values) is one packed blob in sample_sets, zstd-compressed
- *     against the node's previous blob; the raw dump likewise against the
- *     node's previous dump, and the packed function totals (below) against
+ *     against the node's previous blob; the raw dump as a line delta of the
+ *     node's previous dump (ldelta.c), and the packed function totals (below) against
  *     the node's previous ones. A new keyframe (a standalone row) starts when
  *     a delta stops paying (over half the keyframe's own compressed size)
  *     or the chain reaches STORE_CHAIN_MAX links, so reading one row
