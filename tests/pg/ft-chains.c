@@ -2,14 +2,17 @@
  * tests/pg/ft-chains.sh, on either engine (--db is a path or a libpq URI).
  *   ft-chains write DB HOURS   HOURS hourly snapshots of one drifting
  *                              200-function profile (node "be-ft"), each
- *                              snapshot's packed totals chained on the one
- *                              before; then snapshot #HOURS/2 reindexed
- *                              with the last hour's profile
+ *                              snapshot's packed totals and raw dump
+ *                              chained on the one before; then snapshot
+ *                              #HOURS/2 reindexed with the last hour's
+ *                              profile
  *   ft-chains retain DB HOURS  thin the first half to one a day (with
  *                              reclaim: the dictionaries swept), drop the
  *                              first 10 hours
  *   ft-chains dump DB HOURS    every stored value: per snapshot, each
- *                              function's totals ("T id function values"),
+ *                              function's totals ("T id function values")
+ *                              and its raw dump's size ("R id bytes"; it
+ *                              must be its hour's dump, byte for byte),
  *                              and each function's trend over the node
  *                              ("S id function values"), and the same
  *                              trends read in one pass over the snapshots
@@ -29,13 +32,14 @@
 #define HOUR_MS INT64_C(3600000)
 #define T0 INT64_C(1763798400000) /* 2025-11-22T08:00:00Z */
 
-/* Hour h's profile; every 25th stack grows with the hours (leak suspects
- * for ft-chains.sh's comparison of `query leaks` on both engines). */
-static struct profile *hour_profile(uint32_t h)
+/* Hour h's profile, and its raw dump when ret_raw is given; every 25th
+ * stack grows with the hours (leak suspects for ft-chains.sh's comparison
+ * of `query leaks` on both engines; the dump has the generator's counts). */
+static struct profile *hour_profile(uint32_t h, char **ret_raw, size_t *ret_len)
 {
     struct gen_params gp = { .seed = 21, .nstacks = 400, .nfuncs = 200, .symbolize = true,
                              .hour = h };
-    struct profile *p = gen_profile(&gp, NULL, NULL);
+    struct profile *p = gen_profile(&gp, ret_raw, ret_len);
     for (size_t i = 3; i < p->nsamples; i += 25)
         for (int v = 0; v < 2; v++)
             p->samples[i].raw[v] += p->samples[i].raw[v] * (int64_t)h / 40;
@@ -117,6 +121,29 @@ static int dump_one_pass(struct store *s, int64_t node, const struct names *name
     return r;
 }
 
+/* Snapshot `id` (hour id - 1) must read back its hour's raw dump byte for
+ * byte (raw dumps are line deltas of the one before, store/ldelta.c);
+ * "R id bytes" for the comparisons across engines. */
+static int raw_check(struct store *s, int64_t id, struct hp_buf *err)
+{
+    char *want;
+    size_t want_len, len;
+    void *got;
+    profile_free(hour_profile((uint32_t)(id - 1), &want, &want_len));
+    int r = store_snapshot_raw(s, id, &got, &len, err);
+    if (r == 0 && (len != want_len || memcmp(got, want, len) != 0)) {
+        hp_err_printf(err, "snapshot %lld: its raw dump reads back other bytes (%zu, "
+                      "expected %zu)", (long long)id, len, want_len);
+        r = -1;
+    }
+    if (r == 0)
+        printf("R %lld %zu\n", (long long)id, len);
+    if (r == 0)
+        free(got);
+    free(want);
+    return r;
+}
+
 static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *err)
 {
     int64_t node;
@@ -126,15 +153,18 @@ static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *
         if ((r = store_node_upsert(s, &ni, &node, err)) < 0)
             return r;
         for (uint32_t h = 0; h < hours; h++) {
-            struct profile *p = hour_profile(h);
+            char *raw;
+            size_t len;
+            struct profile *p = hour_profile(h, &raw, &len);
             int64_t id;
-            r = store_snapshot_insert(s, node, T0 + h * HOUR_MS, p, NULL, 0, NULL, NULL, 0, &id,
+            r = store_snapshot_insert(s, node, T0 + h * HOUR_MS, p, raw, len, NULL, NULL, 0, &id,
                                       err);
             profile_free(p);
+            free(raw);
             if (r < 0)
                 return r;
         }
-        struct profile *p = hour_profile(hours - 1);
+        struct profile *p = hour_profile(hours - 1, NULL, NULL);
         r = store_snapshot_reindex(s, hours / 2, p, err);
         profile_free(p);
         return r;
@@ -154,7 +184,8 @@ static int run(struct store *s, const char *cmd, uint32_t hours, struct hp_buf *
         if (store_snapshot_info(s, id, &si, NULL) < 0)
             continue;
         struct dump_ctx d = { id, &names };
-        if ((r = store_function_totals(s, id, total_cb, &d, err)) < 0)
+        if ((r = store_function_totals(s, id, total_cb, &d, err)) < 0 ||
+            (r = raw_check(s, id, err)) < 0)
             return r;
     }
     for (size_t i = 0; i < names.n && r >= 0; i++) {

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Chained function totals (function_totals_rest, issue 18) read back the
-# same everywhere: every function's totals in every snapshot and every
-# function's trend, written on SQLite with chains longer than a keyframe's
+# Chained function totals (function_totals_rest, issue 18) and raw dumps
+# (line deltas) read back the same everywhere: every raw dump byte for byte,
+# every function's totals in every snapshot and every function's trend, written on SQLite with chains longer than a keyframe's
 # (and a reindex in the middle of one), are the same after query migrate to
 # PostgreSQL; after the same retention on both engines (links taken out of
 # the chains) each engine still reads exactly the values it read before for
@@ -26,10 +26,21 @@ S="$T/s.db"
 "$F" write "$S" $H || fail "write"
 chained=$(sqlite3 "$S" "SELECT count(*) FROM function_totals_rest WHERE base_id IS NOT NULL")
 [ "$chained" -gt $((H / 2)) ] || fail "only $chained packed totals chained on SQLite"
+# Raw dumps chain as line deltas (store/ldelta.c: they start "HFL").
+raw_chained=$(sqlite3 "$S" "SELECT count(*) FROM raw_dumps WHERE base_id IS NOT NULL
+                            AND substr(data, 1, 3) = CAST('HFL' AS BLOB)")
+[ "$raw_chained" -gt $((H / 2)) ] || fail "only $raw_chained raw dumps are line deltas on SQLite"
 # Spans 1-128 and 129-256 closed; the reindex of #150 dissolved the second.
 spans=$(sqlite3 "$S" "SELECT group_concat(first_id || '-' || last_id) FROM function_series_spans
                       WHERE closed = 1")
 [ "$spans" = "1-128" ] || fail "closed spans on SQLite: '$spans', expected 1-128"
+# dump DB OUT: every stored value, sorted (a raw dump that reads back other
+# bytes fails it).
+dump() {
+    "$F" dump "$1" $H >"$2.unsorted" 2>dump.err || fail "dump $1: $(cat dump.err)"
+    grep -q '^R ' "$2.unsorted" || fail "dump $1: no raw dump read"
+    sort "$2.unsorted" >"$2"
+}
 # one_pass_same DUMP: the trends read in one pass (M) are the trends read a
 # function at a time (S).
 one_pass_same() {
@@ -47,7 +58,7 @@ one_pass_same() {
     comm -23 t.only s.sorted >t.extra
     [ ! -s t.extra ] || { head t.extra >&2; fail "$1: a trend differs from a snapshot's table"; }
 }
-"$F" dump "$S" $H | sort >a.txt
+dump "$S" a.txt
 grep -q '^T ' a.txt && grep -q '^S ' a.txt || fail "nothing dumped"
 one_pass_same a.txt
 
@@ -56,10 +67,13 @@ grep -q "^function_totals_rest .*: ok$" mig.txt || fail "rest not copied: $(cat 
 pg_chained=$(pg_psql -c "SELECT count(*) FROM function_totals_rest WHERE base_id IS NOT NULL")
 [ "$pg_chained" = "$chained" ] ||
     fail "the chains did not arrive in PostgreSQL"
+[ "$(pg_psql -c "SELECT count(*) FROM raw_dumps WHERE base_id IS NOT NULL
+                 AND substring(data from 1 for 3) = 'HFL'::bytea")" = "$raw_chained" ] ||
+    fail "the raw dumps' line deltas did not arrive in PostgreSQL"
 [ "$(pg_psql -c "SELECT count(*) FROM function_series")" = \
   "$(sqlite3 "$S" "SELECT count(*) FROM function_series")" ] ||
     fail "the function series did not arrive in PostgreSQL"
-"$F" dump "$PGURI" $H | sort >b.txt
+dump "$PGURI" b.txt
 one_pass_same b.txt
 cmp -s a.txt b.txt || { diff a.txt b.txt | head >&2; fail "PostgreSQL reads other totals"; }
 echo "ok: $(wc -l <a.txt) values the same after migrate ($chained chained rows)"
@@ -79,8 +93,8 @@ leaks_same "$S" "$PGURI" "after migrate"
 
 "$F" retain "$S" $H || fail "retain on SQLite"
 "$F" retain "$PGURI" $H || fail "retain on PostgreSQL"
-"$F" dump "$S" $H | sort >a2.txt
-"$F" dump "$PGURI" $H | sort >b2.txt
+dump "$S" a2.txt
+dump "$PGURI" b2.txt
 one_pass_same a2.txt
 one_pass_same b2.txt
 cmp -s a2.txt b2.txt || { diff a2.txt b2.txt | head >&2; fail "engines differ after retention"; }
@@ -104,8 +118,11 @@ U2="postgresql:///hf2?host=$PG_DIR&user=heapfleet"
 [ "$("$PG_BIN/psql" -X -q -A -t "$U2" -c "SELECT count(*) FROM function_totals_rest
                                           WHERE base_id IS NOT NULL")" -gt 15 ] ||
     fail "the PostgreSQL writer does not chain"
-"$F" dump "$S2" $H | sort >a3.txt
-"$F" dump "$U2" $H | sort >b3.txt
+[ "$("$PG_BIN/psql" -X -q -A -t "$U2" -c "SELECT count(*) FROM raw_dumps WHERE base_id IS NOT NULL
+                                          AND substring(data from 1 for 3) = 'HFL'::bytea")" \
+  -gt $((H / 2)) ] || fail "the PostgreSQL writer stores no line deltas"
+dump "$S2" a3.txt
+dump "$U2" b3.txt
 one_pass_same a3.txt
 one_pass_same b3.txt
 cmp -s a3.txt b3.txt ||
