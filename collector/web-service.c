@@ -106,6 +106,14 @@ static int svc_trend_functions(void *ctx, const struct query_opts *o,
     return web_source_store_ops.trend_functions(w->src, o, snaps, n, t, ret, err);
 }
 
+static int svc_raw_dump(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                        struct web_snapshot_info *ret_info, void **ret_data, size_t *ret_len,
+                        struct hp_buf *err)
+{
+    struct web_service *w = ctx;
+    return web_source_store_ops.raw_dump(w->src, sel, a, ret_info, ret_data, ret_len, err);
+}
+
 static int svc_symbolization(void *ctx, struct hp_buf *out, struct hp_buf *err)
 {
     struct web_service *w = ctx;
@@ -182,6 +190,7 @@ int collector_web_service_new(const char *listen, const char *allowed_hosts, con
         .load_snapshot = svc_load_snapshot,
         .load_stored = svc_load_stored,
         .trend_functions = svc_trend_functions,
+        .raw_dump = svc_raw_dump,
         .symbolization = svc_symbolization,
         .metrics = svc_metrics,
     };

@@ -140,6 +140,10 @@ int query_cmd_snapshots(int argc, char **argv);
 int query_cmd_retain(int argc, char **argv);
 int query_store_load(const char *db, const char *selector, struct profile **ret,
                      struct query_snapref *ret_ref, struct hp_buf *err);
+/* The raw dump a stored snapshot was read from, byte for byte as the node
+ * served it (*ret_data malloc'd); HP_ENOTFOUND also when it kept none. */
+int query_store_raw(const char *db, const char *selector, void **ret_data, size_t *ret_len,
+                    struct query_snapref *ret_ref, struct hp_buf *err);
 
 /* When NAME is not a node of the open store S, appends " (did you mean
  * \"be-17\"?)" to err for the closest stored name within a few edits

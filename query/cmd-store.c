@@ -49,8 +49,11 @@ void query_node_hint(struct store *s, const char *name, struct hp_buf *err)
     hp_buf_release(&ignore);
 }
 
-int query_store_load(const char *db, const char *selector, struct profile **ret,
-                     struct query_snapref *ret_ref, struct hp_buf *err)
+/* The stored snapshot `selector` names, as a profile (ret_p) or as the raw
+ * dump it was read from (ret_raw). */
+static int store_read(const char *db, const char *selector, struct profile **ret_p,
+                      void **ret_raw, size_t *ret_raw_len, struct query_snapref *ret_ref,
+                      struct hp_buf *err)
 {
     struct store *s = NULL;
     struct hp_buf oerr = HP_BUF_INIT(0);
@@ -65,23 +68,43 @@ int query_store_load(const char *db, const char *selector, struct profile **ret,
         goto out;
     }
     int64_t id;
+    uint64_t num;
     hp_buf_reset(&oerr);
-    r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &oerr);
+    /* A raw dump is kept for failed attempts too (#ID only: the other
+     * selectors name profiles). */
+    if (!ret_p && selector[0] == '#' &&
+        hp_parse_u64(selector + 1, strlen(selector + 1), &num) == 0 && num > 0 &&
+        num <= INT64_MAX) {
+        id = (int64_t)num;
+        r = 0;
+    } else {
+        r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &oerr);
+    }
+    bool named = r == 0; /* the selector names a snapshot */
     struct store_snapshot_info si;
-    if (r == 0)
+    if (r == 0 && (ret_p || ret_ref))
         r = store_snapshot_info(s, id, &si, &oerr);
     if (r == 0)
-        r = store_snapshot_load(s, id, ret, &oerr);
+        r = ret_p ? store_snapshot_load(s, id, ret_p, &oerr)
+                  : store_snapshot_raw(s, id, ret_raw, ret_raw_len, &oerr);
     if (r == 0 && ret_ref) {
         memset(ret_ref, 0, sizeof(*ret_ref));
         ret_ref->id = id;
         snprintf(ret_ref->node, sizeof(ret_ref->node), "%s", si.node);
         ret_ref->time_ms = si.taken_at;
     }
-    if (r < 0)
-        hp_err_printf(err, "\"%s\": %s%s", selector, oerr.data ? oerr.data : hp_strerror(r),
-                      r == HP_ENOTFOUND && selector[0] != '#' ? " (and no such file)" : "");
-    if (r == HP_ENOTFOUND && selector[0] != '#') {
+    bool hint = r == HP_ENOTFOUND && !named && selector[0] != '#';
+    if (r < 0) {
+        /* The selector's own errors name it already. */
+        const char *why = oerr.data ? oerr.data : hp_strerror(r);
+        size_t sl = strlen(selector);
+        bool says = why[0] == '"' && strncmp(why + 1, selector, sl) == 0 && why[sl + 1] == '"';
+        hp_err_printf(err, "%s%s%s%s", says ? "" : "\"", says ? "" : selector,
+                      says ? "" : "\": ", why);
+        if (hint && err)
+            (void)hp_buf_puts(err, " (and no such file)");
+    }
+    if (hint) {
         int64_t node_id;
         char node[128];
         size_t n = strcspn(selector, "@");
@@ -95,6 +118,18 @@ out:
     store_close(s);
     hp_buf_release(&oerr);
     return r;
+}
+
+int query_store_load(const char *db, const char *selector, struct profile **ret,
+                     struct query_snapref *ret_ref, struct hp_buf *err)
+{
+    return store_read(db, selector, ret, NULL, NULL, ret_ref, err);
+}
+
+int query_store_raw(const char *db, const char *selector, void **ret_data, size_t *ret_len,
+                    struct query_snapref *ret_ref, struct hp_buf *err)
+{
+    return store_read(db, selector, NULL, ret_data, ret_len, ret_ref, err);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

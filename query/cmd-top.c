@@ -2,8 +2,10 @@
  * as a function table or exported whole. */
 #include "query/cli.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int render(struct query_cli *c, struct profile *p, struct hp_buf *out, struct hp_buf *err)
 {
@@ -46,9 +48,37 @@ out:
     return r;
 }
 
+/* export --raw: the dump as the node served it (a file: the file). */
+static int export_raw(struct query_cli *c, const char *sel)
+{
+    struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
+    struct stat st;
+    void *data = NULL;
+    size_t len = 0;
+    int r, rc;
+    if (stat(sel, &st) == 0 && S_ISREG(st.st_mode)) {
+        char *d;
+        r = hp_file_read(sel, SIZE_MAX, &d, &len, &err);
+        data = d;
+    } else {
+        r = query_store_raw(c->db, sel, &data, &len, NULL, &err);
+    }
+    if (r < 0) {
+        rc = query_cli_fail(c, err.len ? err.data : hp_strerror(r));
+    } else {
+        out.data = data; /* lent to the writer */
+        out.len = len;
+        rc = query_cli_write(&out);
+    }
+    free(data);
+    hp_buf_release(&err);
+    return rc;
+}
+
 static int run(int argc, char **argv, const char *prog, bool export_mode)
 {
     struct query_cli c;
+    bool raw = false;
     query_cli_init(&c, prog);
     /* export writes the whole profile: collapsed stacks unless told otherwise. */
     if (export_mode)
@@ -56,11 +86,13 @@ static int run(int argc, char **argv, const char *prog, bool export_mode)
     const struct hp_opt_usage u = {
         .prog = prog,
         .usage = export_mode ? "query export SNAP [--format collapsed|json|dot|svg|pprof] "
-                               "[options]"
+                               "[options]\nquery export SNAP --raw"
                              : "query top SNAP [--binary FILE | --symbols DIR] [--format F] "
                                "[options]",
         .text = export_mode ? "Writes one profile whole. SNAP is NODE, NODE@TIME, #ID or a "
-                              "profile file.\n"
+                              "profile file.\n--raw writes the dump a stored snapshot was read "
+                              "from, byte for byte as the\nnode served it (for jeprof, or a bug "
+                              "report).\n"
                             : "The function table of one profile. SNAP is NODE, NODE@TIME, "
                               "#ID or a\nprofile file.\n",
     };
@@ -68,6 +100,8 @@ static int run(int argc, char **argv, const char *prog, bool export_mode)
         QUERY_CLI_OPTS(&c, export_mode ? "collapsed|json|dot|svg|pprof"
                                        : "text|collapsed|json|dot|svg|pprof",
                        true),
+        HP_OPT_BOOL(0, export_mode ? "raw" : NULL, &raw,
+                    "the stored raw dump, byte for byte (no other option applies)"),
         HP_OPT_END(),
     };
     int rc, n = query_cli_parse(&c, &u, opts, argc, argv, &rc);
@@ -76,6 +110,8 @@ static int run(int argc, char **argv, const char *prog, bool export_mode)
     if (n != 1)
         return hp_opt_usage_error(&u, "one snapshot expected, got %d", n);
     const char *sel = argv[0];
+    if (raw)
+        return export_raw(&c, sel);
 
     struct hp_buf err = HP_BUF_INIT(0), out = HP_BUF_INIT(0);
     struct profile *p = NULL;

@@ -1030,6 +1030,39 @@ void web_h_profile(struct web_request *r)
     profile_free(p);
 }
 
+/* The raw dump, byte for byte as the node served it (jeprof input, a bug
+ * report's attachment). */
+void web_h_raw(struct web_request *r)
+{
+    if (!r->src->raw_dump) {
+        web_api_error(r, 501, "this data source keeps no raw dumps (the collector's store "
+                              "does)");
+        return;
+    }
+    struct hp_buf err = HP_BUF_INIT(0);
+    struct web_snapshot_info info;
+    void *data = NULL;
+    size_t len = 0;
+    memset(&info, 0, sizeof(info));
+    int rc = r->src->raw_dump(r->src_ctx, &r->p.sel, &r->arena, &info, &data, &len, &err);
+    if (rc < 0) {
+        reply_failure(r, rc, &err);
+    } else {
+        hp_buf_reset(&r->body);
+        (void)hp_buf_append(&r->body, data, len);
+        r->status = 200;
+        r->content_type = "application/octet-stream";
+        if (r->p.download) {
+            char *d = hp_xasprintf("attachment; filename=\"%s-%lld.heap\"",
+                                   info.node ? info.node : "snapshot", (long long)info.id);
+            r->disposition = hp_arena_strdup(&r->arena, d);
+            free(d);
+        }
+    }
+    free(data);
+    hp_buf_release(&err);
+}
+
 void web_h_symbolization(struct web_request *r)
 {
     if (!r->src->symbolization) {

@@ -148,6 +148,7 @@ static const struct web_route routes[] = {
     { "/api/v1/snapshots/{sel}/tree", P_SAMPLE | P_FILTER | P_OPTS | P_PRUNE, web_h_tree, false },
     { "/api/v1/snapshots/{sel}/profile",
       P_FORMAT | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_DOWNLOAD, web_h_profile, false },
+    { "/api/v1/snapshots/{sel}/raw", P_DOWNLOAD, web_h_raw, false },
     { "/api/v1/diff",
       P_AB | P_SAMPLE | P_FILTER | P_TOP | P_OPTS | P_PRUNE | P_NORMALIZE | P_FORMAT | P_DOWNLOAD,
       web_h_diff, false },
@@ -554,6 +555,10 @@ static void h_index(struct web_request *r)
         if (routes[i].fn == web_h_symbolization && !r->src->symbolization) {
             ok = false;
             note = "this data source keeps no symbolization status";
+        }
+        if (routes[i].fn == web_h_raw && !r->src->raw_dump) {
+            ok = false;
+            note = "this data source keeps no raw dumps";
         }
         if (routes[i].post && !r->can_poll) {
             ok = false;

@@ -438,6 +438,39 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile
     return 0;
 }
 
+static int raw_dump(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                    struct web_snapshot_info *ret_info, void **ret_data, size_t *ret_len,
+                    struct hp_buf *err)
+{
+    struct web_source_store *w = ctx;
+    char text[256], when[32];
+    if (sel->node && sel->at_ms)
+        snprintf(text, sizeof(text), "%s@%s", sel->node,
+                 store_time_format(sel->at_ms, when, sizeof(when)));
+    else if (sel->node)
+        snprintf(text, sizeof(text), "%s", sel->node);
+    unsigned slot;
+    int r = get_conn(w, &slot, err);
+    if (r < 0)
+        return r;
+    struct store *s = w->conn[slot];
+    /* #ID as it is: failed attempts keep their bytes too. */
+    int64_t id = sel->id;
+    struct store_snapshot_info si;
+    if (sel->node)
+        r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
+    if (r == 0)
+        r = store_snapshot_info(s, id, &si, err);
+    if (r == 0)
+        r = store_snapshot_raw(s, id, ret_data, ret_len, err);
+    if (r == 0)
+        info_from_store(s, &si, a, false, ret_info);
+    else
+        unname_store(s, err);
+    put_conn(w, slot);
+    return r;
+}
+
 /* ---- a node's snapshots for leaks, by stack ids ---- */
 
 static int load_stored(void *ctx, const struct query_opts *o, struct query_snapshot *snaps,
@@ -528,6 +561,7 @@ const struct web_source_ops web_source_store_ops = {
     .load_snapshot = load_snapshot,
     .load_stored = load_stored,
     .trend_functions = trend_functions,
+    .raw_dump = raw_dump,
     .symbolization = symbolization,
     .metrics = metrics,
 };

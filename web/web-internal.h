@@ -76,6 +76,7 @@ void web_h_snapshot(struct web_request *r);
 void web_h_top(struct web_request *r);
 void web_h_tree(struct web_request *r);
 void web_h_profile(struct web_request *r);
+void web_h_raw(struct web_request *r);
 void web_h_diff(struct web_request *r);
 void web_h_symbolization(struct web_request *r);
 void web_h_discrepancy(struct web_request *r);

@@ -132,6 +132,13 @@ struct web_source_ops {
                            const struct query_snapshot *snaps, size_t n,
                            struct query_trend_opts *t, struct query_stored **ret,
                            struct hp_buf *err);
+    /* Optional (the store source): the raw dump the snapshot `sel` names
+     * was read from, byte for byte as the node served it (by #ID also a
+     * failed attempt's); *ret_data malloc'd, the caller frees it.
+     * ret_info: its id and node. */
+    int (*raw_dump)(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                    struct web_snapshot_info *ret_info, void **ret_data, size_t *ret_len,
+                    struct hp_buf *err);
     /* Symbolization status as a JSON object text appended to out. */
     int (*symbolization)(void *ctx, struct hp_buf *out, struct hp_buf *err);
     /* Extra Prometheus exposition lines (the collector's own health:

@@ -64,6 +64,15 @@ if command -v go >/dev/null; then
         fail "pprof export does not name its snapshot in a comment (go tool pprof -raw)"
 fi
 
+# export --raw gives the dumps back as imported, byte for byte (in the store
+# the second is a line delta of the first, store/ldelta.c); a file is its
+# own raw dump.
+"$Q" export --raw fx@2025-11-22T08:30:00Z >raw-a.heap
+"$Q" export --raw '#2' >raw-b.heap
+cmp a.heap raw-a.heap || fail "export --raw of #1 is not a.heap"
+cmp b.heap raw-b.heap || fail "export --raw of #2 is not b.heap"
+"$Q" export --raw a.heap | cmp - a.heap || fail "export --raw of a file"
+
 # The same dump again is the same snapshot: skipped, and said so.
 "$Q" import --node fx --time 2025-11-22T10:00:00Z a.heap 2>dup.txt
 grep -q "already stored as #1 fx@2025-11-22T08:00:00Z (same content)" dup.txt ||
@@ -103,6 +112,9 @@ grep -q "parse_failed" snaps.txt || fail "failed attempt not listed: $(cat snaps
 [ "$(grep -c ' ok ' snaps.txt)" = 2 ] || fail "expected 2 ok snapshots: $(cat snaps.txt)"
 "$Q" nodes >nodes.txt
 grep -q "^fx .*doris .*parse_failed" nodes.txt || fail "nodes: $(cat nodes.txt)"
+# What the node sent can be read back to see what went wrong.
+junk_id=$(awk '/parse_failed/ { print $1 }' snaps.txt)
+"$Q" export --raw "#$junk_id" | cmp - junk.heap || fail "export --raw of the failed attempt"
 
 # Reindex re-derives the two profiles (the junk still fails), top unchanged.
 if "$Q" reindex 2>err.txt; then fail "reindex of junk succeeded"; fi

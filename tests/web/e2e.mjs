@@ -210,6 +210,15 @@ try {
       assert.match(d.name, new RegExp(`^be-1-${id}\\.`), `${f} file name ${d.name}`);
       assert.ok(d.text.includes(`#${id}`) || d.text.includes(`"id": ${id}`) || d.text.includes(`"id":${id}`), `${f} names #${id}`);
     }
+    // The raw dump too: the pinned snapshot's file, byte for byte.
+    const raw = await grab("[data-test=raw-download]");
+    assert.equal(raw.name, `be-1-${id}.heap`, `raw file name ${raw.name}`);
+    const want = await page.evaluate(async (i) => {
+      const b = new Uint8Array(await (await fetch(`/api/v1/snapshots/%23${i}/raw`)).arrayBuffer());
+      return Array.from(b, (c) => String.fromCharCode(c)).join("");
+    }, id);
+    assert.ok(raw.text.startsWith("heap_v2/"), "the raw download is a jemalloc dump");
+    assert.equal(raw.text, want, "the raw download is #" + id + "'s dump");
     assert.equal(idOf(page.url()), id, `the URL names the snapshot: ${page.url()}`);
     await page.waitForSelector("[data-test=pinned]");
     assert.equal(await text("[data-test=snapshot-id]"), `#${id}`);

@@ -4,7 +4,8 @@
 # (query/stored.h), all of them since `since` (the API used to load and
 # fold the newest 50 profiles, and so saw another window than the CLI).
 # 56 hourly dumps of one growing jefixture process, imported into SQLite; a
-# collector serving the API from that file.
+# collector serving the API from that file. The raw dumps come back byte for
+# byte.
 #   leaks-store-same-as-cli.sh QUERY JEFIXTURE COLLECTOR
 set -eu
 Q=$(realpath "$1")
@@ -50,6 +51,20 @@ while [ $i -lt 300 ] && ! grep -qs 'url=http://127.0.0.1:[0-9]*/' c.log; do
 done
 port=$(sed -n 's/.*url=http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' c.log | head -n 1)
 [ -n "$port" ] || fail "no API port in the collector's log: $(cat c.log)"
+
+# /snapshots/SEL/raw: the dumps as imported, byte for byte (#1 the oldest; in
+# the store each is a line delta of the one before), as `query export --raw`
+# gives them.
+curl -sS -o raw.first "http://127.0.0.1:$port/api/v1/snapshots/%231/raw" || fail "raw: curl failed"
+cmp raw.first d1.heap || fail "GET /api/v1/snapshots/%231/raw is not d1.heap"
+curl -sS -D raw.hdr -o raw.last "http://127.0.0.1:$port/api/v1/snapshots/be1/raw?download=1" ||
+    fail "raw: curl failed"
+cmp raw.last d$N.heap || fail "GET /api/v1/snapshots/be1/raw is not the latest dump"
+"$Q" export --raw be1 --db s.db | cmp - raw.last || fail "query export --raw differs from the API"
+tr -d '\r' <raw.hdr | grep -qi "^content-disposition: attachment; filename=\"be1-$N.heap\"$" ||
+    fail "raw download: $(cat raw.hdr)"
+code=$(curl -sS -o raw.404 -w '%{http_code}' "http://127.0.0.1:$port/api/v1/snapshots/nosuch/raw")
+[ "$code" = 404 ] && grep -q nosuch raw.404 || fail "raw of an unknown node: HTTP $code $(cat raw.404)"
 
 # check NAME QUERY_STRING CLI_OPTIONS...: the API's body equals the CLI's output.
 check() {

@@ -367,6 +367,29 @@ static void test_api_selector_table(void **state)
     assert_true(rows >= 30);
 }
 
+/* A snapshot's raw dump: a folder's files are raw dumps, so the file's
+ * bytes, as a download named after the snapshot. */
+static void test_api_raw_is_the_file(void **state)
+{
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof(path), "%s/be-3/d3.heap", datadir);
+    char *want;
+    size_t wlen;
+    assert_int_equal(hp_file_read(path, (size_t)1 << 26, &want, &wlen, NULL), 0);
+    struct resp r = get("/api/v1/snapshots/be-3/raw?download=1");
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.ctype, "application/octet-stream");
+    assert_int_equal(r.len, wlen);
+    assert_memory_equal(r.body, want, wlen);
+    assert_non_null(strstr(r.disposition, "attachment; filename=\"be-3-"));
+    free(r.body);
+    r = get("/api/v1/snapshots/nosuch/raw");
+    assert_int_equal(r.status, 404);
+    free(r.body);
+    free(want);
+}
+
 static void test_api_top_same_as_cli(void **state)
 {
     (void)state;
@@ -1179,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_api_snapshot_coverage_fields),
         cmocka_unit_test(test_api_selector_table),
         cmocka_unit_test(test_api_top_same_as_cli),
+        cmocka_unit_test(test_api_raw_is_the_file),
         cmocka_unit_test(test_api_tree_consistent),
         cmocka_unit_test(test_api_diff_totals),
         cmocka_unit_test(test_api_snapshots_points),

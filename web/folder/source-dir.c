@@ -422,12 +422,12 @@ static void figures_fill(const char *path, struct hp_arena *a, struct web_snapsh
     hp_buf_release(&err);
 }
 
-static int dir_load(void *ctx, const struct web_selector *sel, enum profile_value rank,
-                    struct hp_arena *a, struct web_snapshot_info *ret_info,
-                    struct profile **ret_profile, struct hp_buf *err)
+/* The entry a selector names: its index, path (malloc'd), time and size;
+ * HP_ENOTFOUND (err says why) when none. */
+static int entry_find(struct web_source_dir *d, const struct web_selector *sel,
+                      int64_t *ret_idx, char **ret_path, int64_t *ret_mtime, int64_t *ret_size,
+                      struct hp_buf *err)
 {
-    (void)rank; /* a folder's files are parsed whole (the parser has its caps) */
-    struct web_source_dir *d = ctx;
     pthread_mutex_lock(&d->mu);
     int r = scan(d, err);
     int64_t idx = -1;
@@ -451,13 +451,27 @@ static int dir_load(void *ctx, const struct web_selector *sel, enum profile_valu
                               sel->at_ms ? "at or before that time" : "yet");
         }
     }
-    char *path = idx >= 0 ? hp_xstrdup(d->e[idx].path) : NULL;
-    int64_t mt = idx >= 0 ? d->e[idx].mtime_ms : 0, sz = idx >= 0 ? d->e[idx].size : 0;
+    if (r == 0 && idx >= 0) {
+        *ret_idx = idx;
+        *ret_path = hp_xstrdup(d->e[idx].path);
+        *ret_mtime = d->e[idx].mtime_ms;
+        *ret_size = d->e[idx].size;
+    }
     pthread_mutex_unlock(&d->mu);
+    return r < 0 ? r : idx < 0 ? HP_ENOTFOUND : 0;
+}
+
+static int dir_load(void *ctx, const struct web_selector *sel, enum profile_value rank,
+                    struct hp_arena *a, struct web_snapshot_info *ret_info,
+                    struct profile **ret_profile, struct hp_buf *err)
+{
+    (void)rank; /* a folder's files are parsed whole (the parser has its caps) */
+    struct web_source_dir *d = ctx;
+    int64_t idx, mt, sz;
+    char *path;
+    int r = entry_find(d, sel, &idx, &path, &mt, &sz, err);
     if (r < 0)
         return r;
-    if (idx < 0)
-        return HP_ENOTFOUND;
     struct profile *p = NULL;
     struct hp_buf perr = HP_BUF_INIT(0);
     r = parse_entry(path, &p, &perr);
@@ -491,10 +505,35 @@ static int dir_load(void *ctx, const struct web_selector *sel, enum profile_valu
     return 0;
 }
 
+/* A folder's files are raw dumps: the file's bytes. */
+static int dir_raw(void *ctx, const struct web_selector *sel, struct hp_arena *a,
+                   struct web_snapshot_info *ret_info, void **ret_data, size_t *ret_len,
+                   struct hp_buf *err)
+{
+    struct web_source_dir *d = ctx;
+    int64_t idx, mt, sz;
+    char *path, *data;
+    size_t len;
+    int r = entry_find(d, sel, &idx, &path, &mt, &sz, err);
+    if (r < 0)
+        return r;
+    r = hp_file_read(path, DIR_MAX_FILE_BYTES, &data, &len, err);
+    free(path);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&d->mu);
+    info_fill(d, (uint32_t)idx, a, ret_info);
+    pthread_mutex_unlock(&d->mu);
+    *ret_data = data;
+    *ret_len = len;
+    return 0;
+}
+
 const struct web_source_ops web_source_dir_ops = {
     .list_nodes = dir_list_nodes,
     .list_snapshots = dir_list_snapshots,
     .load_snapshot = dir_load,
+    .raw_dump = dir_raw,
     .symbolization = NULL,
     .metrics = NULL,
 };

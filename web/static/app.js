@@ -330,8 +330,16 @@ function downloadButtons(formats) {
 function wireDownloads(root, pathOf) {
   root.querySelectorAll("button[data-dl]").forEach((b) => b.addEventListener("click", () => {
     const f = b.dataset.dl;
-    download(pathOf(f), `heapfleet.${f}`);
+    download(f === "raw" ? pathOf.raw : pathOf(f), `heapfleet.${f === "raw" ? "heap" : f}`);
   }));
+}
+
+// The dump as the node served it, where the server keeps it (query export --raw).
+function rawButton(capab) {
+  const ep = (capab.endpoints || []).find((e) => e.path === "/api/v1/snapshots/{sel}/raw");
+  return ep && ep.available
+    ? `<span class="seg"><button data-dl="raw" data-test="raw-download" title="the dump as the node served it, byte for byte (for jeprof, or a bug report)">raw dump</button></span>`
+    : "";
 }
 
 // Query-string parameters the flame graph's filters send to the API.
@@ -422,7 +430,7 @@ async function snapshotPage(sel, q) {
         <button id="reset">Reset zoom</button>
         <select id="sample" aria-label="sample type">${["inuse_space", "inuse_objects", "alloc_space", "alloc_objects"].map((s) => `<option ${s === sample ? "selected" : ""} ${info.totals[s] || s === sample ? "" : "disabled title=\"this profile has no data for it\""}>${s}</option>`).join("")}</select>
         ${orientationToggle()}
-        <span style="flex:1"></span>${downloadButtons(capab.formats)}
+        <span style="flex:1"></span>${downloadButtons(capab.formats)}${rawButton(capab)}
       </div>
       <form class="filters" id="filters" data-test="filters">
         <label class="small">focus <input type="text" name="focus" value="${esc(q.get("focus") || "")}" placeholder="keep stacks through (regex)" aria-label="focus"></label>
@@ -436,7 +444,9 @@ async function snapshotPage(sel, q) {
     </div>
     <div class="panel flush" id="sandwich" hidden></div>
     <div class="panel flush"><div class="panelhead"><h2>Top functions</h2><span class="muted small">click a row to find it in the flame graph; ⇅ shows its callers and callees</span></div><div class="tablewrap" id="top"></div></div>`;
-  wireDownloads(main, (f) => `/api/v1/snapshots/${selPath(pinned)}/profile?format=${f}&download=1${sq}`);
+  const dl = (f) => `/api/v1/snapshots/${selPath(pinned)}/profile?format=${f}&download=1${sq}`;
+  dl.raw = `/api/v1/snapshots/${selPath(pinned)}/raw?download=1`;
+  wireDownloads(main, dl);
   const fg = new FlameGraph(document.getElementById("flame"));
   cleanups.push(() => fg.destroy());
   fg.setData(shown, unit);
