@@ -184,6 +184,15 @@ measure addr2line addr2line -i -f -C -e bigprog < addrs.txt
 if [ "${SKIP_EU:-0}" = 1 ]; then echo "- - -" > eu-addr2line.time; echo "eu-addr2line: skipped (SKIP_EU=1)"; else
     measure eu-addr2line eu-addr2line -i -f -C -e bigprog < addrs.txt
 fi
+echo "--- the same addresses, debug sections compressed (zlib, as Debian's -dbgsym files have them)"
+objcopy --compress-debug-sections=zlib bigprog bigprog-zlib
+measure heapfleet-zlib "$SYMTOOL" addr bigprog-zlib - < addrs.txt
+measure llvm-zlib llvm-symbolizer --inlining --demangle --obj=bigprog-zlib < addrs.txt
+if ! cmp -s heapfleet-cold.out heapfleet-zlib.out; then
+    echo "sym-bench: compressed debug sections give other answers" >&2
+    diff heapfleet-cold.out heapfleet-zlib.out | head -5 >&2
+    exit 1
+fi
 echo "--- one CU's functions only (peak RSS must follow the CUs touched, not the binary)"
 # unit 0's functions: _ZN8bench_u05f_0_1Ejj, or with BASE _ZN10bench_u0007f_000_1Ejj
 nm bigprog | awk '$2 ~ /^[tT]$/ && $3 ~ /bench_u0+[0-9]f_0+_[0-9]+E/ { print "0x" $1 }' | head -400 > one-cu.txt
@@ -245,6 +254,9 @@ set -- $(cat llvm-symbolizer.time)
 [ "$1" != "-" ] && r "sym cold peak RSS" "$hcold_m" MB "< peer" llvm-symbolizer "$3"
 set -- $(cat addr2line.time)
 [ "$1" != "-" ] && r "sym cold cpu vs addr2line" "$hcold_c" s "-" "addr2line -i" "$2"
+set -- $(cat heapfleet-zlib.time); zc=$2
+set -- $(cat llvm-zlib.time)
+[ "$1" != "-" ] && r "sym cold cpu, compressed debug sections" "$zc" s "< peer" llvm-symbolizer "$2"
 set -- $(cat heapfleet-profile.time); pc=$2
 set -- $(cat jeprof-text.time)
 r "sym end to end cpu" "$pc" s "<= 1/15 of peer" "jeprof --text" "$2"
@@ -265,6 +277,7 @@ if [ -n "$SMOKE" ]; then
     want="sym end to end cpu|query top warm wall|query top warm cpu|sym cold cpu, libdwarf tracking off|sym warm, whole profile (memory cache)"
     if command -v llvm-symbolizer >/dev/null 2>&1; then
         want="$want|sym cold cpu (same addresses)|sym cold peak RSS|sym peak RSS, one CU's addresses"
+        want="$want|sym cold cpu, compressed debug sections"
     fi
     command -v addr2line >/dev/null 2>&1 && want="$want|sym cold cpu vs addr2line"
     awk -F '\t' -v want="$want" -v jeprof="$(command -v jeprof || true)" '
