@@ -393,19 +393,25 @@ static int list_snapshots(void *ctx, const char *node, int64_t since_ms, size_t 
 
 /* ---- load one snapshot ---- */
 
+/* A parsed selector as the store's selector text (#ID, NODE@TIME, NODE). */
+static void sel_text(const struct web_selector *sel, char *out, size_t n)
+{
+    char when[32];
+    if (!sel->node)
+        snprintf(out, n, "#%lld", (long long)sel->id);
+    else if (sel->at_ms)
+        snprintf(out, n, "%s@%s", sel->node, store_time_format(sel->at_ms, when, sizeof(when)));
+    else
+        snprintf(out, n, "%s", sel->node);
+}
+
 static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile_value rank,
                          struct hp_arena *a, struct web_snapshot_info *ret_info,
                          struct profile **ret_profile, struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
-    char text[256], when[32];
-    if (!sel->node)
-        snprintf(text, sizeof(text), "#%lld", (long long)sel->id);
-    else if (sel->at_ms)
-        snprintf(text, sizeof(text), "%s@%s", sel->node,
-                 store_time_format(sel->at_ms, when, sizeof(when)));
-    else
-        snprintf(text, sizeof(text), "%s", sel->node);
+    char text[256];
+    sel_text(sel, text, sizeof(text));
     unsigned slot;
     int r = get_conn(w, &slot, err);
     if (r < 0)
@@ -443,12 +449,8 @@ static int raw_dump(void *ctx, const struct web_selector *sel, struct hp_arena *
                     struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
-    char text[256], when[32];
-    if (sel->node && sel->at_ms)
-        snprintf(text, sizeof(text), "%s@%s", sel->node,
-                 store_time_format(sel->at_ms, when, sizeof(when)));
-    else if (sel->node)
-        snprintf(text, sizeof(text), "%s", sel->node);
+    char text[256];
+    sel_text(sel, text, sizeof(text));
     unsigned slot;
     int r = get_conn(w, &slot, err);
     if (r < 0)
