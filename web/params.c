@@ -588,8 +588,13 @@ void web_api_run(struct web_request *r)
 {
     r->status = 200;
     r->route->fn(r);
-    if (r->max_body && r->body.len > r->max_body)
-        web_api_error(r, 500, "the response (%zu bytes) exceeds the server's cap of %zu bytes; "
-                              "narrow it with focus, top or prune",
-                      r->body.len, r->max_body);
+    if (r->max_body && r->body.len > r->max_body) {
+        /* A raw dump is what it is: say where else to get it. */
+        bool raw = r->route->fn == web_h_raw;
+        web_api_error(r, 500, "the response (%zu bytes) exceeds the server's cap of %zu bytes; %s",
+                      r->body.len, r->max_body,
+                      raw ? "query export SEL --raw writes it whole (a folder's file is "
+                            "the dump itself)"
+                          : "narrow it with focus, top or prune");
+    }
 }

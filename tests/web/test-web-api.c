@@ -1068,6 +1068,13 @@ static void test_api_body_cap_500(void **state)
     assert_int_equal(r.status, 500);
     assert_non_null(strstr(r.body, "exceeds the server's cap of 600 bytes"));
     free(r.body);
+    /* A raw dump cannot be narrowed: the message says where to get it. */
+    r = get_full(s.port, NULL, "/api/v1/snapshots/be-1/raw", NULL, false);
+    assert_int_equal(r.status, 500);
+    assert_non_null(strstr(r.body, "exceeds the server's cap of 600 bytes"));
+    assert_non_null(strstr(r.body, "query export"));
+    assert_null(strstr(r.body, "focus"));
+    free(r.body);
     r = get_full(s.port, NULL, "/api/v1/nodes/be-1/snapshots?limit=1", NULL, false);
     assert_int_equal(r.status, 200);
     free(r.body);
