@@ -68,14 +68,12 @@ static int store_read(const char *db, const char *selector, struct profile **ret
         goto out;
     }
     int64_t id;
-    uint64_t num;
+    struct hp_selector hs;
     hp_buf_reset(&oerr);
     /* A raw dump is kept for failed attempts too (#ID only: the other
-     * selectors name profiles). */
-    if (!ret_p && selector[0] == '#' &&
-        hp_parse_u64(selector + 1, strlen(selector + 1), &num) == 0 && num > 0 &&
-        num <= INT64_MAX) {
-        id = (int64_t)num;
+     * selectors name profiles, and the store resolves them). */
+    if (!ret_p && hp_selector_parse(selector, hp_wall_ms(), &hs, NULL) == 0 && hs.id > 0) {
+        id = hs.id;
         r = 0;
     } else {
         r = store_selector_resolve(s, selector, hp_wall_ms(), &id, &oerr);
