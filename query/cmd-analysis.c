@@ -807,6 +807,12 @@ static void leaks_pool_run(struct leaks_pool *p)
     free(tid);
 }
 
+/* A node of in->per_node's scope whose worker found no snapshot in it. */
+static bool leaks_node_empty(const struct ainput *in, const struct leaks_node *ln)
+{
+    return in->per_node && ln->fill_rc == 0 && ln->nsnaps == 0;
+}
+
 static void leaks_pool_release(struct leaks_pool *p)
 {
     for (size_t k = 0; k < p->nn; k++) {
@@ -905,13 +911,13 @@ int query_cmd_leaks(int argc, char **argv)
     /* per_node: nodes without a snapshot in scope are not part of the
      * answer, as when the snapshots were listed first. */
     size_t nwith = nn;
-    for (size_t k = 0; in.per_node && k < nn; k++)
-        nwith -= pool.out[k].fill_rc == 0 && pool.out[k].nsnaps == 0;
+    for (size_t k = 0; k < nn; k++)
+        nwith -= leaks_node_empty(&in, &pool.out[k]);
     struct query_leaks **res = hp_xcalloc(nn + 1, sizeof(*res));
     size_t nres = 0;
     for (size_t k = 0; k < nn && r >= 0; k++) {
         struct leaks_node *ln = &pool.out[k];
-        if (in.per_node && ln->fill_rc == 0 && ln->nsnaps == 0) {
+        if (leaks_node_empty(&in, ln)) {
             continue;
         } else if (ln->fill_rc < 0) {
             /* The store failed under us: no node's answer can be trusted. */
