@@ -94,6 +94,10 @@ cmp file-b.text db-le.text || fail "fx@<=2030-01-01 is not the latest"
 if "$Q" discrepancy fx --kind dorris 2>err.txt; then fail "unknown --kind accepted"; fi
 grep -q 'expected doris, starrocks, databend or risingwave' err.txt || fail "kind: $(cat err.txt)"
 
+# An unreadable time names the selector once.
+if "$Q" top fx@teatime 2>err.txt; then fail "unreadable time accepted"; fi
+[ "$(grep -o '"fx@teatime"' err.txt | wc -l)" = 1 ] || fail "selector named twice: $(cat err.txt)"
+
 # Not found anywhere: a clear message, non-zero exit.
 if "$Q" top nosuchnode 2>err.txt; then fail "unknown selector accepted"; fi
 grep -q "no such file" err.txt || fail "unclear message: $(cat err.txt)"
