@@ -393,16 +393,30 @@ static int list_snapshots(void *ctx, const char *node, int64_t since_ms, size_t 
 
 /* ---- load one snapshot ---- */
 
-/* A parsed selector as the store's selector text (#ID, NODE@TIME, NODE). */
-static void sel_text(const struct web_selector *sel, char *out, size_t n)
+/* The snapshot a parsed selector names, over s: its id and info. any_id:
+ * #ID as it is, a failed attempt's too (the store's resolver names
+ * profiles only). */
+static int snapshot_of(struct store *s, const struct web_selector *sel, bool any_id,
+                       int64_t *ret_id, struct store_snapshot_info *ret_si, struct hp_buf *err)
 {
-    char when[32];
-    if (!sel->node)
-        snprintf(out, n, "#%lld", (long long)sel->id);
-    else if (sel->at_ms)
-        snprintf(out, n, "%s@%s", sel->node, store_time_format(sel->at_ms, when, sizeof(when)));
-    else
-        snprintf(out, n, "%s", sel->node);
+    char text[256], when[32];
+    int64_t id = sel->id;
+    int r = 0;
+    if (sel->node || !any_id) {
+        if (!sel->node)
+            snprintf(text, sizeof(text), "#%lld", (long long)sel->id);
+        else if (sel->at_ms)
+            snprintf(text, sizeof(text), "%s@%s", sel->node,
+                     store_time_format(sel->at_ms, when, sizeof(when)));
+        else
+            snprintf(text, sizeof(text), "%s", sel->node);
+        r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
+    }
+    if (r == 0)
+        r = store_snapshot_info(s, id, ret_si, err);
+    if (r == 0)
+        *ret_id = id;
+    return r;
 }
 
 static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile_value rank,
@@ -410,8 +424,6 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile
                          struct profile **ret_profile, struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
-    char text[256];
-    sel_text(sel, text, sizeof(text));
     unsigned slot;
     int r = get_conn(w, &slot, err);
     if (r < 0)
@@ -421,9 +433,7 @@ static int load_snapshot(void *ctx, const struct web_selector *sel, enum profile
     struct profile *p = NULL;
     struct store_snapshot_info si;
     struct store_pruned pr = { 0 };
-    r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
-    if (r == 0)
-        r = store_snapshot_info(s, id, &si, err);
+    r = snapshot_of(s, sel, false, &id, &si, err);
     /* Over the view budget (--max-view-stacks) only the heaviest stacks are
      * read and drawn: the view stays bounded in time and memory, and says
      * what it left out (web/API.md, "pruned"). */
@@ -449,20 +459,14 @@ static int raw_dump(void *ctx, const struct web_selector *sel, struct hp_arena *
                     struct hp_buf *err)
 {
     struct web_source_store *w = ctx;
-    char text[256];
-    sel_text(sel, text, sizeof(text));
     unsigned slot;
     int r = get_conn(w, &slot, err);
     if (r < 0)
         return r;
     struct store *s = w->conn[slot];
-    /* #ID as it is: failed attempts keep their bytes too. */
-    int64_t id = sel->id;
+    int64_t id = 0;
     struct store_snapshot_info si;
-    if (sel->node)
-        r = store_selector_resolve(s, text, hp_wall_ms(), &id, err);
-    if (r == 0)
-        r = store_snapshot_info(s, id, &si, err);
+    r = snapshot_of(s, sel, true, &id, &si, err);
     if (r == 0)
         r = store_snapshot_raw(s, id, ret_data, ret_len, err);
     if (r == 0)
