@@ -183,38 +183,19 @@ static int row_key_cmp(const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-struct radix_item {
-    uint64_t key; /* ~bits of |delta|: ascending keys, descending |delta| */
-    size_t i;
-};
-
 static void rows_sort(struct query_diff_row *rows, size_t n)
 {
     if (n < 2)
         return;
-    struct radix_item *v = hp_xmalloc(n * sizeof(*v)), *tmp = hp_xmalloc(n * sizeof(*tmp));
+    /* ~bits of |delta|: ascending keys, descending |delta| */
+    struct hp_sort_item *v = hp_xmalloc(n * sizeof(*v));
     for (size_t i = 0; i < n; i++) {
         double x = fabs(rows[i].delta);
         uint64_t bits;
         memcpy(&bits, &x, sizeof(bits));
-        v[i] = (struct radix_item){ ~bits, i };
+        v[i] = (struct hp_sort_item){ ~bits, i };
     }
-    /* LSD, a byte at a time, stable; a byte that is the same in every key
-     * is skipped. */
-    for (int shift = 0; shift < 64; shift += 8) {
-        size_t count[257] = { 0 };
-        for (size_t i = 0; i < n; i++)
-            count[((v[i].key >> shift) & 0xff) + 1]++;
-        if (count[((v[0].key >> shift) & 0xff) + 1] == n)
-            continue;
-        for (int d = 0; d < 256; d++)
-            count[d + 1] += count[d];
-        for (size_t i = 0; i < n; i++)
-            tmp[count[(v[i].key >> shift) & 0xff]++] = v[i];
-        struct radix_item *t = v;
-        v = tmp;
-        tmp = t;
-    }
+    hp_radix_sort(v, n);
     /* Equal |delta|: the rest of the order. */
     struct row_key *run = NULL;
     size_t run_cap = 0;
@@ -250,7 +231,6 @@ static void rows_sort(struct query_diff_row *rows, size_t n)
         v[j].i = j;
     }
     free(v);
-    free(tmp);
 }
 
 int query_diff_build(const struct query_folded *a, const struct query_folded *b,

@@ -357,6 +357,32 @@ uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed)
     return hp_hash_end(h);
 }
 
+/* ---- radix sort ---- */
+
+void hp_radix_sort(struct hp_sort_item *v, size_t n)
+{
+    if (n < 2)
+        return;
+    struct hp_sort_item *tmp = hp_xmalloc(n * sizeof(*tmp)), *a = v, *b = tmp;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t count[257] = { 0 };
+        for (size_t i = 0; i < n; i++)
+            count[((a[i].key >> shift) & 0xff) + 1]++;
+        if (count[((a[0].key >> shift) & 0xff) + 1] == n)
+            continue;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (size_t i = 0; i < n; i++)
+            b[count[(a[i].key >> shift) & 0xff]++] = a[i];
+        struct hp_sort_item *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != v)
+        memcpy(v, a, n * sizeof(*v));
+    free(tmp);
+}
+
 /* ---- map64 ---- */
 
 void hp_map64_init(struct hp_map64 *m)

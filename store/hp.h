@@ -436,6 +436,18 @@ static inline int hp_cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A key and the place it came from, for hp_radix_sort. */
+struct hp_sort_item {
+    uint64_t key;
+    size_t i;
+};
+
+/* Sort v[0..n) by key, ascending and stable (equal keys keep their order):
+ * least significant byte first, a byte that every key shares skipped. For
+ * thousands of integer keys it is several times qsort's speed (no
+ * comparator call per step). */
+void hp_radix_sort(struct hp_sort_item *v, size_t n);
+
 /* ---- sorted arrays -------------------------------------------------------- */
 /* base holds n records of `size` bytes sorted by the uint64_t at byte offset
  * `off` of each. Returns how many records have a key <= `key`: the index one

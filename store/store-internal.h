@@ -132,11 +132,12 @@ extern const int store_nmigrations;
                    " SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2, ?3 FROM node_stats"             \
                    " WHERE snapshot_id = ?1")                                                  \
     X(SNAP_PROFILE, "SELECT status, samples_id FROM snapshots WHERE id = ?1")                   \
-    X(STACKS_RANGE, "SELECT id, locs_packed FROM stacks WHERE id BETWEEN ?1 AND ?2")           \
+    X(STACKS_RANGE, "SELECT id, locs_packed FROM stacks WHERE id BETWEEN ?1 AND ?2"            \
+                    " ORDER BY id")                                                            \
     X(LOCS_RANGE, "SELECT id, object_id, address, flags, frames_packed FROM locations"         \
-                  " WHERE id BETWEEN ?1 AND ?2")                                               \
-    X(FUNCS_RANGE, "SELECT id, name FROM functions WHERE id BETWEEN ?1 AND ?2")                \
-    X(FILES_RANGE, "SELECT id, path FROM files WHERE id BETWEEN ?1 AND ?2")                    \
+                  " WHERE id BETWEEN ?1 AND ?2 ORDER BY id")                                   \
+    X(FUNCS_RANGE, "SELECT id, name FROM functions WHERE id BETWEEN ?1 AND ?2 ORDER BY id")    \
+    X(FILES_RANGE, "SELECT id, path FROM files WHERE id BETWEEN ?1 AND ?2 ORDER BY id")        \
     X(OBJECT_GET, "SELECT key, build_id, path FROM objects WHERE id = ?1")                     \
     X(SNAP_INFO,                                                                               \
       "SELECT s.id, s.node_id, n.name, s.taken_at, s.status, s.error, s.format, s.period,"     \

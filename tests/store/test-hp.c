@@ -307,6 +307,45 @@ static void test_hp_map64_reserve_keeps_and_finds(void **state)
     hp_map64_release(&m);
 }
 
+static int sort_item_cmp(const void *a, const void *b)
+{
+    const struct hp_sort_item *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i; /* stable: the original place */
+}
+
+/* hp_radix_sort orders as a stable comparison sort does, with keys that
+ * differ in any byte, share bytes, repeat, or have the top bit set. */
+static void test_hp_radix_sort_matches_a_stable_sort(void **state)
+{
+    (void)state;
+    uint64_t x = 88172645463325252u;
+    for (size_t n = 0; n < 3000; n = n * 2 + 1) {
+        for (int shape = 0; shape < 4; shape++) {
+            struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
+            struct hp_sort_item *w = hp_xmalloc((n + 1) * sizeof(*w));
+            for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+                uint64_t k = shape == 0   ? x
+                             : shape == 1 ? x % 7                        /* repeats */
+                             : shape == 2 ? (x & 0xff00) | UINT64_C(1) << 63 /* shared bytes */
+                                          : n - i;                        /* descending */
+                v[i] = w[i] = (struct hp_sort_item){ k, i };
+            }
+            hp_radix_sort(v, n);
+            if (n)
+                qsort(w, n, sizeof(*w), sort_item_cmp);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(v[i].key, w[i].key);
+                assert_int_equal(v[i].i, w[i].i);
+            }
+            free(v);
+            free(w);
+        }
+    }
+}
+
 static void test_hp_buf_prom_label(void **state)
 {
     (void)state;
@@ -334,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_hp_hex_digit_every_byte),
         cmocka_unit_test(test_hp_hash_steps_match_bytes),
         cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
+        cmocka_unit_test(test_hp_radix_sort_matches_a_stable_sort),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),
         cmocka_unit_test(test_hp_utf8_clean),
