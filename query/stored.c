@@ -79,7 +79,20 @@ struct rd {
         uint32_t t, slot; /* first use: place, then slot in that chunk */
     } *ls;
     size_t nls, ls_cap;
+    /* ls is in the order stacks were met; perm: its place -> the stack's
+     * local index (order of first use). */
+    uint32_t *perm;
+    size_t perm_cap;
+    /* Per piece of the stretch (from its first piece on), per slot of its
+     * chunk: the stack's place in ls, NONE_LS where the slot has no run in
+     * the piece; slot_at[p - p0] is where piece p's begin. */
+    uint32_t *slot_ls;
+    size_t slot_ls_cap;
+    size_t *slot_at;
+    size_t slot_at_cap;
 };
+
+#define NONE_LS UINT32_MAX
 
 static struct store_sseries *part_new(struct query_stored *nd)
 {
@@ -211,26 +224,27 @@ static int piece_cmp(const void *a, const void *b)
     return (x->t0 > y->t0) - (x->t0 < y->t0);
 }
 
-static int lstack_cmp(const void *a, const void *b)
-{
-    const struct lstack *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return (x->slot > y->slot) - (x->slot < y->slot);
-}
-
 /* The distinct stacks of pieces p0 .. p1 - 1 (one layout) in order of
  * first use: place, then sample order there (a stack's first slot with a
- * run there). */
+ * run there). Each slot's stack is looked up once, here: piece_runs reads
+ * the answer from slot_ls. */
 static void layout_stacks(struct rd *r, size_t p0, size_t p1)
 {
     hp_map64_release(&r->local);
     hp_map64_init(&r->local);
     hp_map64_reserve(&r->local, p1 > p0 ? r->pieces[p0].c->nslots : 0);
     r->nls = 0;
+    size_t nslots = 0;
+    r->slot_at = hp_xgrow(r->slot_at, &r->slot_at_cap, p1 - p0 + 1, sizeof(*r->slot_at));
+    for (size_t p = p0; p < p1; p++) {
+        r->slot_at[p - p0] = nslots;
+        nslots += r->pieces[p].c->nslots;
+    }
+    r->slot_ls = hp_xgrow(r->slot_ls, &r->slot_ls_cap, nslots + 1, sizeof(*r->slot_ls));
     for (size_t p = p0; p < p1; p++) {
         const struct piece *pc = &r->pieces[p];
         const struct store_ss_chunk *c = pc->c;
+        uint32_t *at = r->slot_ls + r->slot_at[p - p0];
         for (uint32_t s = 0; s < c->nslots; s++) {
             const struct store_ss_slot *sl = &c->slots[s];
             uint32_t first = UINT32_MAX;
@@ -240,6 +254,7 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
                 if (lo < hi)
                     first = pc->t0 + (lo - pc->m0);
             }
+            at[s] = NONE_LS;
             if (first == UINT32_MAX)
                 continue;
             uint32_t k;
@@ -250,17 +265,18 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
                 r->ls[k].t = first;
                 r->ls[k].slot = s;
             }
+            at[s] = k;
         }
     }
-    hp_qsort(r->ls, r->nls, sizeof(*r->ls), lstack_cmp);
-    /* Numbered in that order. */
-    hp_map64_release(&r->local);
-    hp_map64_init(&r->local);
-    hp_map64_reserve(&r->local, r->nls);
-    for (size_t i = 0; i < r->nls; i++) {
-        uint32_t old;
-        (void)hp_map64_put(&r->local, (uint64_t)r->ls[i].stack, (uint32_t)i, &old);
-    }
+    /* Numbered by (place, slot): radix sorted, the two halves of one key. */
+    struct hp_sort_item *v = hp_xmalloc((r->nls + 1) * sizeof(*v));
+    for (size_t i = 0; i < r->nls; i++)
+        v[i] = (struct hp_sort_item){ (uint64_t)r->ls[i].t << 32 | r->ls[i].slot, i };
+    hp_radix_sort(v, r->nls);
+    r->perm = hp_xgrow(r->perm, &r->perm_cap, r->nls + 1, sizeof(*r->perm));
+    for (size_t i = 0; i < r->nls; i++)
+        r->perm[v[i].i] = (uint32_t)i;
+    free(v);
 }
 
 /* A run of entry `entry` of the current dictionary; last: per entry, its
@@ -360,8 +376,9 @@ static int u32_cmp(const void *a, const void *b)
  * local stack its entry, or -1 where the options drop it): per entry, the
  * values of the slots folded into it, summed place by place in slot order,
  * which is each member's sample order (query_fold's order). */
-static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size_t nentries,
-                       const int32_t *entry_of, enum profile_value v, struct pr_scratch *ps)
+static void piece_runs(struct rd *r, const struct piece *pc, const uint32_t *slot_ls,
+                       uint32_t dict, size_t nentries, const int32_t *entry_of,
+                       enum profile_value v, struct pr_scratch *ps)
 {
     const struct store_ss_chunk *c = pc->c;
     struct query_stored *nd = r->nd;
@@ -379,9 +396,14 @@ static void piece_runs(struct rd *r, const struct piece *pc, uint32_t dict, size
     memset(ps->count, 0, (nentries + 1) * sizeof(*ps->count));
     size_t nkept = 0;
     for (uint32_t s = 0; s < c->nslots; s++) {
-        uint32_t k;
+        /* A slot with no run in the piece: its stack's, if the stretch has
+         * it (it adds nothing, as in the folded profiles). */
+        uint32_t k = slot_ls[s];
         ps->e_of[s] = UINT32_MAX;
-        if (!hp_map64_get(&r->local, (uint64_t)c->slots[s].stack, &k) || entry_of[k] < 0)
+        if (k == NONE_LS && !hp_map64_get(&r->local, (uint64_t)c->slots[s].stack, &k))
+            continue;
+        k = r->perm[k];
+        if (entry_of[k] < 0)
             continue;
         ps->e_of[s] = (uint32_t)entry_of[k];
         ps->count[ps->e_of[s]]++;
@@ -547,7 +569,7 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         layout_stacks(&r, pa, pb);
         int64_t *sids = hp_xmalloc((r.nls + 1) * sizeof(*sids));
         for (size_t i = 0; i < r.nls; i++)
-            sids[i] = r.ls[i].stack;
+            sids[r.perm[i]] = r.ls[i].stack;
         struct profile *p = NULL;
         struct query_folded *dict = NULL;
         int32_t *entry_of = NULL;
@@ -565,8 +587,9 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
             ps.last = hp_xgrow(ps.last, &ps.last_cap, dict->nentries + 1, sizeof(*ps.last));
             memset(ps.last, 0xff, (dict->nentries + 1) * sizeof(*ps.last));
             for (size_t i = pa; i < pb; i++)
-                piece_runs(&r, &r.pieces[i], (uint32_t)(nd->ndicts - 1), dict->nentries,
-                           entry_of, o->sample, &ps);
+                piece_runs(&r, &r.pieces[i], r.slot_ls + r.slot_at[i - pa],
+                           (uint32_t)(nd->ndicts - 1), dict->nentries, entry_of, o->sample,
+                           &ps);
         }
         free(entry_of);
     }
@@ -587,6 +610,9 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
     free(r.mem);
     free(r.pieces);
     free(r.ls);
+    free(r.perm);
+    free(r.slot_ls);
+    free(r.slot_at);
     hp_map64_release(&r.t_of);
     hp_map64_release(&r.local);
     if (rc < 0) {
