@@ -240,9 +240,12 @@ static void pick_add(struct pick_list *pl, int64_t id, int64_t taken_at, int64_t
         tot = hp_arena_alloc(pl->arena, PV_COUNT * sizeof(*tot));
         memcpy(tot, totals, PV_COUNT * sizeof(*tot));
     }
+    /* A node's snapshots come together: its name is copied once. */
+    const char *name = pl->n && strcmp(pl->v[pl->n - 1].node, node) == 0
+                           ? pl->v[pl->n - 1].node
+                           : arena_dup(pl->arena, node, strlen(node));
     pl->v = hp_xgrow(pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
-    pl->v[pl->n++] = (struct pick){ id, taken_at, node_id,
-                                    arena_dup(pl->arena, node, strlen(node)), tot };
+    pl->v[pl->n++] = (struct pick){ id, taken_at, node_id, name, tot };
 }
 
 static int snap_cb(const struct store_snapshot_info *row, void *ctx)
@@ -301,6 +304,7 @@ struct node_figures {
     int64_t *snap;             /* per figure: its snapshot */
     struct query_figure *fig;  /* names in arena */
     size_t n, cap, snap_cap;
+    struct hp_strtab names;    /* in arena: a node reports the same few each time */
 };
 
 static int node_stat_cb(int64_t snapshot_id, const struct store_stat *stat, void *ctx)
@@ -310,7 +314,7 @@ static int node_stat_cb(int64_t snapshot_id, const struct store_stat *stat, void
     nf->fig = hp_xgrow(nf->fig, &nf->cap, nf->n + 1, sizeof(*nf->fig));
     nf->snap[nf->n] = snapshot_id;
     nf->fig[nf->n++] = (struct query_figure){
-        arena_dup(nf->arena, stat->name, strlen(stat->name)), stat->value
+        hp_strtab_intern(&nf->names, stat->name, strlen(stat->name)), stat->value
     };
     return 0;
 }
@@ -340,6 +344,7 @@ static int node_snaps(struct store *st, struct ainput *in, struct hp_arena *aren
                       struct hp_buf *err)
 {
     struct node_figures nf = { .arena = arena };
+    hp_strtab_init(&nf.names, arena);
     int64_t lo = v[0].taken_at, hi = lo;
     for (size_t i = 1; i < n; i++) {
         lo = HP_MIN(lo, v[i].taken_at);
@@ -371,6 +376,7 @@ static int node_snaps(struct store *st, struct ainput *in, struct hp_arena *aren
     }
     free(nf.snap);
     free(nf.fig);
+    hp_strtab_release(&nf.names); /* the strings stay in arena */
     return r;
 }
 

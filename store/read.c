@@ -1766,22 +1766,85 @@ int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb,
     return r;
 }
 
+/* One row of store_node_stats, read before any is handed out. */
+struct nstat_row {
+    int64_t snapshot_id, seq;
+    uint32_t name; /* dense index of its stat id */
+    double value;
+};
+
+struct nstat_name {
+    char *name, *unit;
+    bool found;
+};
+
+static int nstat_name_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
+{
+    (void)err;
+    struct nstat_name *names = ctx;
+    const char *nm = (const char *)sqlite3_column_text(st, 1);
+    const char *u = (const char *)sqlite3_column_text(st, 2);
+    names[i].name = hp_xstrdup(nm ? nm : "");
+    names[i].unit = u && *u ? hp_xstrdup(u) : NULL;
+    names[i].found = true;
+    return 0;
+}
+
 int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                      store_node_stat_cb cb, void *ctx, struct hp_buf *err)
 {
+    /* The rows without their names, in no particular order: a join with
+     * stat_names a row, and sorting in SQL, took 1.2 ms of a node's 720
+     * snapshots (0.24 ms without). The names come in a range scan or two
+     * (a node's statistics were named together), and the rows are put in
+     * snapshot and report order here. */
     sqlite3_stmt *st;
+    struct nstat_row *rows = NULL;
+    struct nstat_name *names = NULL;
+    struct idset ids = { 0 };
+    size_t n = 0, cap = 0;
     int r = store_stmt(s, STMT_NODE_STATS_LIST, &st, err);
     if (r < 0)
         return r;
     sqlite3_bind_int64(st, 1, node_id);
     sqlite3_bind_int64(st, 2, since_ms);
     sqlite3_bind_int64(st, 3, until_ms);
-    struct store_stat stat;
     while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
-        stat_from_row(st, 1, &stat);
-        if ((r = cb(sqlite3_column_int64(st, 0), &stat, ctx)) != 0)
-            break;
+        rows = hp_xgrow(rows, &cap, n + 1, sizeof(*rows));
+        rows[n++] = (struct nstat_row){
+            sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+            idset_add(&ids, sqlite3_column_int64(st, 2)),
+            sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3)
+        };
     }
     sqlite3_reset(st);
+    names = hp_xcalloc(ids.n + 1, sizeof(*names));
+    if (r == 0)
+        r = range_fetch(s, STMT_STAT_NAMES_RANGE, &ids, nstat_name_cb, names, err);
+    /* By snapshot id, then seq: radix sorts, seq first (stable). */
+    struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
+    for (int pass = 0; r == 0 && pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            size_t at = pass ? v[i].i : i;
+            v[i].key = (uint64_t)(pass ? rows[at].snapshot_id : rows[at].seq) ^ UINT64_C(1) << 63;
+            v[i].i = at;
+        }
+        hp_radix_sort(v, n);
+    }
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        const struct nstat_row *x = &rows[v[i].i];
+        if (!names[x->name].found)
+            continue; /* a statistic without its name row: as the join did */
+        struct store_stat stat = { names[x->name].name, names[x->name].unit, x->value };
+        r = cb(x->snapshot_id, &stat, ctx);
+    }
+    free(v);
+    free(rows);
+    for (size_t i = 0; i < ids.n; i++) {
+        free(names[i].name);
+        free(names[i].unit);
+    }
+    free(names);
+    idset_release(&ids);
     return r;
 }

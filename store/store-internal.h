@@ -229,10 +229,11 @@ extern const int store_nmigrations;
       " t.cum_objects FROM function_totals t JOIN functions f ON f.id = t.function_id"         \
       " WHERE t.snapshot_id = ?1 ORDER BY t.cum_space DESC, f.name")                           \
     X(NODE_STATS_LIST,                                                                         \
-      "SELECT st.snapshot_id, n.name, n.unit, st.value FROM snapshots s"                       \
-      " JOIN node_stats st ON st.snapshot_id = s.id JOIN stat_names n ON n.id = st.stat_id"   \
-      " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3"                                 \
-      " ORDER BY st.snapshot_id, st.seq")                                                      \
+      "SELECT st.snapshot_id, st.seq, st.stat_id, st.value FROM snapshots s"                   \
+      " JOIN node_stats st ON st.snapshot_id = s.id"                                           \
+      " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3")                                \
+    X(STAT_NAMES_RANGE, "SELECT id, name, unit FROM stat_names WHERE id BETWEEN ?1 AND ?2"     \
+                        " ORDER BY id")                                                        \
     X(STATS_LIST,                                                                              \
       "SELECT n.name, n.unit, st.value FROM node_stats st JOIN stat_names n"                   \
       " ON n.id = st.stat_id WHERE st.snapshot_id = ?1 ORDER BY st.seq")                       \

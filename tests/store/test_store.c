@@ -771,6 +771,53 @@ static void test_store_node_stats_one_call(void **state)
     }
 }
 
+struct node_stat_named {
+    int64_t snap[16];
+    char name[16][32];
+    int n;
+};
+
+static int node_stat_name_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
+{
+    struct node_stat_named *s = ctx;
+    assert_true(s->n < 16);
+    s->snap[s->n] = snapshot_id;
+    snprintf(s->name[s->n++], sizeof(s->name[0]), "%s:%s", st->name, st->unit ? st->unit : "-");
+    return 0;
+}
+
+/* By snapshot id even where a snapshot's time is earlier than an older
+ * id's (a dump imported late), and each snapshot's in the order it reported
+ * them (not by name, not by the names' ids). */
+static void test_store_node_stats_by_id_then_report_order(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = node(f->s, "be-a"), id[3];
+    const int64_t at[3] = { T0, T0 + 2 * HOUR_MS, T0 + HOUR_MS };
+    for (int k = 0; k < 3; k++) {
+        /* Names first met in this order; snapshot 1 reports them reversed. */
+        struct store_stat fwd[] = { { "zeta", "bytes", 1 }, { "alpha", NULL, 2 },
+                                    { "mid", "count", 3 } };
+        struct store_stat rev[] = { fwd[2], fwd[1], fwd[0] };
+        assert_int_equal(store_snapshot_attempt_record(f->s, a, at[k], STORE_STATUS_INACTIVE,
+                                                       "off", NULL, 0, NULL, k == 1 ? rev : fwd,
+                                                       3, &id[k], NULL),
+                         0);
+    }
+    struct node_stat_named seen = { 0 };
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, node_stat_name_cb, &seen,
+                                      NULL),
+                     0);
+    assert_int_equal(seen.n, 9);
+    const char *want[9] = { "zeta:bytes", "alpha:-", "mid:count",  /* id[0] */
+                            "mid:count",  "alpha:-", "zeta:bytes", /* id[1], reversed */
+                            "zeta:bytes", "alpha:-", "mid:count" }; /* id[2], taken first */
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(seen.snap[i], id[i / 3]);
+        assert_string_equal(seen.name[i], want[i]);
+    }
+}
+
 struct ftop {
     int n;
     char first[256];
@@ -2353,6 +2400,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_attempts_and_listings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stats_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_node_stats_one_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_node_stats_by_id_then_report_order, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
