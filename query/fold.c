@@ -198,6 +198,15 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     hp_map64_init(&f->index);
     hp_map64_reserve(&f->index, p->nsamples); /* an entry a sample, at most */
     f->entries = hp_xgrow(f->entries, &f->entries_cap, p->nsamples + 1, sizeof(*f->entries));
+    /* Room for the names of every entry, estimated from the stacks' depths
+     * and the frames a location has on average: grown by copies, the
+     * array was a third of folding a stored node's stacks for leaks. */
+    size_t depth = 0;
+    for (size_t si = 0; si < p->nsamples; si++)
+        depth += p->stacks[p->samples[si].stack].n;
+    size_t per_loc = o->no_inline || !p->nlocs ? 1 : (p->nframes + p->nlocs - 1) / p->nlocs;
+    f->names = hp_xgrow(f->names, &f->names_cap, depth * HP_MAX(per_loc, 1) + 1,
+                        sizeof(*f->names));
     f->source = p;
     f->scaling = p->scaling;
     f->period = p->period;
