@@ -421,7 +421,7 @@ static int load_store(struct ainput *in, struct hp_buf *err)
 {
     struct store *st = NULL;
     struct pick_list pl = { .in = in, .arena = &in->arena, .err = err, .label = in->label };
-    int r = store_open(in->c.db, STORE_OPEN_READ, &st, err);
+    int r = store_open(in->c.db, STORE_OPEN_READ | STORE_OPEN_ONE_PASS, &st, err);
     if (r == HP_ENOTFOUND) {
         hp_buf_reset(err);
         hp_err_printf(err, "no database at %s (give --db PATH, or profile files with --files "
@@ -762,7 +762,7 @@ static void *leaks_worker(void *arg)
     const struct ainput *in = p->in;
     struct store *st = NULL;
     struct hp_buf e = HP_BUF_INIT(0);
-    int orc = store_open(in->c.db, STORE_OPEN_READ, &st, &e);
+    int orc = store_open(in->c.db, STORE_OPEN_READ | STORE_OPEN_ONE_PASS, &st, &e);
     struct query_snapshot *group = hp_xcalloc(in->nfiles + 1, sizeof(*group));
     for (size_t k; (k = atomic_fetch_add(&p->next, 1)) < p->nn;) {
         if (orc < 0) {

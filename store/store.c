@@ -428,6 +428,8 @@ int store_open(const char *path, unsigned flags, struct store **ret, struct hp_b
                              ? "PRAGMA mmap_size = 0; PRAGMA cache_size = -32768"
                              : "PRAGMA mmap_size = 268435456; PRAGMA cache_size = -32768",
                          NULL);
+        if (flags & STORE_OPEN_ONE_PASS)
+            (void)store_exec(s, "PRAGMA cache_size = -4096", NULL);
         goto done;
     }
 
