@@ -242,6 +242,39 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
     b->npos = ss->n;
 }
 
+void store_ssb_add_chunk(struct store_ssb *b, const struct store_ss_chunk *c)
+{
+    /* Per slot, the first of its runs that may still cover a member: runs
+     * ascend, so each slot's cursor only moves on. */
+    uint32_t *cur = hp_xcalloc(c->nslots + 1, sizeof(*cur));
+    struct store_sample *sm = hp_xcalloc(c->nslots + 1, sizeof(*sm));
+    /* What store_ssb_add reads of a profile: its period and scaling. */
+    struct profile pp;
+    memset(&pp, 0, sizeof(pp));
+    for (uint32_t m = 0; m < c->nmembers; m++) {
+        size_t n = 0;
+        for (size_t s = 0; s < c->nslots; s++) {
+            const struct store_ss_slot *sl = &c->slots[s];
+            while (cur[s] < sl->nruns &&
+                   c->runs[sl->run + cur[s]].first + c->runs[sl->run + cur[s]].n <= m)
+                cur[s]++;
+            if (cur[s] == sl->nruns || c->runs[sl->run + cur[s]].first > m)
+                continue;
+            sm[n].stack = sl->stack;
+            memcpy(sm[n].raw, c->runs[sl->run + cur[s]].raw, sizeof(sm[n].raw));
+            n++;
+        }
+        const struct store_ss_member *x = &c->members[m];
+        pp.period = x->period;
+        pp.scaling = (enum profile_scaling)x->scaling;
+        struct store_samples ss = { .snapshot_id = x->snapshot_id, .profile = &pp,
+                                    .samples = sm, .n = n, .layout = x->layout };
+        store_ssb_add(b, &ss);
+    }
+    free(sm);
+    free(cur);
+}
+
 void store_ssb_finish(struct store_ssb *b)
 {
     if (!b)

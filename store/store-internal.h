@@ -217,7 +217,10 @@ extern const int store_nmigrations;
     X(FS_SPANS_ALL, "SELECT first_id, last_id FROM function_series_spans WHERE node_id = ?1"   \
                     " ORDER BY first_id")                                                      \
     X(FS_NODE_IDS, "SELECT id FROM nodes ORDER BY id")                                         \
-    X(SS_SERIES_DELETE, "DELETE FROM stack_series WHERE node_id = ?1 AND first_id = ?2")       \
+    X(SS_SERIES_DELETE_IN, "DELETE FROM stack_series WHERE node_id = ?1"                       \
+                           " AND first_id BETWEEN ?2 AND ?3")                                  \
+    X(SS_SERIES_SPANS_IN, "SELECT first_id, last_id FROM stack_series WHERE node_id = ?1"      \
+                          " AND first_id BETWEEN ?2 AND ?3 ORDER BY first_id")                 \
     X(SS_SERIES_DROP_AT, "DELETE FROM stack_series WHERE node_id = ?1 AND first_id <= ?2"     \
                          " AND last_id >= ?2")                                                 \
     X(SS_SERIES_HAS, "SELECT last_id FROM stack_series WHERE node_id = ?1 AND first_id = ?2")  \
@@ -549,9 +552,10 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
 /* ---- series.c: per-function series in spans (migrations/0006) ---- */
 /* A span closes with this many of its node's ok snapshots. */
 #define STORE_SPAN_SNAPSHOTS 128
-/* Snapshots in a stack series row (series.c): a span's members in groups
- * of this many, each written when it is complete, so that at most this
- * many of a node's newest snapshots are read from their sample sets. */
+/* Snapshots in a stack series row of the open span (series.c): its
+ * members in groups of this many, each written when it is complete, so
+ * that at most this many of a node's newest snapshots are read from their
+ * sample sets. A closed span's series is one row. */
 #define STORE_SSERIES_SNAPSHOTS 32
 /* One function's totals in one snapshot. */
 struct store_fs_entry {

@@ -322,6 +322,11 @@ void store_sseries_release(struct store_sseries *ss);
 struct store_ssb;
 struct store_ssb *store_ssb_new(struct store_sseries *out);
 void store_ssb_add(struct store_ssb *b, const struct store_samples *ss);
+/* Add a built chunk's members, each as the samples it was built from (the
+ * slots with a run over it, in slot order, with that run's values): a
+ * span's groups become the span's series without their sample sets read
+ * again. */
+void store_ssb_add_chunk(struct store_ssb *b, const struct store_ss_chunk *c);
 void store_ssb_finish(struct store_ssb *b);
 /* The packed form (version, then chunks; varints; store_sseries_pack in
  * store-internal.h) is what stack_series rows hold, zstd-compressed. unpack

@@ -286,7 +286,9 @@ int main(int argc, char **argv)
 {
     const char *dir = "/tmp";
     char smoke_dir[64] = "";
-    uint32_t nstacks = 20000, hours = 120, trend_hours = 8760;
+    /* 260 hours: two spans close (every 128 snapshots) inside the measured
+     * ingest, with their function series and stack series rows. */
+    uint32_t nstacks = 20000, hours = 260, trend_hours = 8760;
     const char *query = NULL; /* the query executable, for the trend end to end */
     int runs = 10;
     for (int i = 1; i < argc; i++) {

@@ -267,6 +267,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     sum ^= r->raw[1];
                 }
         }
+        /* Replayed into a builder (a span's row made from its groups'):
+         * every member once more. */
+        struct store_sseries again;
+        struct store_ssb *b = store_ssb_new(&again);
+        size_t members = 0, members_again = 0;
+        for (size_t c = 0; c < ss.nchunks; c++) {
+            store_ssb_add_chunk(b, &ss.chunks[c]);
+            members += ss.chunks[c].nmembers;
+        }
+        store_ssb_finish(b);
+        for (size_t c = 0; c < again.nchunks; c++)
+            members_again += again.chunks[c].nmembers;
+        if (members_again != members)
+            abort();
+        store_sseries_release(&again);
         store_sseries_release(&ss);
     }
     free(rows);

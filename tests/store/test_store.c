@@ -1262,6 +1262,59 @@ static size_t assert_sseries_as_sample_sets(struct store *s, const char *db, int
     return nrows;
 }
 
+/* A closed span's stack series is one row. A store whose closed spans
+ * hold group rows (written before that) or none (a reindex dropped it)
+ * gets one row per closed span from a retention that deletes nothing, and
+ * the rows read as the sample sets they came from. */
+static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-pack");
+    enum { H = 2 * SPAN + 5 };
+    int64_t ids[H];
+    for (int h = 0; h < H; h++) {
+        struct gen_params gp = { .seed = 9, .nstacks = 60, .nfuncs = 50,
+                                 .hour = (uint32_t)(h % 13), .symbolize = true };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    const char *exact = "SELECT count(*) FROM function_series_spans p WHERE p.closed = 1"
+                        " AND (SELECT count(*) FROM stack_series s WHERE s.node_id = p.node_id"
+                        " AND s.first_id BETWEEN p.first_id AND p.last_id) = 1"
+                        " AND EXISTS (SELECT 1 FROM stack_series s WHERE s.node_id = p.node_id"
+                        " AND s.first_id = p.first_id AND s.last_id = p.last_id)";
+    assert_int_equal(count_rows(f->db, exact), 2);
+    /* The first span as an older heapfleet left it: rows for its first two
+     * groups of 32 (their bytes do not matter: they go), the second
+     * span's row gone. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    char sql[600];
+    snprintf(sql, sizeof(sql),
+             "CREATE TABLE ss_one AS SELECT * FROM stack_series WHERE first_id = %lld;"
+             " DELETE FROM stack_series WHERE first_id IN (%lld, %lld);"
+             " INSERT INTO stack_series(node_id, first_id, last_id, size, data)"
+             " SELECT node_id, %lld, %lld, size, data FROM ss_one UNION ALL"
+             " SELECT node_id, %lld, %lld, size, data FROM ss_one; DROP TABLE ss_one",
+             (long long)ids[0], (long long)ids[0], (long long)ids[SPAN], (long long)ids[0],
+             (long long)ids[31], (long long)ids[32], (long long)ids[63]);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(count_rows(f->db, exact), 0);
+    struct store_retain_policy keep_all = { 0 };
+    struct store_retain_result res;
+    assert_int_equal(store_retain(f->s, &keep_all, T0 + H * HOUR_MS, &res, NULL), 0);
+    assert_int_equal(res.snapshots_deleted, 0);
+    assert_int_equal(res.spans_closed, 2);
+    assert_int_equal(count_rows(f->db, exact), 2);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_series"), 2);
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2);
+    /* Nothing left to pack: the next retention rewrites nothing. */
+    assert_int_equal(store_retain(f->s, &keep_all, T0 + H * HOUR_MS, &res, NULL), 0);
+    assert_int_equal(res.spans_closed, 0);
+}
+
 /* The builder keeps one order per chunk: a snapshot listing a stack
  * before one it followed starts a new chunk; a stack listed twice gets two
  * slots; runs hold still values; every member reads back as it was. */
@@ -1347,9 +1400,14 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                                        " WHERE closed = 1"), 2);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 0 AND n = 40"), 1);
-    /* Stack series: four groups of 32 per closed span, one complete group
-     * in the open span; each reads as its sample sets. */
-    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1);
+    /* Stack series: one row per closed span, and the open span's one
+     * complete group of 32; each reads as its sample sets. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 + 1);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_series s"
+                                       " JOIN function_series_spans p ON p.node_id = s.node_id"
+                                       " AND p.first_id = s.first_id AND p.last_id = s.last_id"
+                                       " WHERE p.closed = 1"),
+                     2);
     /* Every function ever stored, in rows or only in the rest. */
     int64_t nfun = count_rows(f->db, "SELECT count(*) FROM functions");
     assert_true(nfun > 20);
@@ -1425,15 +1483,17 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN + 5], p, NULL), 0);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 2"), 2);
-    /* A reindexed snapshot's group goes (its samples are new), the rest stay. */
-    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1 - 2);
+    /* A reindexed snapshot's row goes (its samples are new): both closed
+     * spans' rows; the open span's group stays. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 1);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
     assert_int_equal(store_snapshot_reindex(f->s, ids[SPAN - 1], p, NULL), 0);
     profile_free(p);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 1"), 1);
-    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 * 4 + 1 - 1);
+    /* Closed again: its row is back, one for the span. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), H);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), H);
 
@@ -1455,7 +1515,8 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                                        " WHERE closed = 1"), 1);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series WHERE first_id <"
                                        " (SELECT min(id) FROM snapshots)"), 0);
-    assert_true(assert_sseries_as_sample_sets(f->s, f->db, n) >= 4);
+    /* The shorter span's row, and the open span's group. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX),
                      (size_t)(H - res.snapshots_deleted));
     /* New snapshots fill the open span on and close it, and the stale
@@ -1480,7 +1541,8 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     (void)put(f->s, n, T0 - HOUR_MS, p, NULL, 0);
     profile_free(p);
     size_t kept = (size_t)(H - res.snapshots_deleted) + SPAN + 1;
-    assert_true(assert_sseries_as_sample_sets(f->s, f->db, n) >= 8);
+    /* A row per closed span (three), and the open span's complete group. */
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 4);
     assert_int_equal(assert_series_as_tables(f->s, n, all, (size_t)nfun, 0, INT64_MAX), kept);
     assert_int_equal(assert_series_as_tables(f->s, n, few, 3, 0, INT64_MAX), kept);
     free(before);
@@ -2408,6 +2470,8 @@ int main(void)
         cmocka_unit_test(test_store_sseries_builder),
         cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_store_retain_packs_a_closed_spans_series_in_one_row,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
