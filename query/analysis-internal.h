@@ -32,6 +32,7 @@ struct json_t *query_snapref_json(const struct query_snapref *r);
  * smaller ones and values printf writes longer get snprintf, cut short alike.
  * query_fmt_fixed returns the length written. */
 #define QUERY_FMT_MIN 40
+#define QA_XCACHE 4096 /* slots of qa_stacks.xcache */
 size_t query_fmt_fixed(double x, int prec, char *out, size_t outsz);
 const char *query_fmt_bytes(double bytes, char *out, size_t outsz);
 const char *query_fmt_count(double n, char *out, size_t outsz);
@@ -53,8 +54,15 @@ struct qa_stacks {
     struct qa_stack *v;
     size_t n, cap;
     struct hp_map64 index; /* sequence hash (probed) -> stack id */
-    /* Name translation: source name pointer -> shared name id. */
+    /* Name translation: source name pointer -> shared name id, with a
+     * direct-mapped cache in front (QA_XCACHE slots, allocated on first
+     * use): a union of a node's stacks translates hundreds of thousands of
+     * frames of a few thousand names. */
     struct hp_map64 xlat;
+    struct qa_xslot {
+        const char *name;
+        uint32_t id;
+    } *xcache;
     uint32_t *scratch_ids;
     size_t scratch_ids_cap;
     const char *const *prev_src; /* frames of the entry last added, and */

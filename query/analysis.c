@@ -27,6 +27,7 @@ void qa_stacks_release(struct qa_stacks *s)
     free(s->by_id);
     free(s->v);
     free(s->scratch_ids);
+    free(s->xcache);
     hp_map64_release(&s->index);
     hp_map64_release(&s->xlat);
     hp_map64_release(&s->id_of);
@@ -46,6 +47,8 @@ void qa_stacks_forget_source(struct qa_stacks *s)
 {
     hp_map64_release(&s->xlat);
     hp_map64_init(&s->xlat);
+    free(s->xcache);
+    s->xcache = NULL;
     s->prev_src = NULL;
     s->prev_n = 0;
 }
@@ -57,14 +60,24 @@ uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const
      * identifies its string across all of them and one cache serves them. */
     (void)f;
     uint32_t id;
-    if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &id))
+    if (!s->xcache)
+        s->xcache = hp_xcalloc(QA_XCACHE, sizeof(*s->xcache));
+    /* Folded names are interned in arenas, 16-byte aligned: the bits
+     * above the fourth pick the slot (any pointer works, only slower). */
+    struct qa_xslot *slot = &s->xcache[((uintptr_t)name >> 4) % QA_XCACHE];
+    if (slot->name == name)
+        return slot->id;
+    if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &id)) {
+        *slot = (struct qa_xslot){ name, id };
         return id;
+    }
     const char *shared = hp_strtab_intern(&s->strings, name, strlen(name));
     if (!hp_map64_put(&s->id_of, (uint64_t)(uintptr_t)shared, (uint32_t)s->nids, &id)) {
         s->by_id = hp_xgrow(s->by_id, &s->by_id_cap, s->nids + 1, sizeof(*s->by_id));
         s->by_id[s->nids++] = shared;
     }
     (void)hp_map64_put(&s->xlat, (uint64_t)(uintptr_t)name, id, &id);
+    *slot = (struct qa_xslot){ name, id };
     return id;
 }
 
