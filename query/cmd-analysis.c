@@ -388,7 +388,7 @@ static int node_read(struct store *st, struct ainput *in, const struct stored_no
                      struct hp_buf *err)
 {
     struct pick_list pl = { .in = in, .arena = arena, .err = err, .since_ms = in->since_ms };
-    int r = store_snapshots_list(st, node->id, in->since_ms, INT64_MAX, false, snap_cb, &pl, err);
+    int r = store_snapshots_ok(st, node->id, in->since_ms, INT64_MAX, snap_cb, &pl, err);
     *ret = hp_xcalloc(pl.n + 1, sizeof(**ret));
     *ret_n = 0;
     if (r == 0 && pl.n)

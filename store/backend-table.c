@@ -57,6 +57,7 @@ const struct store_backend STORE_BE(backend) = {
     .selector_resolve = store_selector_resolve,
     .nodes_list = store_nodes_list,
     .snapshots_list = store_snapshots_list,
+    .snapshots_ok = store_snapshots_ok,
     .series_node = store_series_node,
     .function_totals = store_function_totals,
     .series_function = store_series_function,

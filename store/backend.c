@@ -204,6 +204,12 @@ int store_snapshots_list(struct store *s, int64_t node_id, int64_t since_ms, int
     return s->be->snapshots_list(s, node_id, since_ms, until_ms, with_failed, cb, ctx, err);
 }
 
+int store_snapshots_ok(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                       store_snapshot_cb cb, void *ctx, struct hp_buf *err)
+{
+    return s->be->snapshots_ok(s, node_id, since_ms, until_ms, cb, ctx, err);
+}
+
 int store_series_node(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
                       const char *stat_name, struct store_point **ret_points, size_t *ret_n,
                       struct hp_buf *err)

@@ -43,6 +43,7 @@
 #define store_selector_resolve STORE_BE(selector_resolve)
 #define store_nodes_list STORE_BE(nodes_list)
 #define store_snapshots_list STORE_BE(snapshots_list)
+#define store_snapshots_ok STORE_BE(snapshots_ok)
 #define store_series_node STORE_BE(series_node)
 #define store_function_totals STORE_BE(function_totals)
 #define store_series_function STORE_BE(series_function)

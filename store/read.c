@@ -1010,6 +1010,42 @@ int store_snapshots_list(struct store *s, int64_t node_id, int64_t since_ms,
     return r;
 }
 
+int store_snapshots_ok(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                       store_snapshot_cb cb, void *ctx, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    struct store_snapshot_info si;
+    memset(&si, 0, sizeof(si));
+    si.node_id = node_id;
+    si.status = STORE_STATUS_OK;
+    si.prof_active = -1;
+    si.fetch_ms = si.parse_ms = si.symbolize_ms = si.store_ms = -1;
+    int r = store_stmt(s, STMT_NODE_NAME, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    if ((r = store_step_row(s, st, "listing snapshots", err)) == 1)
+        store_col_text(st, 0, si.node, sizeof(si.node));
+    sqlite3_reset(st);
+    if (r <= 0) /* no such node: no snapshots */
+        return r;
+    if ((r = store_stmt(s, STMT_SNAP_LIST_OK, &st, err)) < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    sqlite3_bind_int64(st, 2, since_ms);
+    sqlite3_bind_int64(st, 3, until_ms);
+    while ((r = store_step_row(s, st, "listing snapshots", err)) == 1) {
+        si.id = sqlite3_column_int64(st, 0);
+        si.taken_at = sqlite3_column_int64(st, 1);
+        for (int v = 0; v < PV_COUNT; v++)
+            si.totals[v] = sqlite3_column_double(st, 2 + v);
+        if ((r = cb(&si, ctx)) != 0)
+            break;
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
 int store_nodes_list(struct store *s, store_node_cb cb, void *ctx, struct hp_buf *err)
 {
     sqlite3_stmt *st;

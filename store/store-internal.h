@@ -151,6 +151,11 @@ extern const int store_nmigrations;
       " FROM snapshots s JOIN nodes n ON n.id = s.node_id"                                     \
       " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3 AND (?4 OR s.status = 'ok')"    \
       " ORDER BY s.taken_at, s.id")                                                            \
+    X(SNAP_LIST_OK,                                                                            \
+      "SELECT s.id, s.taken_at, s.inuse_objects, s.inuse_space, s.alloc_objects,"             \
+      " s.alloc_space FROM snapshots s WHERE s.node_id = ?1 AND s.status = 'ok'"              \
+      " AND s.taken_at BETWEEN ?2 AND ?3 ORDER BY s.taken_at, s.id")                           \
+    X(NODE_NAME, "SELECT name FROM nodes WHERE id = ?1")                                       \
     X(NODES_LIST,                                                                              \
       "SELECT n.id, n.name, n.kind, n.address, n.labels,"                                      \
       " (SELECT count(*) FROM snapshots WHERE node_id = n.id),"                                \
@@ -305,6 +310,7 @@ struct store_backend {
     __typeof__(store_selector_resolve) *selector_resolve;
     __typeof__(store_nodes_list) *nodes_list;
     __typeof__(store_snapshots_list) *snapshots_list;
+    __typeof__(store_snapshots_ok) *snapshots_ok;
     __typeof__(store_series_node) *series_node;
     __typeof__(store_function_totals) *function_totals;
     __typeof__(store_series_function) *series_function;

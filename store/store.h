@@ -405,6 +405,13 @@ typedef int (*store_snapshot_cb)(const struct store_snapshot_info *row, void *ct
 int store_snapshots_list(struct store *s, int64_t node_id, int64_t since_ms,
                          int64_t until_ms, bool with_failed, store_snapshot_cb cb, void *ctx,
                          struct hp_buf *err) HP_MUST_CHECK;
+/* The same for an analysis over many snapshots: only the ok ones, and of
+ * each only id, node_id, node, taken_at, status and totals (the rest
+ * zero), read through the index of ok snapshots without the failure and
+ * timing columns (listing 72,000 snapshots was a twentieth of `query
+ * leaks --db` over 100 nodes). */
+int store_snapshots_ok(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
+                       store_snapshot_cb cb, void *ctx, struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- series for trends ------------------------------------------------------ */
 

@@ -771,6 +771,63 @@ static void test_store_node_stats_one_call(void **state)
     }
 }
 
+struct snap_rows {
+    struct store_snapshot_info v[8];
+    int n;
+};
+
+static int snap_rows_cb(const struct store_snapshot_info *row, void *ctx)
+{
+    struct snap_rows *r = ctx;
+    assert_true(r->n < 8);
+    r->v[r->n++] = *row;
+    return 0;
+}
+
+/* store_snapshots_ok: the node's ok snapshots in the window, in time order
+ * (a late import among them), with what store_snapshots_list says of each;
+ * not its failed attempts, not another node's. */
+static void test_store_snapshots_ok_as_the_list_says(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = node(f->s, "be-ok"), b = node(f->s, "be-other");
+    const int64_t at[4] = { T0 + 2 * HOUR_MS, T0, T0 + 3 * HOUR_MS, T0 + HOUR_MS };
+    for (int k = 0; k < 4; k++) {
+        struct gen_params gp = { .seed = 3, .nstacks = 20, .nfuncs = 20, .hour = (uint32_t)k,
+                                 .symbolize = true };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        (void)put(f->s, k == 2 ? b : a, at[k], p, NULL, 0);
+        profile_free(p);
+    }
+    int64_t failed;
+    assert_int_equal(store_snapshot_attempt_record(f->s, a, T0 + HOUR_MS / 2,
+                                                   STORE_STATUS_FETCH_FAILED, "refused", NULL, 0,
+                                                   NULL, NULL, 0, &failed, NULL),
+                     0);
+    struct snap_rows list = { 0 }, ok = { 0 };
+    assert_int_equal(store_snapshots_list(f->s, a, T0 + HOUR_MS / 2, INT64_MAX, false,
+                                          snap_rows_cb, &list, NULL),
+                     0);
+    assert_int_equal(store_snapshots_ok(f->s, a, T0 + HOUR_MS / 2, INT64_MAX, snap_rows_cb, &ok,
+                                        NULL),
+                     0);
+    assert_int_equal(list.n, 2); /* T0 + 1 h (imported last), T0 + 2 h */
+    assert_int_equal(ok.n, list.n);
+    assert_true(list.v[0].taken_at < list.v[1].taken_at && list.v[0].id > list.v[1].id);
+    for (int i = 0; i < ok.n; i++) {
+        assert_int_equal(ok.v[i].id, list.v[i].id);
+        assert_int_equal(ok.v[i].node_id, a);
+        assert_string_equal(ok.v[i].node, "be-ok");
+        assert_int_equal(ok.v[i].taken_at, list.v[i].taken_at);
+        assert_int_equal(ok.v[i].status, STORE_STATUS_OK);
+        assert_memory_equal(ok.v[i].totals, list.v[i].totals, sizeof(ok.v[i].totals));
+        assert_true(ok.v[i].totals[PV_INUSE_SPACE] > 0);
+    }
+    struct snap_rows none = { 0 };
+    assert_int_equal(store_snapshots_ok(f->s, 999999, 0, INT64_MAX, snap_rows_cb, &none, NULL), 0);
+    assert_int_equal(none.n, 0);
+}
+
 struct node_stat_named {
     int64_t snap[16];
     char name[16][32];
@@ -2462,6 +2519,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_attempts_and_listings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stats_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_node_stats_one_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_snapshots_ok_as_the_list_says, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_node_stats_by_id_then_report_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
