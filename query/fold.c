@@ -63,51 +63,59 @@ struct fold_ctx {
     size_t label_cap;
 };
 
-/* Names of one location, outermost first. */
-static void location_names(struct fold_ctx *c, uint32_t loc, const char ***ret, uint32_t *ret_n)
+/* Names of one location, outermost first: formatted and interned the
+ * first time (location_names_make), then read from the cache. */
+static void location_names_make(struct fold_ctx *c, uint32_t loc);
+
+static inline void location_names(struct fold_ctx *c, uint32_t loc, const char ***ret,
+                                  uint32_t *ret_n)
 {
-    if (!c->loc_first[loc]) {
-        const struct profile *p = c->p;
-        const struct profile_location *l = &p->locs[loc];
-        uint32_t n = l->nframes ? l->nframes : 1;
-        if (c->o->no_inline)
-            n = 1;
-        c->locnames = hp_xgrow(c->locnames, &c->locnames_cap, c->nlocnames + n,
-                               sizeof(*c->locnames));
-        c->loc_first[loc] = (uint32_t)c->nlocnames + 1;
-        c->loc_count[loc] = n;
-        for (uint32_t k = 0; k < n; k++) {
-            /* Frames are stored innermost first; emit outermost first. */
-            uint32_t fi = l->nframes ? l->nframes - 1 - k : 0;
-            char buf[512];
-            const char *name = profile_frame_label(p, loc, fi, buf, sizeof(buf), true);
-            if (c->o->with_lines && fi < l->nframes && p->frames[l->frame_off + fi].file) {
-                /* "%s %s:%u" by hand: printf's cost per frame showed in
-                 * perf of a warm `query top --lines` (numfmt.c). */
-                const struct profile_frame *fr = &p->frames[l->frame_off + fi];
-                size_t nn = strlen(name), nf = strlen(fr->file);
-                char num[12], *d = num + sizeof(num);
-                uint32_t v = fr->line;
-                do {
-                    *--d = (char)('0' + v % 10);
-                    v /= 10;
-                } while (v);
-                size_t nd = (size_t)(num + sizeof(num) - d), len = nn + 1 + nf + 1 + nd;
-                c->label = hp_xgrow(c->label, &c->label_cap, len + 1, 1);
-                memcpy(c->label, name, nn);
-                c->label[nn] = ' ';
-                memcpy(c->label + nn + 1, fr->file, nf);
-                c->label[nn + 1 + nf] = ':';
-                memcpy(c->label + nn + 2 + nf, d, nd);
-                name = hp_strtab_intern(&c->f->strings, c->label, len);
-            } else {
-                name = hp_strtab_intern(&c->f->strings, name, strlen(name));
-            }
-            c->locnames[c->nlocnames++] = name;
-        }
-    }
+    if (!c->loc_first[loc])
+        location_names_make(c, loc);
     *ret = c->locnames + c->loc_first[loc] - 1;
     *ret_n = c->loc_count[loc];
+}
+
+static void location_names_make(struct fold_ctx *c, uint32_t loc)
+{
+    const struct profile *p = c->p;
+    const struct profile_location *l = &p->locs[loc];
+    uint32_t n = l->nframes ? l->nframes : 1;
+    if (c->o->no_inline)
+        n = 1;
+    c->locnames = hp_xgrow(c->locnames, &c->locnames_cap, c->nlocnames + n,
+                           sizeof(*c->locnames));
+    c->loc_first[loc] = (uint32_t)c->nlocnames + 1;
+    c->loc_count[loc] = n;
+    for (uint32_t k = 0; k < n; k++) {
+        /* Frames are stored innermost first; emit outermost first. */
+        uint32_t fi = l->nframes ? l->nframes - 1 - k : 0;
+        char buf[512];
+        const char *name = profile_frame_label(p, loc, fi, buf, sizeof(buf), true);
+        if (c->o->with_lines && fi < l->nframes && p->frames[l->frame_off + fi].file) {
+            /* "%s %s:%u" by hand: printf's cost per frame showed in
+             * perf of a warm `query top --lines` (numfmt.c). */
+            const struct profile_frame *fr = &p->frames[l->frame_off + fi];
+            size_t nn = strlen(name), nf = strlen(fr->file);
+            char num[12], *d = num + sizeof(num);
+            uint32_t v = fr->line;
+            do {
+                *--d = (char)('0' + v % 10);
+                v /= 10;
+            } while (v);
+            size_t nd = (size_t)(num + sizeof(num) - d), len = nn + 1 + nf + 1 + nd;
+            c->label = hp_xgrow(c->label, &c->label_cap, len + 1, 1);
+            memcpy(c->label, name, nn);
+            c->label[nn] = ' ';
+            memcpy(c->label + nn + 1, fr->file, nf);
+            c->label[nn + 1 + nf] = ':';
+            memcpy(c->label + nn + 2 + nf, d, nd);
+            name = hp_strtab_intern(&c->f->strings, c->label, len);
+        } else {
+            name = hp_strtab_intern(&c->f->strings, name, strlen(name));
+        }
+        c->locnames[c->nlocnames++] = name;
+    }
 }
 
 static uint64_t seq_hash(const char *const *seq, size_t n)
@@ -244,9 +252,10 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
                 focus_hit |= (c.loc_match[loc] & 2) != 0;
                 ignore_hit |= (c.loc_match[loc] & 4) != 0;
             }
-            c.seq = hp_xgrow(c.seq, &c.seq_cap, n + nn, sizeof(*c.seq));
-            memcpy(c.seq + n, names, nn * sizeof(*names));
-            n += nn;
+            if (n + nn > c.seq_cap)
+                c.seq = hp_xgrow(c.seq, &c.seq_cap, n + nn, sizeof(*c.seq));
+            for (uint32_t j = 0; j < nn; j++) /* one or two, mostly: no memcpy call */
+                c.seq[n++] = names[j];
         }
         if (!focus_hit || ignore_hit || n == 0) {
             if (entry_of)
