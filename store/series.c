@@ -68,27 +68,42 @@ static int ssb_cb(const struct store_samples *ss, void *ctx)
     return 0;
 }
 
-/* node_id's stack series rows that start within [first, last]. */
-static int rows_in(struct store *s, int64_t node_id, int64_t first, int64_t last,
-                   struct store_span **ret, size_t *ret_n, struct hp_buf *err)
+/* Node node_id's (first_id, last_id) rows of statement `list` (?1 the
+ * node; with a range, first <= last, ?2 and ?3 its ends) into *ret
+ * (free()), in its order; on error none. */
+static int spans_query(struct store *s, enum store_stmt_id list, int64_t node_id, int64_t first,
+                       int64_t last, struct store_span **ret, size_t *ret_n, struct hp_buf *err)
 {
     sqlite3_stmt *st;
     size_t cap = 0;
     *ret = NULL;
     *ret_n = 0;
-    int r = store_stmt(s, STMT_SS_SERIES_SPANS_IN, &st, err);
+    int r = store_stmt(s, list, &st, err);
     if (r < 0)
         return r;
     sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, first);
-    sqlite3_bind_int64(st, 3, last);
-    while ((r = store_step_row(s, st, "reading stack series", err)) == 1) {
+    if (first <= last) {
+        sqlite3_bind_int64(st, 2, first);
+        sqlite3_bind_int64(st, 3, last);
+    }
+    while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
         *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
         (*ret)[(*ret_n)++] = (struct store_span){ sqlite3_column_int64(st, 0),
                                                   sqlite3_column_int64(st, 1) };
     }
     sqlite3_reset(st);
+    if (r < 0) {
+        free(*ret);
+        *ret = NULL;
+        *ret_n = 0;
+    }
     return r;
+}
+
+static int spans_list(struct store *s, enum store_stmt_id list, int64_t node_id,
+                      struct store_span **ret, size_t *ret_n, struct hp_buf *err)
+{
+    return spans_query(s, list, node_id, 1, 0, ret, ret_n, err);
 }
 
 /* Row `first` of node_id, replayed into b when its members are exactly
@@ -132,7 +147,9 @@ static int sseries_feed(struct store *s, int64_t node_id, const int64_t *ids, si
 {
     struct store_span *rows;
     size_t nrows, j = 0;
-    int r = rows_in(s, node_id, ids[0], ids[n - 1], &rows, &nrows, err);
+    /* the node's rows that start among them */
+    int r = spans_query(s, STMT_SS_SERIES_SPANS_IN, node_id, ids[0], ids[n - 1], &rows, &nrows,
+                        err);
     for (size_t k = 0, z; r == 0 && k < n; k = z) {
         while (j < nrows && rows[j].first_id < ids[k])
             j++;
@@ -356,33 +373,6 @@ static int span_at(struct store *s, int64_t node_id, int64_t id, int64_t *first,
         *state = (int)sqlite3_column_int64(st, 3);
     }
     sqlite3_reset(st);
-    return r;
-}
-
-/* Node node_id's (first_id, last_id) rows of statement `list` into *ret
- * (free()), in its order; on error none. */
-static int spans_list(struct store *s, enum store_stmt_id list, int64_t node_id,
-                      struct store_span **ret, size_t *ret_n, struct hp_buf *err)
-{
-    sqlite3_stmt *st;
-    size_t cap = 0;
-    *ret = NULL;
-    *ret_n = 0;
-    int r = store_stmt(s, list, &st, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_int64(st, 1, node_id);
-    while ((r = store_step_row(s, st, "reading spans", err)) == 1) {
-        *ret = hp_xgrow(*ret, &cap, *ret_n + 1, sizeof(**ret));
-        (*ret)[(*ret_n)++] = (struct store_span){ sqlite3_column_int64(st, 0),
-                                                  sqlite3_column_int64(st, 1) };
-    }
-    sqlite3_reset(st);
-    if (r < 0) {
-        free(*ret);
-        *ret = NULL;
-        *ret_n = 0;
-    }
     return r;
 }
 
