@@ -810,6 +810,11 @@ int query_cmd_retain(int argc, char **argv)
                (long long)res.names_deleted, (long long)res.objects_deleted,
                (long long)res.symbols_deleted, (long long)res.pages_freed,
                (long long)res.spans_closed);
+    if (r >= 0 && !res.skipped && !pol.dry_run && res.spans_pack_left > 0)
+        printf("%lld closed spans are still read in groups of 32 snapshots: packing stops "
+               "after a minute, and the next retention goes on (they read correctly "
+               "meanwhile, only slower)\n",
+               (long long)res.spans_pack_left);
     hp_buf_release(&err);
     store_close(s);
     return r < 0 ? 1 : 0;

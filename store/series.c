@@ -599,18 +599,23 @@ int store_sseries_get(struct store *s, int64_t node_id, int64_t first_id,
     return r < 0 ? (r == HP_ESTORE ? r : HP_ECORRUPT) : 0;
 }
 
+/* A closed span whose stack series is not one row, to pack (rank: 0 for
+ * the node's newest such span, 1 for the next older, ...). */
+struct to_pack {
+    int64_t node_id, first, last;
+    uint32_t rank;
+};
+
 /* Closed spans of node_id whose stack series is not one row (written in
  * groups before a closed span's became one row, or dropped by a reindex
- * and not rewritten): one row each, a transaction each; *ret_packed
- * counts the rows written. */
-static int node_pack_series(struct store *s, int64_t node_id, int64_t *ret_packed,
-                            struct hp_buf *err)
+ * and not rewritten) onto *v. The spans and the rows come in one
+ * statement each and are compared here: a query a span would be a round
+ * trip a span on PostgreSQL, at every retention, for every node's year. */
+static int node_unpacked(struct store *s, int64_t node_id, struct to_pack **v, size_t *n,
+                         size_t *cap, struct hp_buf *err)
 {
-    /* The spans and the rows in two statements, compared here: a query a
-     * span would be a round trip a span on PostgreSQL, at every retention,
-     * for every node's year of spans. */
     struct store_span *sp, *rows = NULL;
-    size_t nsp, nrows = 0, j = 0;
+    size_t nsp, nrows = 0, j = 0, n0 = *n;
     int r = spans_list(s, STMT_FS_SPANS, node_id, &sp, &nsp, err);
     if (r == 0)
         r = spans_list(s, STMT_SS_SERIES_SPANS, node_id, &rows, &nrows, err);
@@ -619,13 +624,50 @@ static int node_pack_series(struct store *s, int64_t node_id, int64_t *ret_packe
             j++;
         if (j < nrows && rows[j].first_id == sp[i].first_id && rows[j].last_id == sp[i].last_id)
             continue; /* one row, the span's */
+        *v = hp_xgrow(*v, cap, *n + 1, sizeof(**v));
+        (*v)[(*n)++] = (struct to_pack){ node_id, sp[i].first_id, sp[i].last_id, 0 };
+    }
+    /* Newest first: spans ascend. */
+    for (size_t i = n0; i < *n; i++)
+        (*v)[i].rank = (uint32_t)(*n - 1 - i);
+    free(sp);
+    free(rows);
+    return r;
+}
+
+static int pack_cmp(const void *a, const void *b)
+{
+    const struct to_pack *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->node_id > y->node_id) - (x->node_id < y->node_id);
+}
+
+/* Pack the spans of v[0..n) into one row each, every node's newest first
+ * (what leaks over recent days reads), a transaction each, until budget_ms
+ * have passed: a store written before closed spans
+ * had one row holds every closed span in groups, and packing it all at
+ * once is about 14 ms a span of 1,000-stack snapshots (an hour for a year
+ * of 3,000 nodes). Those rows still serve meanwhile; the next retention
+ * goes on. *ret_packed: rows written; *ret_left: spans not reached. */
+static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budget_ms,
+                      int64_t *ret_packed, int64_t *ret_left, struct hp_buf *err)
+{
+    int r = 0;
+    size_t i = 0;
+    uint64_t t0 = hp_now_ns();
+    if (n > 1)
+        qsort(v, n, sizeof(*v), pack_cmp);
+    for (; r == 0 && i < n; i++) {
+        if ((int64_t)((hp_now_ns() - t0) / 1000000) >= budget_ms)
+            break;
         int64_t *ids = NULL;
         size_t nids = 0;
         if ((r = store_tx_begin(s, err)) < 0)
             break;
-        r = span_members(s, node_id, sp[i].first_id, sp[i].last_id, &ids, &nids, err);
+        r = span_members(s, v[i].node_id, v[i].first, v[i].last, &ids, &nids, err);
         bool wrote = false;
-        if (r == 0 && (r = sseries_span(s, node_id, ids, nids, err)) > 0) {
+        if (r == 0 && (r = sseries_span(s, v[i].node_id, ids, nids, err)) > 0) {
             wrote = true;
             r = 0;
         }
@@ -635,8 +677,7 @@ static int node_pack_series(struct store *s, int64_t node_id, int64_t *ret_packe
         else if (r < 0)
             store_tx_rollback(s);
     }
-    free(sp);
-    free(rows);
+    *ret_left = r == 0 ? (int64_t)(n - i) : 0;
     return r;
 }
 
@@ -696,17 +737,18 @@ static int node_fill(struct store *s, int64_t node_id, int64_t *ret_closed, stru
     }
     free(sp);
     free(ids);
-    if (r == 0)
-        r = node_pack_series(s, node_id, ret_closed, err);
     return r;
 }
 
-int store_spans_fill(struct store *s, int64_t *ret_closed, struct hp_buf *err)
+int store_spans_fill(struct store *s, int64_t budget_ms, int64_t *ret_closed,
+                     int64_t *ret_pack_left, struct hp_buf *err)
 {
     sqlite3_stmt *st;
     int64_t *nodes = NULL;
-    size_t n = 0, cap = 0;
+    struct to_pack *pk = NULL;
+    size_t n = 0, cap = 0, npk = 0, pk_cap = 0;
     *ret_closed = 0;
+    *ret_pack_left = 0;
     int r = store_stmt(s, STMT_FS_NODE_IDS, &st, err);
     if (r < 0)
         return r;
@@ -717,6 +759,12 @@ int store_spans_fill(struct store *s, int64_t *ret_closed, struct hp_buf *err)
     sqlite3_reset(st);
     for (size_t i = 0; r == 0 && i < n; i++)
         r = node_fill(s, nodes[i], ret_closed, err);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = node_unpacked(s, nodes[i], &pk, &npk, &pk_cap, err);
+    if (r == 0)
+        r = spans_pack(s, pk, npk, budget_ms > 0 ? budget_ms : STORE_PACK_BUDGET_MS, ret_closed,
+                       ret_pack_left, err);
+    free(pk);
     free(nodes);
     return r;
 }

@@ -513,6 +513,10 @@ struct store_retain_policy {
      * that holds the write lock; meant for `query retain`, not every round). */
     bool reclaim;
     bool dry_run; /* count what would go (in one transaction, rolled back) */
+    /* Time for packing closed spans' stack series still in groups into one
+     * row each (a store written before they were one row), newest first;
+     * 0: a minute. What is left waits for the next retention. */
+    int64_t pack_budget_ms;
 };
 
 struct store_retain_result {
@@ -524,8 +528,12 @@ struct store_retain_result {
         symbols_deleted;
     bool skipped; /* PostgreSQL: another process was retaining */
     /* Spans closed over snapshots none covered (a store written before
-     * spans, history a retention thinned): what trends and leaks read. */
+     * spans, history a retention thinned), and closed spans whose stack
+     * series was packed into one row: what trends and leaks read. */
     int64_t spans_closed;
+    /* Closed spans whose stack series is still in groups when packing
+     * stopped (it stops after a minute; the next retention goes on). */
+    int64_t spans_pack_left;
 };
 
 /* Apply the policy relative to now_ms. On PostgreSQL one process at a time

@@ -1335,8 +1335,9 @@ static size_t assert_sseries_as_sample_sets(struct store *s, const char *db, int
 
 /* A closed span's stack series is one row. A store whose closed spans
  * hold group rows (written before that) or none (a reindex dropped it)
- * gets one row per closed span from a retention that deletes nothing, and
- * the rows read as the sample sets they came from. */
+ * gets one row per closed span from retentions that delete nothing, the
+ * newest first, as far as each one's time to pack reaches, and the rows
+ * read as the sample sets they came from. */
 static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **state)
 {
     struct fx *f = *state;
@@ -1368,11 +1369,22 @@ static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **stat
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(count_rows(f->db, exact), 0);
-    struct store_retain_policy keep_all = { 0 };
+    /* A millisecond to pack in: one span, the newest, and one left. */
+    struct store_retain_policy hurried = { .pack_budget_ms = 1 };
     struct store_retain_result res;
+    assert_int_equal(store_retain(f->s, &hurried, T0 + H * HOUR_MS, &res, NULL), 0);
+    assert_int_equal(res.spans_closed, 1);
+    assert_int_equal(res.spans_pack_left, 1);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM stack_series WHERE first_id = %lld AND"
+             " last_id = %lld", (long long)ids[SPAN], (long long)ids[2 * SPAN - 1]);
+    assert_int_equal(count_rows(f->db, sql), 1);
+    assert_int_equal(count_rows(f->db, exact), 1);
+    /* The next retention goes on. */
+    struct store_retain_policy keep_all = { 0 };
     assert_int_equal(store_retain(f->s, &keep_all, T0 + H * HOUR_MS, &res, NULL), 0);
     assert_int_equal(res.snapshots_deleted, 0);
-    assert_int_equal(res.spans_closed, 2);
+    assert_int_equal(res.spans_closed, 1);
+    assert_int_equal(res.spans_pack_left, 0);
     assert_int_equal(count_rows(f->db, exact), 2);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_series"), 2);
     assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2);
