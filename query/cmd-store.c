@@ -768,7 +768,9 @@ int query_cmd_retain(int argc, char **argv)
                 "the space to the file system (stacks, locations and names that no\n"
                 "remaining snapshot uses are deleted too). Snapshots that no span\n"
                 "packs yet (history written before spans, thinned days) are packed\n"
-                "in spans, which trends and leaks read fast.\n",
+                "in spans, which trends and leaks read fast; a closed span's stack\n"
+                "series still in groups of 32 (written by an older heapfleet)\n"
+                "becomes one row, every node's newest first, for a minute a run.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_CALLBACK(0, "retain", &pol.retain_s, "DURATION", "delete snapshots older than this",
