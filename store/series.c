@@ -645,13 +645,13 @@ static int pack_cmp(const void *a, const void *b)
 
 /* Pack the spans of v[0..n) into one row each, every node's newest first
  * (what leaks over recent days reads), a transaction each, until budget_ms
- * have passed: a store written before closed spans
+ * have passed or max are done: a store written before closed spans
  * had one row holds every closed span in groups, and packing it all at
  * once is about 14 ms a span of 1,000-stack snapshots (an hour for a year
  * of 3,000 nodes). Those rows still serve meanwhile; the next retention
  * goes on. *ret_packed: rows written; *ret_left: spans not reached. */
 static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budget_ms,
-                      int64_t *ret_packed, int64_t *ret_left, struct hp_buf *err)
+                      size_t max, int64_t *ret_packed, int64_t *ret_left, struct hp_buf *err)
 {
     int r = 0;
     size_t i = 0;
@@ -659,7 +659,7 @@ static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budg
     if (n > 1)
         qsort(v, n, sizeof(*v), pack_cmp);
     for (; r == 0 && i < n; i++) {
-        if ((int64_t)((hp_now_ns() - t0) / 1000000) >= budget_ms)
+        if (i >= max || (int64_t)((hp_now_ns() - t0) / 1000000) >= budget_ms)
             break;
         int64_t *ids = NULL;
         size_t nids = 0;
@@ -740,7 +740,7 @@ static int node_fill(struct store *s, int64_t node_id, int64_t *ret_closed, stru
     return r;
 }
 
-int store_spans_fill(struct store *s, int64_t budget_ms, int64_t *ret_closed,
+int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int64_t *ret_closed,
                      int64_t *ret_pack_left, struct hp_buf *err)
 {
     sqlite3_stmt *st;
@@ -762,8 +762,8 @@ int store_spans_fill(struct store *s, int64_t budget_ms, int64_t *ret_closed,
     for (size_t i = 0; r == 0 && i < n; i++)
         r = node_unpacked(s, nodes[i], &pk, &npk, &pk_cap, err);
     if (r == 0)
-        r = spans_pack(s, pk, npk, budget_ms > 0 ? budget_ms : STORE_PACK_BUDGET_MS, ret_closed,
-                       ret_pack_left, err);
+        r = spans_pack(s, pk, npk, budget_ms > 0 ? budget_ms : STORE_PACK_BUDGET_MS,
+                       max_spans > 0 ? (size_t)max_spans : npk, ret_closed, ret_pack_left, err);
     free(pk);
     free(nodes);
     return r;

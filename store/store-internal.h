@@ -573,11 +573,12 @@ int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct 
 /* Spans over every node's ok snapshots that none covers (a store written
  * before spans; history whose span a retention dropped), and closed spans
  * whose stack series is not one row packed into one, for at most
- * budget_ms (0: STORE_PACK_BUDGET_MS): retention's last step. *ret_closed:
- * spans closed and packed; *ret_pack_left: spans left to pack by a later
- * retention. One transaction per span. */
+ * budget_ms (0: STORE_PACK_BUDGET_MS) and max_spans (0: no limit):
+ * retention's last step. *ret_closed: spans closed and packed;
+ * *ret_pack_left: spans left to pack by a later retention. One
+ * transaction per span. */
 #define STORE_PACK_BUDGET_MS 60000
-int store_spans_fill(struct store *s, int64_t budget_ms, int64_t *ret_closed,
+int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int64_t *ret_closed,
                      int64_t *ret_pack_left, struct hp_buf *err);
 /* Before a snapshot's function totals change (reindex) or go (drop:
  * deletion): the span that holds it loses its packed rows; a reindexed

@@ -515,8 +515,10 @@ struct store_retain_policy {
     bool dry_run; /* count what would go (in one transaction, rolled back) */
     /* Time for packing closed spans' stack series still in groups into one
      * row each (a store written before they were one row), newest first;
-     * 0: a minute. What is left waits for the next retention. */
+     * 0: a minute. What is left waits for the next retention. pack_max:
+     * at most this many spans (0: no limit). */
     int64_t pack_budget_ms;
+    int64_t pack_max;
 };
 
 struct store_retain_result {

@@ -1369,8 +1369,8 @@ static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **stat
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(count_rows(f->db, exact), 0);
-    /* A millisecond to pack in: one span, the newest, and one left. */
-    struct store_retain_policy hurried = { .pack_budget_ms = 1 };
+    /* Room to pack one span: the newest, and one left. */
+    struct store_retain_policy hurried = { .pack_max = 1 };
     struct store_retain_result res;
     assert_int_equal(store_retain(f->s, &hurried, T0 + H * HOUR_MS, &res, NULL), 0);
     assert_int_equal(res.spans_closed, 1);
