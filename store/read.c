@@ -1810,8 +1810,7 @@ struct nstat_row {
 };
 
 struct nstat_name {
-    char *name, *unit;
-    bool found;
+    char *name, *unit; /* name NULL: no stat_names row for the id */
 };
 
 static int nstat_name_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err)
@@ -1822,7 +1821,6 @@ static int nstat_name_cb(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *e
     const char *u = (const char *)sqlite3_column_text(st, 2);
     names[i].name = hp_xstrdup(nm ? nm : "");
     names[i].unit = u && *u ? hp_xstrdup(u) : NULL;
-    names[i].found = true;
     return 0;
 }
 
@@ -1869,7 +1867,7 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
         const struct nstat_row *x = &rows[v[i].i];
-        if (!names[x->name].found)
+        if (!names[x->name].name)
             continue; /* a statistic without its name row: as the join did */
         struct store_stat stat = { names[x->name].name, names[x->name].unit, x->value };
         r = cb(x->snapshot_id, &stat, ctx);
