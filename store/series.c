@@ -176,9 +176,10 @@ static int sseries_feed(struct store *s, int64_t node_id, const int64_t *ids, si
 /* The stack series (sseries.c) of snapshots ids[0..n) (a group of a
  * span's members, or a closed span's), in place of the node's rows that
  * start among them: 1, or 0 when a member's sample set is missing or
- * damaged, which leaves them without one (readers read the sample sets,
- * and say what is wrong): the series is derived, and an insert must not
- * fail for it. */
+ * damaged, which writes nothing and keeps those rows (still true for
+ * their own members: a span whose last group cannot be built keeps its
+ * first three); readers read the other sample sets, and say what is
+ * wrong. The series is derived, and an insert must not fail for it. */
 static int sseries_write(struct store *s, int64_t node_id, const int64_t *ids, size_t nids,
                          struct hp_buf *err)
 {
@@ -195,9 +196,8 @@ static int sseries_write(struct store *s, int64_t node_id, const int64_t *ids, s
     else
         r = 1;
     hp_buf_release(&e);
-    /* The rows it replaces go, whether or not it was built. */
     int built = r;
-    if (built >= 0 && (r = store_stmt(s, STMT_SS_SERIES_DELETE_IN, &st, err)) == 0) {
+    if (built > 0 && (r = store_stmt(s, STMT_SS_SERIES_DELETE_IN, &st, err)) == 0) {
         sqlite3_bind_int64(st, 1, node_id);
         sqlite3_bind_int64(st, 2, ids[0]);
         sqlite3_bind_int64(st, 3, ids[nids - 1]);

@@ -1393,6 +1393,39 @@ static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **stat
     assert_int_equal(res.spans_closed, 0);
 }
 
+/* A span whose row cannot be built (a member without its sample set)
+ * keeps its groups' rows, which still hold their own members. */
+static void test_store_span_row_unbuilt_keeps_group_rows(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-hole");
+    enum { H = 2 * SPAN };
+    int64_t ids[H];
+    struct gen_params gp = { .seed = 5, .nstacks = 40, .nfuncs = 30, .symbolize = true };
+    put_hours(f->s, n, &gp, 7, ids, SPAN + 100);
+    char in_span2[200];
+    snprintf(in_span2, sizeof(in_span2), "SELECT count(*) FROM stack_series WHERE first_id"
+             " BETWEEN %lld AND %lld", (long long)ids[SPAN], (long long)ids[SPAN + 99]);
+    assert_int_equal(count_rows(f->db, in_span2), 3); /* the open span's groups */
+    sqlite3 *db;
+    char sql[160];
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    snprintf(sql, sizeof(sql), "UPDATE snapshots SET samples_id = NULL WHERE id = %lld",
+             (long long)ids[SPAN + 99]);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    for (int h = SPAN + 100; h < H; h++) {
+        gp.hour = (uint32_t)h % 7;
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
+                                       " WHERE closed = 1"), 2);
+    assert_int_equal(count_rows(f->db, in_span2), 3);
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 4);
+}
+
 /* The builder keeps one order per chunk: a snapshot listing a stack
  * before one it followed starts a new chunk; a stack listed twice gets two
  * slots; runs hold still values; every member reads back as it was. */
@@ -2547,6 +2580,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_packs_a_closed_spans_series_in_one_row,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_span_row_unbuilt_keeps_group_rows, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_thins_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_delta_chains_read_back_exact, setup,
