@@ -61,7 +61,17 @@ struct fold_ctx {
     uint8_t *loc_match; /* 0 unknown, 1 no, 2 focus match, 4 ignore match */
     char *label; /* scratch: "function file:line" */
     size_t label_cap;
+    /* A profile's function names are interned in it: its pointer -> the
+     * same name in f->strings, direct-mapped, so that a name the stacks
+     * share is hashed once, not once a location (locations are many more
+     * than functions; interning them was a fifth of folding a stored
+     * node's stacks for leaks). */
+    struct name_slot {
+        const char *from, *to;
+    } *name_cache;
 };
+
+#define NAME_CACHE 4096
 
 /* Names of one location, outermost first: formatted and interned the
  * first time (location_names_make), then read from the cache. */
@@ -111,6 +121,13 @@ static void location_names_make(struct fold_ctx *c, uint32_t loc)
             c->label[nn + 1 + nf] = ':';
             memcpy(c->label + nn + 2 + nf, d, nd);
             name = hp_strtab_intern(&c->f->strings, c->label, len);
+        } else if (name != buf) { /* the profile's own string */
+            struct name_slot *ns = &c->name_cache[((uintptr_t)name >> 3) % NAME_CACHE];
+            if (ns->from != name) {
+                ns->from = name;
+                ns->to = hp_strtab_intern(&c->f->strings, name, strlen(name));
+            }
+            name = ns->to;
         } else {
             name = hp_strtab_intern(&c->f->strings, name, strlen(name));
         }
@@ -222,6 +239,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     c.loc_first = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_first));
     c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
     c.loc_match = hp_xcalloc(p->nlocs + 1, 1);
+    c.name_cache = hp_xcalloc(NAME_CACHE, sizeof(*c.name_cache));
 
     for (size_t si = 0; si < p->nsamples; si++) {
         const struct profile_sample *s = &p->samples[si];
@@ -280,6 +298,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     free(c.locnames);
     free(c.loc_match);
     free(c.label);
+    free(c.name_cache);
     if (c.has_focus)
         regfree(&c.focus);
     if (c.has_ignore)

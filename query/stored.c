@@ -232,7 +232,6 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
 {
     hp_map64_release(&r->local);
     hp_map64_init(&r->local);
-    hp_map64_reserve(&r->local, p1 > p0 ? r->pieces[p0].c->nslots : 0);
     r->nls = 0;
     size_t nslots = 0;
     r->slot_at = hp_xgrow(r->slot_at, &r->slot_at_cap, p1 - p0 + 1, sizeof(*r->slot_at));
@@ -240,6 +239,9 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
         r->slot_at[p - p0] = nslots;
         nslots += r->pieces[p].c->nslots;
     }
+    /* At most every slot's a stack of its own: sized once (grown from the
+     * first piece's slots, its rehashes were a fiftieth of leaks). */
+    hp_map64_reserve(&r->local, nslots);
     r->slot_ls = hp_xgrow(r->slot_ls, &r->slot_ls_cap, nslots + 1, sizeof(*r->slot_ls));
     for (size_t p = p0; p < p1; p++) {
         const struct piece *pc = &r->pieces[p];

@@ -70,23 +70,6 @@ struct store_unpack store_unpack_column(sqlite3_stmt *st, int col)
     return (struct store_unpack){ p, p + n, false };
 }
 
-uint64_t store_unpack_u64_slow(struct store_unpack *u)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (u->p >= u->end) {
-            u->bad = true;
-            return 0;
-        }
-        unsigned char c = *u->p++;
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80))
-            return v;
-    }
-    u->bad = true;
-    return 0;
-}
-
 const char *store_unpack_str(struct store_unpack *u, size_t *ret_len)
 {
     uint64_t n = store_unpack_u64(u);

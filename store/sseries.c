@@ -349,6 +349,10 @@ int store_sseries_unpack(const void *data, size_t len, struct store_sseries *out
     struct store_ss_run *tmp = NULL; /* a chunk's runs while they come */
     if (store_unpack_u64(&u) != SSERIES_VERSION)
         goto bad;
+    /* Room for every run the bytes can hold (six bytes at least each), so
+     * that a chunk's runs are not grown by copies while they come (pages
+     * of it never written are never touched). */
+    tmp = hp_xgrow(tmp, &tmp_cap, (size_t)(u.end - u.p) / 6 + 1, sizeof(*tmp));
     what = "counts past its end";
     uint64_t nc = store_unpack_u64(&u);
     if (u.bad || nc > (uint64_t)(u.end - u.p))

@@ -454,20 +454,29 @@ struct store_unpack {
 };
 /* A reader over a blob column (NULL or empty reads as no bytes). */
 struct store_unpack store_unpack_column(sqlite3_stmt *st, int col);
-uint64_t store_unpack_u64_slow(struct store_unpack *u);
-/* Inline for the one-byte case, most of a sample set's numbers: decoding
- * sample sets is most of what `query leaks` does over the store. */
+/* Inline, the longer forms too: decoding sample sets and stack series is
+ * most of what `query leaks` does over the store, and with no call out of
+ * the decoder the reader's cursor stays in a register (a call taking its
+ * address kept it in memory, a tenth of unpacking a stack series). */
 static inline uint64_t store_unpack_u64(struct store_unpack *u)
 {
-    if (u->p < u->end && !(*u->p & 0x80))
-        return *u->p++;
-    /* Two bytes: most sizes and counts that are not one. */
-    if (u->end - u->p >= 2 && !(u->p[1] & 0x80)) {
-        uint64_t v = (uint64_t)(u->p[0] & 0x7f) | (uint64_t)u->p[1] << 7;
-        u->p += 2;
-        return v;
+    const unsigned char *p = u->p;
+    if (p < u->end && !(*p & 0x80)) { /* one byte: most of a sample set's numbers */
+        u->p = p + 1;
+        return *p;
     }
-    return store_unpack_u64_slow(u);
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && p < u->end; shift += 7) {
+        unsigned char c = *p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            u->p = p;
+            return v;
+        }
+    }
+    u->p = p;
+    u->bad = true;
+    return 0;
 }
 static inline int64_t store_unpack_i64(struct store_unpack *u)
 {
