@@ -363,17 +363,31 @@ void hp_radix_sort(struct hp_sort_item *v, size_t n)
 {
     if (n < 2)
         return;
+    /* Already in order (ids met in ascending order often are): done. */
+    size_t i = 1;
+    while (i < n && v[i - 1].key <= v[i].key)
+        i++;
+    if (i == n)
+        return;
+    /* Every byte's counts in one pass; a byte all keys share is skipped
+     * (ids use the low three or four: counting per byte took eight passes
+     * over the keys, a sort's larger part). */
+    size_t (*count)[257] = hp_xcalloc(8, sizeof(*count));
+    for (i = 0; i < n; i++) {
+        uint64_t k = v[i].key;
+        for (int d = 0; d < 8; d++)
+            count[d][((k >> (8 * d)) & 0xff) + 1]++;
+    }
     struct hp_sort_item *tmp = hp_xmalloc(n * sizeof(*tmp)), *a = v, *b = tmp;
-    for (int shift = 0; shift < 64; shift += 8) {
-        size_t count[257] = { 0 };
-        for (size_t i = 0; i < n; i++)
-            count[((a[i].key >> shift) & 0xff) + 1]++;
-        if (count[((a[0].key >> shift) & 0xff) + 1] == n)
+    for (int d = 0; d < 8; d++) {
+        int shift = 8 * d;
+        size_t *c = count[d];
+        if (c[((a[0].key >> shift) & 0xff) + 1] == n)
             continue;
-        for (int d = 0; d < 256; d++)
-            count[d + 1] += count[d];
-        for (size_t i = 0; i < n; i++)
-            b[count[(a[i].key >> shift) & 0xff]++] = a[i];
+        for (int x = 0; x < 256; x++)
+            c[x + 1] += c[x];
+        for (i = 0; i < n; i++)
+            b[c[(a[i].key >> shift) & 0xff]++] = a[i];
         struct hp_sort_item *t = a;
         a = b;
         b = t;
@@ -381,6 +395,7 @@ void hp_radix_sort(struct hp_sort_item *v, size_t n)
     if (a != v)
         memcpy(v, a, n * sizeof(*v));
     free(tmp);
+    free(count);
 }
 
 /* ---- map64 ---- */

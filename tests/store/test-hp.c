@@ -316,13 +316,14 @@ static int sort_item_cmp(const void *a, const void *b)
 }
 
 /* hp_radix_sort orders as a stable comparison sort does, with keys that
- * differ in any byte, share bytes, repeat, or have the top bit set. */
+ * differ in any byte, share bytes, repeat, have the top bit set, come in
+ * order already, or all but one in order. */
 static void test_hp_radix_sort_matches_a_stable_sort(void **state)
 {
     (void)state;
     uint64_t x = 88172645463325252u;
     for (size_t n = 0; n < 3000; n = n * 2 + 1) {
-        for (int shape = 0; shape < 4; shape++) {
+        for (int shape = 0; shape < 6; shape++) {
             struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
             struct hp_sort_item *w = hp_xmalloc((n + 1) * sizeof(*w));
             for (size_t i = 0; i < n; i++) {
@@ -330,7 +331,9 @@ static void test_hp_radix_sort_matches_a_stable_sort(void **state)
                 uint64_t k = shape == 0   ? x
                              : shape == 1 ? x % 7                        /* repeats */
                              : shape == 2 ? (x & 0xff00) | UINT64_C(1) << 63 /* shared bytes */
-                                          : n - i;                        /* descending */
+                             : shape == 3 ? n - i                        /* descending */
+                             : shape == 4 ? i / 3                        /* in order, repeats */
+                                          : i + (i == n / 2 ? n : 0);    /* one out of order */
                 v[i] = w[i] = (struct hp_sort_item){ k, i };
             }
             hp_radix_sort(v, n);
