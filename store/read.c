@@ -144,15 +144,9 @@ struct idset {
 
 #define IDSET_CACHE 16384
 
-static uint32_t idset_add(struct idset *set, int64_t id)
+static uint32_t idset_add_slow(struct idset *set, int64_t id, struct idset_slot *slot)
 {
     uint32_t v;
-    /* Real ids are > 0; anything else (corrupt data) bypasses the cache,
-     * whose zeroed slots would otherwise match id 0. */
-    struct idset_slot *slot =
-        set->cache && id > 0 ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
-    if (slot && slot->id == id)
-        return slot->v;
     if (hp_map64_get(&set->map, (uint64_t)id, &v)) {
         if (slot)
             *slot = (struct idset_slot){ id, v };
@@ -165,6 +159,20 @@ static uint32_t idset_add(struct idset *set, int64_t id)
     v = (uint32_t)set->n++;
     (void)hp_map64_put(&set->map, (uint64_t)id, v, &v);
     return v;
+}
+
+/* Inline for the cache's hit, most of a node's location ids (a stack's
+ * locations repeat the previous stacks'): called out of line, the call was
+ * most of the cost. */
+static inline uint32_t idset_add(struct idset *set, int64_t id)
+{
+    /* Real ids are > 0; anything else (corrupt data) bypasses the cache,
+     * whose zeroed slots would otherwise match id 0. */
+    struct idset_slot *slot =
+        set->cache && id > 0 ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
+    if (slot && slot->id == id)
+        return slot->v;
+    return idset_add_slow(set, id, slot);
 }
 
 static int64_t idset_find(const struct idset *set, int64_t id)
