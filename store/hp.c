@@ -64,10 +64,8 @@ void *hp_xrealloc(void *p, size_t n)
     return q;
 }
 
-void *hp_xgrow(void *p, size_t *cap, size_t need, size_t size)
+void *hp_xgrow_slow(void *p, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return p;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < need) {
         if (ncap > SIZE_MAX / 2 / size)

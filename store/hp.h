@@ -61,8 +61,14 @@ const char *hp_strerror(int err);
 void *hp_xmalloc(size_t n);
 void *hp_xcalloc(size_t n, size_t size);
 void *hp_xrealloc(void *p, size_t n);
-/* Grow an array to hold at least `need` elements of `size` bytes. */
-void *hp_xgrow(void *p, size_t *cap, size_t need, size_t size);
+/* Grow an array to hold at least `need` elements of `size` bytes. Inline
+ * for the common case, room already there (a call each was 2% of the
+ * instructions of `query leaks --db`, which grows arrays a run at a time). */
+void *hp_xgrow_slow(void *p, size_t *cap, size_t need, size_t size);
+static inline void *hp_xgrow(void *p, size_t *cap, size_t need, size_t size)
+{
+    return need <= *cap ? p : hp_xgrow_slow(p, cap, need, size);
+}
 char *hp_xstrdup(const char *s);
 char *hp_xstrndup(const char *s, size_t n);
 char *hp_xasprintf(const char *fmt, ...) HP_PRINTF(1, 2);

@@ -466,7 +466,33 @@ static inline uint64_t store_unpack_u64(struct store_unpack *u)
         return *p;
     }
     uint64_t v = 0;
-    for (int shift = 0; shift < 64 && p < u->end; shift += 7) {
+    int shift = 0;
+    if (u->end - p >= 4) {
+        /* Two to four bytes (ids, sizes): no bounds check a byte. */
+        unsigned c = p[0];
+        v = c & 0x7f;
+        c = p[1];
+        v |= (uint64_t)(c & 0x7f) << 7;
+        if (c < 0x80) {
+            u->p = p + 2;
+            return v;
+        }
+        c = p[2];
+        v |= (uint64_t)(c & 0x7f) << 14;
+        if (c < 0x80) {
+            u->p = p + 3;
+            return v;
+        }
+        c = p[3];
+        v |= (uint64_t)(c & 0x7f) << 21;
+        if (c < 0x80) {
+            u->p = p + 4;
+            return v;
+        }
+        p += 4;
+        shift = 28;
+    }
+    for (; shift < 64 && p < u->end; shift += 7) {
         unsigned char c = *p++;
         v |= (uint64_t)(c & 0x7f) << shift;
         if (!(c & 0x80)) {
