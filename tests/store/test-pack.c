@@ -56,7 +56,7 @@ static void test_varints_read_back_at_every_length(void **state)
     int64_t want[2000];
     for (size_t i = 0; i < 2000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        want[i] = (int64_t)(x >> (x % 64 + 1)) * (i % 2 ? -1 : 1);
+        want[i] = (int64_t)(x >> (x % 63 + 1)) * (i % 2 ? -1 : 1); /* shifts 1-63 */
         store_pack_i64(&b, want[i]);
     }
     struct store_unpack u = { b.data, b.data + b.len, false };
