@@ -656,8 +656,7 @@ static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budg
     int r = 0;
     size_t i = 0;
     uint64_t t0 = hp_now_ns();
-    if (n > 1)
-        qsort(v, n, sizeof(*v), pack_cmp);
+    hp_qsort(v, n, sizeof(*v), pack_cmp);
     for (; r == 0 && i < n; i++) {
         if (i >= max || (int64_t)((hp_now_ns() - t0) / 1000000) >= budget_ms)
             break;
