@@ -537,6 +537,16 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         rc = span_use(&r, node_id, &spans[i], ids, err);
     if (rc == 0)
         rc = stretches_read(&r, err);
+    /* The node's stack view: the rows that resolve the stacks of its newest
+     * closed spans, in one read (store_stacks_load takes what it holds). */
+    struct store_stack_view view = { 0 };
+    bool have_view = false;
+    if (rc == 0 && node_id > 0 && !r.no_series) {
+        int v = store_stack_view_get(st, node_id, &view, err);
+        if (v < 0 && v != HP_ENOTFOUND)
+            rc = v;
+        have_view = v == 0;
+    }
     if (rc == 0)
         hp_qsort(r.pieces, r.npieces, sizeof(*r.pieces), piece_cmp);
     /* Pieces cut where the layout changes, then per stretch of one layout
@@ -578,7 +588,8 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         /* Leaks folds by function, or by function and line: file names
          * only for the second. */
         rc = store_stacks_load(st, group[r.ord[first->t0]].id, sids, r.nls,
-                               o->with_lines ? 0 : STORE_STACKS_NO_FILES, &p, err);
+                               o->with_lines ? 0 : STORE_STACKS_NO_FILES,
+                               have_view ? &view : NULL, &p, err);
         if (rc == 0)
             rc = query_fold_map(p, o, &dict, &entry_of, err);
         profile_free(p);
@@ -596,6 +607,7 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         free(entry_of);
     }
     pr_scratch_release(&ps);
+    store_stack_view_release(&view);
     if (rc == 0) {
         nd->series = (struct query_leak_series){ (const struct query_folded *const *)nd->dicts,
                                                  nd->ndicts, nd->runs, nd->nruns, g };

@@ -67,6 +67,7 @@ const struct store_backend STORE_BE(backend) = {
     .node_stats = store_node_stats,
     .sseries_spans = store_sseries_spans,
     .sseries_get = store_sseries_get,
+    .stack_view_get = store_stack_view_get,
     .read_begin = store_read_begin,
     .read_end = store_read_end,
 #ifdef STORE_BACKEND_PG

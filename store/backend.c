@@ -4,6 +4,7 @@
  * the handle's struct store_backend (backend.h). */
 #include "store/store-internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 bool store_is_postgres(const char *path)
@@ -160,9 +161,24 @@ int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      unsigned flags, struct profile **ret, struct hp_buf *err)
+                      unsigned flags, const struct store_stack_view *view,
+                      struct profile **ret, struct hp_buf *err)
 {
-    return s->be->stacks_load(s, id, stack_ids, n, flags, ret, err);
+    return s->be->stacks_load(s, id, stack_ids, n, flags, view, ret, err);
+}
+
+int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
+                         struct hp_buf *err)
+{
+    return s->be->stack_view_get(s, node_id, ret, err);
+}
+
+void store_stack_view_release(struct store_stack_view *v)
+{
+    if (v) {
+        free(v->data);
+        memset(v, 0, sizeof(*v));
+    }
 }
 
 int store_snapshot_raw(struct store *s, int64_t id, void **ret_data, size_t *ret_len,

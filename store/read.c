@@ -195,16 +195,20 @@ static void idset_release(struct idset *set)
  * a row and qsort's comparator calls were a fifth of loading a node's
  * stacks for `query leaks`. */
 typedef int (*range_row_cb)(void *ctx, size_t i, sqlite3_stmt *st, struct hp_buf *err);
+/* Whether the row of dense index i is at hand already (from a stack view):
+ * not fetched. */
+typedef bool (*range_have_fn)(const void *ctx, size_t i);
 
 static int range_fetch(struct store *s, enum store_stmt_id range, const struct idset *set,
-                       range_row_cb cb, void *ctx, struct hp_buf *err)
+                       range_have_fn have, range_row_cb cb, void *ctx, struct hp_buf *err)
 {
-    size_t n = set->n;
+    size_t n = 0;
     /* Signed order as unsigned keys: the sign bit flipped. */
     const uint64_t flip = UINT64_C(1) << 63;
-    struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
-    for (size_t k = 0; k < n; k++)
-        v[k] = (struct hp_sort_item){ (uint64_t)set->ids[k] ^ flip, k };
+    struct hp_sort_item *v = hp_xmalloc((set->n + 1) * sizeof(*v));
+    for (size_t k = 0; k < set->n; k++)
+        if (!have || !have(ctx, k))
+            v[n++] = (struct hp_sort_item){ (uint64_t)set->ids[k] ^ flip, k };
     hp_radix_sort(v, n);
     int r = 0;
     size_t i = 0;
@@ -386,6 +390,299 @@ static void loader_release(struct loader *ld)
     free(ld->file_names);
 }
 
+
+/* ---- stack views (view.c): rows at hand instead of fetched ---- */
+
+static bool stack_have(const void *ctx, size_t i)
+{
+    return ((const struct loader *)ctx)->stacks[i].found;
+}
+
+static bool loc_have(const void *ctx, size_t i)
+{
+    return ((const struct loader *)ctx)->locs[i].found;
+}
+
+static bool fn_have(const void *ctx, size_t i)
+{
+    return ((const struct loader *)ctx)->fn_names[i].s != NULL;
+}
+
+static bool file_have(const void *ctx, size_t i)
+{
+    return ((const struct loader *)ctx)->file_names[i].s != NULL;
+}
+
+/* An object's current location generation (0 before its first change). */
+static int loc_gen(struct store *s, int64_t obj, uint64_t *ret, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_LOC_GEN_GET, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, obj);
+    r = store_step_row(s, st, "reading a location generation", err);
+    *ret = r == 1 ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return r < 0 ? r : 0;
+}
+
+/* The node's view sv decoded into *out, when it decodes and its objects'
+ * locations did not change since it was written (1); else 0: its rows are
+ * fetched instead, as for a node with no view. */
+static int view_open(struct store *s, const struct store_stack_view *sv, struct store_view *out,
+                     struct hp_buf *err)
+{
+    struct hp_buf e = HP_BUF_INIT(0);
+    int r = store_view_unpack(sv->data, sv->len, out, &e);
+    hp_buf_release(&e);
+    if (r < 0)
+        return 0;
+    for (size_t k = 0; k < out->nobjs; k++) {
+        uint64_t gen;
+        if ((r = loc_gen(s, out->objs[k].id, &gen, err)) < 0 || gen != out->objs[k].gen) {
+            store_view_release(out);
+            return r < 0 ? r : 0;
+        }
+    }
+    return 1;
+}
+
+/* The stacks of the set that view v holds and no view before it did. A
+ * view's locations get their dense indexes once (dense[]), not once per
+ * stack that lists them. */
+static void view_stacks(struct loader *ld, const struct store_view *v)
+{
+    uint32_t *dense = hp_xmalloc((v->nlocs + 1) * sizeof(*dense));
+    memset(dense, 0xff, (v->nlocs + 1) * sizeof(*dense));
+    for (size_t i = 0; i < v->nstacks; i++) {
+        const struct store_view_stack *vs = &v->stacks[i];
+        int64_t k = idset_find(&ld->stackset, vs->id);
+        if (k < 0 || ld->stacks[k].found)
+            continue;
+        ld->stack_lids = hp_xgrow(ld->stack_lids, &ld->stack_lids_cap,
+                                  ld->nstack_lids + vs->n, sizeof(*ld->stack_lids));
+        struct ld_stack *sk = &ld->stacks[k];
+        sk->off = ld->nstack_lids;
+        sk->n = vs->n;
+        sk->found = true;
+        for (uint32_t j = 0; j < vs->n; j++) {
+            uint32_t x = v->stack_locs[vs->off + j];
+            if (dense[x] == UINT32_MAX)
+                dense[x] = idset_add(&ld->locset, v->locs[x].id);
+            ld->stack_lids[ld->nstack_lids++] = dense[x];
+        }
+    }
+    free(dense);
+}
+
+static void view_locs(struct loader *ld, const struct store_view *v)
+{
+    for (size_t i = 0; i < v->nlocs; i++) {
+        const struct store_view_loc *vl = &v->locs[i];
+        int64_t k = idset_find(&ld->locset, vl->id);
+        if (k < 0 || ld->locs[k].found)
+            continue;
+        struct ld_loc *l = &ld->locs[k];
+        l->object_id = vl->object_id;
+        l->address = vl->address;
+        l->flags = vl->flags;
+        l->found = true;
+        l->frame_off = ld->nframes;
+        l->nframes = vl->nframes;
+        ld->frames = hp_xgrow(ld->frames, &ld->frames_cap, ld->nframes + vl->nframes,
+                              sizeof(*ld->frames));
+        for (uint32_t j = 0; j < vl->nframes; j++) {
+            const struct store_view_frame *f = &v->frames[vl->frame_off + j];
+            ld->frames[ld->nframes++] = (struct ld_frame){ .fid = f->fid, .file = f->file,
+                                                           .line = f->line };
+        }
+    }
+}
+
+static void view_names(struct loader *ld, const struct idset *set, struct ld_name *names,
+                       const struct store_view_name *vn, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = idset_find(set, vn[i].id);
+        if (k >= 0 && !names[k].s)
+            names[k].s = profile_intern(ld->p, vn[i].s, vn[i].len);
+    }
+}
+
+/* The rows behind the set's stacks (ld->stackset, filled): stacks, their
+ * locations and frames, the function names, and unless no_files the file
+ * names; from the views what they hold, then the rest in range scans. */
+static int loader_fetch(struct loader *ld, const struct store_view *views, size_t nviews,
+                        bool no_files, struct hp_buf *err)
+{
+    struct store *s = ld->s;
+    int r;
+    ld->stacks = hp_xcalloc(ld->stackset.n + 1, sizeof(*ld->stacks));
+    for (size_t v = 0; v < nviews; v++)
+        view_stacks(ld, &views[v]);
+    if ((r = range_fetch(s, STMT_STACKS_RANGE, &ld->stackset, nviews ? stack_have : NULL,
+                         stack_row_cb, ld, err)) < 0)
+        return r;
+    for (size_t i = 0; i < ld->stackset.n; i++)
+        if (!ld->stacks[i].found)
+            return corrupt(ld, "a stack it names is missing", err);
+
+    /* Locations and their frames. */
+    ld->locs = hp_xcalloc(ld->locset.n + 1, sizeof(*ld->locs));
+    for (size_t v = 0; v < nviews; v++)
+        view_locs(ld, &views[v]);
+    if ((r = range_fetch(s, STMT_LOCS_RANGE, &ld->locset, nviews ? loc_have : NULL, loc_row_cb,
+                         ld, err)) < 0)
+        return r;
+
+    /* Function and file names: their ids repeat across locations too. */
+    if (!ld->fnset.cache)
+        ld->fnset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld->fnset.cache));
+    for (size_t i = 0; i < ld->nframes; i++) {
+        struct ld_frame *f = &ld->frames[i];
+        f->fn_ix = f->fid > 0 ? (int64_t)idset_add(&ld->fnset, f->fid) : -1;
+        f->file_ix = f->file > 0 && !no_files ? (int64_t)idset_add(&ld->fileset, f->file) : -1;
+    }
+    for (size_t i = 0; i < ld->locset.n; i++) {
+        if (!ld->locs[i].found)
+            return corrupt(ld, "a location it names is missing", err);
+        if (ld->locs[i].object_id == -1)
+            (void)idset_add(&ld->fnset, (int64_t)ld->locs[i].address);
+    }
+    ld->fn_names = hp_xcalloc(ld->fnset.n + 1, sizeof(*ld->fn_names));
+    ld->file_names = hp_xcalloc(ld->fileset.n + 1, sizeof(*ld->file_names));
+    for (size_t v = 0; v < nviews; v++) {
+        view_names(ld, &ld->fnset, ld->fn_names, views[v].fns, views[v].nfns);
+        if (!no_files)
+            view_names(ld, &ld->fileset, ld->file_names, views[v].files, views[v].nfiles);
+    }
+    if ((r = range_fetch(s, STMT_FUNCS_RANGE, &ld->fnset, nviews ? fn_have : NULL, fn_row_cb,
+                         ld, err)) < 0 ||
+        (r = range_fetch(s, STMT_FILES_RANGE, &ld->fileset, nviews ? file_have : NULL,
+                         file_row_cb, ld, err)) < 0)
+        return r;
+    return 0;
+}
+
+/* Sorted order of a set's ids: rank[dense] = place, and the dense indexes
+ * in id order into *ret_order. */
+static void set_order(const struct idset *set, uint32_t **ret_rank, uint32_t **ret_order)
+{
+    struct hp_sort_item *v = hp_xmalloc((set->n + 1) * sizeof(*v));
+    uint32_t *rank = hp_xmalloc((set->n + 1) * sizeof(*rank));
+    uint32_t *order = hp_xmalloc((set->n + 1) * sizeof(*order));
+    for (size_t k = 0; k < set->n; k++) /* ids of rows are > 0 */
+        v[k] = (struct hp_sort_item){ (uint64_t)set->ids[k], k };
+    hp_radix_sort(v, set->n);
+    for (size_t k = 0; k < set->n; k++) {
+        order[k] = (uint32_t)v[k].i;
+        rank[v[k].i] = (uint32_t)k;
+    }
+    free(v);
+    *ret_rank = rank;
+    *ret_order = order;
+}
+
+static struct store_view_name *view_names_of(const struct idset *set, const struct ld_name *names,
+                                             size_t *ret_n)
+{
+    uint32_t *rank, *order;
+    set_order(set, &rank, &order);
+    struct store_view_name *v = hp_xmalloc((set->n + 1) * sizeof(*v));
+    size_t n = 0;
+    for (size_t k = 0; k < set->n; k++) {
+        const char *t = names[order[k]].s;
+        if (t) /* a missing row stays missing: the loader finds no row either */
+            v[n++] = (struct store_view_name){ set->ids[order[k]], t, strlen(t) };
+    }
+    free(rank);
+    free(order);
+    *ret_n = n;
+    return v;
+}
+
+int store_view_build(struct store *s, const int64_t *stack_ids, size_t n, struct store_pack *out,
+                     struct hp_buf *err)
+{
+    struct loader ld = { .s = s };
+    struct store_view v = { 0 };
+    uint32_t *lrank = NULL, *lorder = NULL, *srank = NULL, *sorder = NULL;
+    ld.p = profile_new(PROFILE_FORMAT_UNKNOWN); /* holds the names */
+    ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
+    hp_map64_reserve(&ld.stackset.map, n);
+    for (size_t i = 0; i < n; i++)
+        if (stack_ids[i] > 0)
+            (void)idset_add(&ld.stackset, stack_ids[i]);
+    struct hp_buf e = HP_BUF_INIT(0);
+    int r = loader_fetch(&ld, NULL, 0, false, &e);
+    for (size_t i = 0; r == 0 && i < ld.locset.n; i++)
+        if (ld.locs[i].object_id == -1 &&
+            !name_of(&ld.fnset, ld.fn_names, (int64_t)ld.locs[i].address))
+            r = HP_ECORRUPT; /* the loader calls this corrupt: it shall see the rows */
+    if (r == HP_ECORRUPT || r == HP_ENOTFOUND) {
+        r = 0; /* no view: readers fetch the rows, and say what is wrong */
+        goto out;
+    }
+    if (r < 0) {
+        hp_err_printf(err, "%.*s", (int)e.len, e.data ? e.data : "");
+        goto out;
+    }
+    v.fns = view_names_of(&ld.fnset, ld.fn_names, &v.nfns);
+    v.files = view_names_of(&ld.fileset, ld.file_names, &v.nfiles);
+
+    /* Locations in id order, their objects with the current generations. */
+    set_order(&ld.locset, &lrank, &lorder);
+    v.nlocs = ld.locset.n;
+    v.locs = hp_xmalloc((v.nlocs + 1) * sizeof(*v.locs));
+    v.frames = hp_xmalloc((ld.nframes + 1) * sizeof(*v.frames));
+    int64_t *objs = hp_xmalloc((v.nlocs + 1) * sizeof(*objs));
+    for (size_t k = 0; k < v.nlocs; k++) {
+        const struct ld_loc *l = &ld.locs[lorder[k]];
+        v.locs[k] = (struct store_view_loc){ ld.locset.ids[lorder[k]], l->object_id, l->address,
+                                             l->flags, (uint32_t)v.nframes, l->nframes };
+        for (uint32_t j = 0; j < l->nframes; j++) {
+            const struct ld_frame *f = &ld.frames[l->frame_off + j];
+            v.frames[v.nframes++] = (struct store_view_frame){ f->fid, f->file, f->line };
+        }
+        objs[k] = l->object_id;
+    }
+    hp_qsort(objs, v.nlocs, sizeof(*objs), hp_cmp_i64);
+    v.objs = hp_xmalloc((v.nlocs + 1) * sizeof(*v.objs));
+    for (size_t k = 0; r == 0 && k < v.nlocs; k++)
+        if (k == 0 || objs[k] != objs[k - 1]) {
+            v.objs[v.nobjs].id = objs[k];
+            r = loc_gen(s, objs[k], &v.objs[v.nobjs++].gen, err);
+        }
+    free(objs);
+    if (r < 0)
+        goto out;
+
+    /* Stacks in id order, their locations as places in the view's. */
+    set_order(&ld.stackset, &srank, &sorder);
+    v.nstacks = ld.stackset.n;
+    v.stacks = hp_xmalloc((v.nstacks + 1) * sizeof(*v.stacks));
+    v.stack_locs = hp_xmalloc((ld.nstack_lids + 1) * sizeof(*v.stack_locs));
+    for (size_t k = 0; k < v.nstacks; k++) {
+        const struct ld_stack *sk = &ld.stacks[sorder[k]];
+        v.stacks[k] = (struct store_view_stack){ ld.stackset.ids[sorder[k]],
+                                                 (uint32_t)v.nstack_locs, sk->n };
+        for (uint32_t j = 0; j < sk->n; j++)
+            v.stack_locs[v.nstack_locs++] = lrank[ld.stack_lids[sk->off + j]];
+    }
+    store_view_pack(&v, out);
+    r = 1;
+out:
+    hp_buf_release(&e);
+    free(lrank);
+    free(lorder);
+    free(srank);
+    free(sorder);
+    store_view_release(&v); /* its names are the profile's */
+    profile_free(ld.p);
+    loader_release(&ld);
+    return r;
+}
 
 static const char *unpack_opt_str(struct store_unpack *u, struct profile *p)
 {
@@ -623,7 +920,8 @@ static void prune_samples(const struct profile *p, struct store_sample *sm, size
  * no_files: frames without file names. */
 static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t nonly,
                         size_t max, enum profile_value rank, struct store_pruned *pruned,
-                        bool no_files, struct profile **ret, struct hp_buf *err)
+                        bool no_files, const struct store_view *views, size_t nviews,
+                        struct profile **ret, struct hp_buf *err)
 {
     struct loader ld = { .s = s, .snap_id = id };
     struct store_sample *sm = NULL;
@@ -656,39 +954,7 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
     hp_map64_reserve(&ld.locset.map, 2 * nall); /* stacks share most locations */
     for (size_t i = 0; i < nall; i++)
         sm[i].stack = idset_add(&ld.stackset, sm[i].stack);
-    ld.stacks = hp_xcalloc(ld.stackset.n + 1, sizeof(*ld.stacks));
-    if ((r = range_fetch(s, STMT_STACKS_RANGE, &ld.stackset, stack_row_cb, &ld, err)) < 0)
-        goto out;
-    for (size_t i = 0; i < ld.stackset.n; i++)
-        if (!ld.stacks[i].found) {
-            r = corrupt(&ld, "a stack it names is missing", err);
-            goto out;
-        }
-
-    /* Locations and their frames. */
-    ld.locs = hp_xcalloc(ld.locset.n + 1, sizeof(*ld.locs));
-    if ((r = range_fetch(s, STMT_LOCS_RANGE, &ld.locset, loc_row_cb, &ld, err)) < 0)
-        goto out;
-
-    /* Function and file names: their ids repeat across locations too. */
-    ld.fnset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.fnset.cache));
-    for (size_t i = 0; i < ld.nframes; i++) {
-        struct ld_frame *f = &ld.frames[i];
-        f->fn_ix = f->fid > 0 ? (int64_t)idset_add(&ld.fnset, f->fid) : -1;
-        f->file_ix = f->file > 0 && !no_files ? (int64_t)idset_add(&ld.fileset, f->file) : -1;
-    }
-    for (size_t i = 0; i < ld.locset.n; i++) {
-        if (!ld.locs[i].found) {
-            r = corrupt(&ld, "a location it names is missing", err);
-            goto out;
-        }
-        if (ld.locs[i].object_id == -1)
-            (void)idset_add(&ld.fnset, (int64_t)ld.locs[i].address);
-    }
-    ld.fn_names = hp_xcalloc(ld.fnset.n + 1, sizeof(*ld.fn_names));
-    ld.file_names = hp_xcalloc(ld.fileset.n + 1, sizeof(*ld.file_names));
-    if ((r = range_fetch(s, STMT_FUNCS_RANGE, &ld.fnset, fn_row_cb, &ld, err)) < 0 ||
-        (r = range_fetch(s, STMT_FILES_RANGE, &ld.fileset, file_row_cb, &ld, err)) < 0)
+    if ((r = loader_fetch(&ld, views, nviews, no_files, err)) < 0)
         goto out;
 
     /* Runtime addresses back from (object, file-relative address) through
@@ -802,7 +1068,7 @@ out:
 
 int store_snapshot_load(struct store *s, int64_t id, struct profile **ret, struct hp_buf *err)
 {
-    return load_profile(s, id, NULL, 0, 0, PV_INUSE_SPACE, NULL, false, ret, err);
+    return load_profile(s, id, NULL, 0, 0, PV_INUSE_SPACE, NULL, false, NULL, 0, ret, err);
 }
 
 int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
@@ -810,7 +1076,7 @@ int store_snapshot_load_top(struct store *s, int64_t id, size_t max_stacks,
                             struct store_pruned *ret_pruned, struct hp_buf *err)
 {
     struct store_pruned pr;
-    int r = load_profile(s, id, NULL, 0, max_stacks, rank, &pr, false, ret, err);
+    int r = load_profile(s, id, NULL, 0, max_stacks, rank, &pr, false, NULL, 0, ret, err);
     if (r == 0 && ret_pruned)
         *ret_pruned = pr;
     return r;
@@ -849,18 +1115,48 @@ static void run_tx_end(struct store *s, bool own, bool failed)
 }
 
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      unsigned flags, struct profile **ret, struct hp_buf *err)
+                      unsigned flags, const struct store_stack_view *sv,
+                      struct profile **ret, struct hp_buf *err)
 {
     /* The ranges of stacks, locations, functions and files are many
      * statements. */
     bool own;
+    struct store_view view;
     int r = run_tx_begin(s, &own, err);
     if (r < 0)
         return r;
-    r = load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL,
-                     (flags & STORE_STACKS_NO_FILES) != 0, ret, err);
+    int nviews = sv ? view_open(s, sv, &view, err) : 0;
+    if ((r = nviews) >= 0) {
+        r = load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL,
+                         (flags & STORE_STACKS_NO_FILES) != 0, nviews ? &view : NULL,
+                         (size_t)nviews, ret, err);
+        if (nviews)
+            store_view_release(&view);
+    }
     run_tx_end(s, own, r < 0);
     return r;
+}
+
+int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
+                         struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    memset(ret, 0, sizeof(*ret));
+    int r = store_stmt(s, STMT_VIEW_GET, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    if ((r = store_step_row(s, st, "reading a stack view", err)) == 1) {
+        ret->first_id = sqlite3_column_int64(st, 0);
+        ret->last_id = sqlite3_column_int64(st, 1);
+        const void *d = sqlite3_column_blob(st, 2);
+        ret->len = (size_t)sqlite3_column_bytes(st, 2);
+        ret->data = hp_xmalloc(ret->len + 1);
+        if (ret->len)
+            memcpy(ret->data, d, ret->len);
+    }
+    sqlite3_reset(st);
+    return r < 0 ? r : r == 1 ? 0 : HP_ENOTFOUND;
 }
 
 /* How stored addresses become this snapshot's runtime addresses and
@@ -1862,7 +2158,7 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
     sqlite3_reset(st);
     names = hp_xcalloc(ids.n + 1, sizeof(*names));
     if (r == 0)
-        r = range_fetch(s, STMT_STAT_NAMES_RANGE, &ids, nstat_name_cb, names, err);
+        r = range_fetch(s, STMT_STAT_NAMES_RANGE, &ids, NULL, nstat_name_cb, names, err);
     /* By snapshot id, then seq: radix sorts, seq first (stable). */
     struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
     for (int pass = 0; r == 0 && pass < 2; pass++) {

@@ -297,6 +297,68 @@ static int sseries_span(struct store *s, int64_t node_id, const int64_t *ids, si
     return sseries_write(s, node_id, ids, n, err);
 }
 
+/* Node node_id's stack view (view.c) written again: the rows resolving
+ * the stacks of its newest STORE_VIEW_SPANS closed spans, from their
+ * stack series rows (a span without one adds nothing: its stacks are
+ * fetched, as before views). No view when a row is missing. */
+static int view_write(struct store *s, int64_t node_id, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    struct store_span *sp;
+    size_t nsp, n = 0, cap = 0;
+    int64_t *ids = NULL, first = 0, last = 0;
+    int r = spans_list(s, STMT_FS_SPANS, node_id, &sp, &nsp, err);
+    for (size_t i = nsp > STORE_VIEW_SPANS ? nsp - STORE_VIEW_SPANS : 0; r == 0 && i < nsp; i++) {
+        struct store_sseries ss;
+        struct hp_buf e = HP_BUF_INIT(0);
+        int g = store_sseries_get(s, node_id, sp[i].first_id, &ss, &e);
+        hp_buf_release(&e);
+        if (g == HP_ENOTFOUND || g == HP_ECORRUPT)
+            continue;
+        if (g < 0) {
+            r = g;
+            hp_err_printf(err, "%s: node %lld: reading a stack series", s->path,
+                          (long long)node_id);
+            break;
+        }
+        if (!first)
+            first = sp[i].first_id;
+        last = sp[i].last_id;
+        for (size_t c = 0; c < ss.nchunks; c++) {
+            ids = hp_xgrow(ids, &cap, n + ss.chunks[c].nslots + 1, sizeof(*ids));
+            for (size_t k = 0; k < ss.chunks[c].nslots; k++)
+                ids[n++] = ss.chunks[c].slots[k].stack;
+        }
+        store_sseries_release(&ss);
+    }
+    free(sp);
+    if (r == 0 && n) {
+        hp_qsort(ids, n, sizeof(*ids), hp_cmp_i64);
+        size_t m = 1;
+        for (size_t k = 1; k < n; k++)
+            if (ids[k] != ids[m - 1])
+                ids[m++] = ids[k];
+        n = m;
+    }
+    struct store_pack pk = { 0 };
+    int built = r == 0 && n ? store_view_build(s, ids, n, &pk, err) : r;
+    free(ids);
+    if (built > 0 && (r = store_stmt(s, STMT_VIEW_PUT, &st, err)) == 0) {
+        sqlite3_bind_int64(st, 1, node_id);
+        sqlite3_bind_int64(st, 2, first);
+        sqlite3_bind_int64(st, 3, last);
+        sqlite3_bind_blob(st, 4, pk.data, (int)pk.len, SQLITE_STATIC);
+        r = store_step_done(s, st, "storing a stack view", err);
+    } else if (built == 0 && (r = store_stmt(s, STMT_VIEW_DROP, &st, err)) == 0) {
+        sqlite3_bind_int64(st, 1, node_id);
+        r = store_step_done(s, st, "dropping a stack view", err);
+    } else if (built < 0) {
+        r = built;
+    }
+    store_pack_release(&pk);
+    return r;
+}
+
 /* Close node_id's span [first, last]: pack its snapshots' rows per function. */
 static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t last,
                       struct hp_buf *err)
@@ -350,7 +412,9 @@ static int span_close(struct store *s, int64_t node_id, int64_t first, int64_t l
     sqlite3_bind_int64(st, 3, last);
     sqlite3_bind_int64(st, 4, (int64_t)nids);
     sqlite3_bind_int64(st, 5, SPAN_CLOSED);
-    return store_step_done(s, st, "closing a span", err);
+    if ((r = store_step_done(s, st, "closing a span", err)) < 0)
+        return r;
+    return view_write(s, node_id, err);
 }
 
 /* node_id's span whose first snapshot is the greatest <= id (the newest
@@ -471,6 +535,19 @@ int store_fseries_dissolve(struct store *s, int64_t snap_id, bool drop, struct h
     /* A failed attempt that goes was no member; one that a reindex turns
      * into a profile becomes one. */
     int state, r = span_of_snapshot(s, snap_id, drop, &node_id, &first, &last, &state, err);
+    /* The node's stack view copied its stacks' rows, which need not
+     * outlive it now: the view goes (the next span close writes one). */
+    if (r >= 0 && node_id > 0) {
+        sqlite3_stmt *st;
+        int v = store_stmt(s, STMT_VIEW_DROP_AT, &st, err);
+        if (v == 0) {
+            sqlite3_bind_int64(st, 1, node_id);
+            sqlite3_bind_int64(st, 2, snap_id);
+            v = store_step_done(s, st, "dropping a stack view", err);
+        }
+        if (v < 0)
+            return v;
+    }
     /* Its samples change (reindex) or go: the stack series row holding
      * them goes, in any span (the others' rows stay true). */
     if (r > 0 && (r = span_exec(s, STMT_SS_SERIES_DROP_AT, node_id, snap_id, err)) == 0)
@@ -651,7 +728,8 @@ static int pack_cmp(const void *a, const void *b)
  * of 3,000 nodes). Those rows still serve meanwhile; the next retention
  * goes on. *ret_packed: rows written; *ret_left: spans not reached. */
 static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budget_ms,
-                      size_t max, int64_t *ret_packed, int64_t *ret_left, struct hp_buf *err)
+                      size_t max, int64_t *ret_packed, int64_t *ret_left, size_t *ret_done,
+                      struct hp_buf *err)
 {
     int r = 0;
     size_t i = 0;
@@ -677,6 +755,56 @@ static int spans_pack(struct store *s, struct to_pack *v, size_t n, int64_t budg
             store_tx_rollback(s);
     }
     *ret_left = r == 0 ? (int64_t)(n - i) : 0;
+    *ret_done = i;
+    return r;
+}
+
+static int view_range(struct store *s, int64_t node_id, int64_t *ret_last, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_VIEW_RANGE, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    r = store_step_row(s, st, "reading a stack view's range", err);
+    *ret_last = r == 1 ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_reset(st);
+    return r;
+}
+
+/* Stack views written again where they are missing or behind the node's
+ * newest closed span (a store written before views), or where packing
+ * just made a span's series one row (packed[0..npacked)), a transaction a
+ * node, until the deadline (hp_now_ns). */
+static int views_fill(struct store *s, const int64_t *nodes, size_t n,
+                      const struct to_pack *packed, size_t npacked, uint64_t deadline,
+                      struct hp_buf *err)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < n && hp_now_ns() < deadline; i++) {
+        bool again = false;
+        for (size_t k = 0; k < npacked && !again; k++)
+            again = packed[k].node_id == nodes[i];
+        struct store_span *sp;
+        size_t nsp;
+        int64_t vlast;
+        if ((r = spans_list(s, STMT_FS_SPANS, nodes[i], &sp, &nsp, err)) < 0)
+            break;
+        int64_t newest = nsp ? sp[nsp - 1].last_id : 0;
+        free(sp);
+        if ((r = view_range(s, nodes[i], &vlast, err)) < 0)
+            break;
+        if (!nsp || (r == 1 && vlast >= newest && !again)) {
+            r = 0;
+            continue;
+        }
+        if ((r = store_tx_begin(s, err)) < 0)
+            break;
+        if ((r = view_write(s, nodes[i], err)) == 0)
+            r = store_tx_commit(s, err);
+        else
+            store_tx_rollback(s);
+    }
     return r;
 }
 
@@ -760,9 +888,14 @@ int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int6
         r = node_fill(s, nodes[i], ret_closed, err);
     for (size_t i = 0; r == 0 && i < n; i++)
         r = node_unpacked(s, nodes[i], &pk, &npk, &pk_cap, err);
+    size_t done = 0;
+    uint64_t t0 = hp_now_ns();
+    budget_ms = budget_ms > 0 ? budget_ms : STORE_PACK_BUDGET_MS;
     if (r == 0)
-        r = spans_pack(s, pk, npk, budget_ms > 0 ? budget_ms : STORE_PACK_BUDGET_MS,
-                       max_spans > 0 ? (size_t)max_spans : npk, ret_closed, ret_pack_left, err);
+        r = spans_pack(s, pk, npk, budget_ms, max_spans > 0 ? (size_t)max_spans : npk,
+                       ret_closed, ret_pack_left, &done, err);
+    if (r == 0)
+        r = views_fill(s, nodes, n, pk, done, t0 + (uint64_t)budget_ms * 1000000u, err);
     free(pk);
     free(nodes);
     return r;

@@ -230,6 +230,17 @@ extern const int store_nmigrations;
                          " AND last_id >= ?2")                                                 \
     X(SS_SERIES_HAS, "SELECT last_id FROM stack_series WHERE node_id = ?1 AND first_id = ?2")  \
     X(SS_SERIES_GET, "SELECT size, data FROM stack_series WHERE node_id = ?1 AND first_id = ?2") \
+    X(VIEW_PUT, "INSERT INTO stack_views(node_id, first_id, last_id, data)"                    \
+                " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (node_id) DO UPDATE SET"                 \
+                " first_id = excluded.first_id, last_id = excluded.last_id, data = excluded.data") \
+    X(VIEW_GET, "SELECT first_id, last_id, data FROM stack_views WHERE node_id = ?1")           \
+    X(VIEW_RANGE, "SELECT first_id, last_id FROM stack_views WHERE node_id = ?1")              \
+    X(VIEW_DROP, "DELETE FROM stack_views WHERE node_id = ?1")                                 \
+    X(VIEW_DROP_AT, "DELETE FROM stack_views WHERE node_id = ?1 AND first_id <= ?2"            \
+                    " AND last_id >= ?2")                                                      \
+    X(LOC_GEN_BUMP, "INSERT INTO loc_gens(object_id, gen) VALUES (?1, 1)"                      \
+                    " ON CONFLICT (object_id) DO UPDATE SET gen = loc_gens.gen + 1")           \
+    X(LOC_GEN_GET, "SELECT gen FROM loc_gens WHERE object_id = ?1")                            \
     X(SS_SERIES_SPANS, "SELECT first_id, last_id FROM stack_series WHERE node_id = ?1"         \
                        " ORDER BY first_id")                                                   \
     X(FT_LIST,                                                                                 \
@@ -320,6 +331,7 @@ struct store_backend {
     __typeof__(store_node_stats) *node_stats;
     __typeof__(store_sseries_spans) *sseries_spans;
     __typeof__(store_sseries_get) *sseries_get;
+    __typeof__(store_stack_view_get) *stack_view_get;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;
@@ -445,6 +457,57 @@ void store_pack_bytes(struct store_pack *b, const void *data, size_t n);
 void store_pack_str(struct store_pack *b, const char *s); /* NULL packs as length 0 */
 /* A stack series in its packed form (sseries.c; store_sseries_unpack). */
 void store_sseries_pack(const struct store_sseries *ss, struct store_pack *b);
+
+/* ---- view.c: a closed span's stack view (the rows resolving its stacks) ---- */
+
+struct store_view_frame {
+    int64_t fid, file; /* 0: unknown */
+    uint32_t line;
+};
+struct store_view_loc {
+    int64_t id, object_id;
+    uint64_t address;
+    uint32_t flags, frame_off, nframes; /* frames[frame_off ..] */
+};
+struct store_view_name {
+    int64_t id;
+    const char *s; /* not NUL-terminated */
+    size_t len;
+};
+struct store_view_stack {
+    int64_t id;
+    uint32_t off, n; /* stack_locs[off ..]: indexes into locs */
+};
+/* Every array ascending by id. */
+struct store_view {
+    struct store_view_obj {
+        int64_t id;
+        uint64_t gen; /* its loc_gens generation when the view was built */
+    } *objs;
+    size_t nobjs;
+    struct store_view_name *fns, *files; /* names point into the packed bytes */
+    size_t nfns, nfiles;
+    struct store_view_loc *locs;
+    size_t nlocs;
+    struct store_view_frame *frames;
+    size_t nframes;
+    struct store_view_stack *stacks;
+    size_t nstacks;
+    uint32_t *stack_locs;
+    size_t nstack_locs;
+};
+void store_view_pack(const struct store_view *v, struct store_pack *b);
+/* Names point into `data`, which must outlive *out. Checks every count,
+ * id order and index against the bytes: HP_ECORRUPT saying what and at
+ * which byte. */
+int store_view_unpack(const void *data, size_t len, struct store_view *out,
+                      struct hp_buf *err) HP_MUST_CHECK;
+void store_view_release(struct store_view *v);
+/* The view of stacks stack_ids[0..n) (read.c: their rows, as the loader
+ * reads them) packed onto out: 1, or 0 when a row is missing or does not
+ * decode (no view: readers fetch the rows and say what is wrong). */
+int store_view_build(struct store *s, const int64_t *stack_ids, size_t n, struct store_pack *out,
+                     struct hp_buf *err) HP_MUST_CHECK;
 
 /* A reader over packed bytes; after any read past the end `bad` is set and
  * reads return 0, so decoders check once at the end. */
@@ -598,6 +661,10 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
  * that at most this many of a node's newest snapshots are read from their
  * sample sets. A closed span's series is one row. */
 #define STORE_SSERIES_SNAPSHOTS 32
+/* A node's stack view (view.c) holds the stacks of its newest this many
+ * closed spans: 768 hourly snapshots, 32 days, what `query leaks` reads
+ * by default and more. */
+#define STORE_VIEW_SPANS 6
 /* One function's totals in one snapshot. */
 struct store_fs_entry {
     int64_t snapshot_id, flat_space, cum_space, flat_objects, cum_objects;

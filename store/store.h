@@ -277,8 +277,25 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
  * for callers that fold by function only (leaks: a node's files are
  * scattered over the shared files table, a tenth of the load). */
 #define STORE_STACKS_NO_FILES 1u
+/* A node's stack view (store/view.c): the stored rows that resolve the
+ * stacks of its newest closed spans, snapshots first_id..last_id, as one
+ * blob, written when a span closes. */
+struct store_stack_view {
+    int64_t first_id, last_id;
+    void *data;
+    size_t len;
+};
+/* The node's view: 0, or HP_ENOTFOUND when it has none. */
+int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
+                         struct hp_buf *err) HP_MUST_CHECK;
+void store_stack_view_release(struct store_stack_view *v);
+/* view: a stack view of the same store (store_stack_view_get), or NULL.
+ * What it holds, unless its locations changed since it was written, is
+ * taken from it; only the rest is fetched. The profile is the same either
+ * way. */
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
-                      unsigned flags, struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+                      unsigned flags, const struct store_stack_view *view,
+                      struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
 /* Stack series (store/sseries.c): a node's consecutive snapshots as, per
  * stack, the runs of snapshots over which its raw values hold still, so
  * that reading them costs the changes, not every sample of every snapshot.

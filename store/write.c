@@ -515,6 +515,22 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
             sqlite3_bind_blob(st, 3, fp.data, (int)fp.len, SQLITE_STATIC);
             if ((r = store_step_done(s, st, "updating a location", err)) < 0)
                 goto out;
+            /* Stack views copied its old frames: they are stale now (view.c).
+             * A prefetched id skipped working out its object. */
+            int64_t gobj = obj;
+            if (pf && pf->lid[i]) {
+                uint64_t a;
+                gobj = 0;
+                if (l->flags & PROFILE_LOC_NAMED)
+                    gobj = -1;
+                else
+                    (void)loc_key(p, d, l, &gobj, &a);
+            }
+            if ((r = store_stmt(s, STMT_LOC_GEN_BUMP, &st, err)) < 0)
+                goto out;
+            sqlite3_bind_int64(st, 1, gobj);
+            if ((r = store_step_done(s, st, "marking a location's object changed", err)) < 0)
+                goto out;
             stored_frames = true;
         }
         if (id <= 0 || id > UINT32_MAX) {

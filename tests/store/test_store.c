@@ -1135,7 +1135,8 @@ static void test_store_upgrade_adds_series_indexes(void **state)
 
     /* What the previous heapfleet wrote: version 2, no such indexes (nor
      * what later versions add: the symbol file tables,
-     * function_totals_rest.base_id, the function and stack series; the trended function has rows, so its
+     * function_totals_rest.base_id, the function and stack series, the stack views;
+     * the trended function has rows, so its
      * rest, chained here, is not read). */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
@@ -1145,7 +1146,7 @@ static void test_store_upgrade_adds_series_indexes(void **state)
                                   " DROP INDEX function_totals_rest_base;"
                                   " ALTER TABLE function_totals_rest DROP COLUMN base_id;"
                                   " DROP TABLE function_series; DROP TABLE function_series_spans;"
-                                  " DROP TABLE stack_series;"
+                                  " DROP TABLE stack_series; DROP TABLE stack_views; DROP TABLE loc_gens;"
                                   " PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
