@@ -1149,11 +1149,18 @@ int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_vi
     if ((r = store_step_row(s, st, "reading a stack view", err)) == 1) {
         ret->first_id = sqlite3_column_int64(st, 0);
         ret->last_id = sqlite3_column_int64(st, 1);
-        const void *d = sqlite3_column_blob(st, 2);
-        ret->len = (size_t)sqlite3_column_bytes(st, 2);
-        ret->data = hp_xmalloc(ret->len + 1);
-        if (ret->len)
-            memcpy(ret->data, d, ret->len);
+        int64_t size = sqlite3_column_int64(st, 2);
+        const void *z = sqlite3_column_blob(st, 3);
+        size_t zlen = (size_t)sqlite3_column_bytes(st, 3);
+        /* Derived: a view that does not decompress is no view (the rows are
+         * read), and a size zstd could not have made is a lie. */
+        struct hp_buf e = HP_BUF_INIT(0);
+        if (size <= 0 || (uint64_t)size > (uint64_t)zlen * 1024 + 4096 ||
+            store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &ret->data, &e) < 0)
+            r = 0;
+        else
+            ret->len = (size_t)size;
+        hp_buf_release(&e);
     }
     sqlite3_reset(st);
     return r < 0 ? r : r == 1 ? 0 : HP_ENOTFOUND;

@@ -341,13 +341,22 @@ static int view_write(struct store *s, int64_t node_id, struct hp_buf *err)
         n = m;
     }
     struct store_pack pk = { 0 };
+    void *z = NULL;
+    size_t zlen = 0;
     int built = r == 0 && n ? store_view_build(s, ids, n, &pk, err) : r;
     free(ids);
+    /* Compressed: a 20k-stack node's view is 3.7 MB, 1.4 MB so (it is one
+     * a node, but the steady node's bytes per snapshot went 1.73 -> 2.05%
+     * of its raw dump with it raw). */
+    if (built > 0 && (r = store_zstd_compress(s, pk.data, pk.len, NULL, 0, false, &z, &zlen,
+                                              err)) < 0)
+        built = r;
     if (built > 0 && (r = store_stmt(s, STMT_VIEW_PUT, &st, err)) == 0) {
         sqlite3_bind_int64(st, 1, node_id);
         sqlite3_bind_int64(st, 2, first);
         sqlite3_bind_int64(st, 3, last);
-        sqlite3_bind_blob(st, 4, pk.data, (int)pk.len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, (int64_t)pk.len);
+        sqlite3_bind_blob(st, 5, z, (int)zlen, SQLITE_STATIC);
         r = store_step_done(s, st, "storing a stack view", err);
     } else if (built == 0 && (r = store_stmt(s, STMT_VIEW_DROP, &st, err)) == 0) {
         sqlite3_bind_int64(st, 1, node_id);
@@ -356,6 +365,7 @@ static int view_write(struct store *s, int64_t node_id, struct hp_buf *err)
         r = built;
     }
     store_pack_release(&pk);
+    free(z);
     return r;
 }
 

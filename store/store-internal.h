@@ -230,10 +230,11 @@ extern const int store_nmigrations;
                          " AND last_id >= ?2")                                                 \
     X(SS_SERIES_HAS, "SELECT last_id FROM stack_series WHERE node_id = ?1 AND first_id = ?2")  \
     X(SS_SERIES_GET, "SELECT size, data FROM stack_series WHERE node_id = ?1 AND first_id = ?2") \
-    X(VIEW_PUT, "INSERT INTO stack_views(node_id, first_id, last_id, data)"                    \
-                " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (node_id) DO UPDATE SET"                 \
-                " first_id = excluded.first_id, last_id = excluded.last_id, data = excluded.data") \
-    X(VIEW_GET, "SELECT first_id, last_id, data FROM stack_views WHERE node_id = ?1")           \
+    X(VIEW_PUT, "INSERT INTO stack_views(node_id, first_id, last_id, size, data)"              \
+                " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (node_id) DO UPDATE SET"             \
+                " first_id = excluded.first_id, last_id = excluded.last_id,"                   \
+                " size = excluded.size, data = excluded.data")                                 \
+    X(VIEW_GET, "SELECT first_id, last_id, size, data FROM stack_views WHERE node_id = ?1")     \
     X(VIEW_RANGE, "SELECT first_id, last_id FROM stack_views WHERE node_id = ?1")              \
     X(VIEW_DROP, "DELETE FROM stack_views WHERE node_id = ?1")                                 \
     X(VIEW_DROP_AT, "DELETE FROM stack_views WHERE node_id = ?1 AND first_id <= ?2"            \

@@ -285,7 +285,8 @@ struct store_stack_view {
     void *data;
     size_t len;
 };
-/* The node's view: 0, or HP_ENOTFOUND when it has none. */
+/* The node's view (decompressed): 0, or HP_ENOTFOUND when it has none
+ * (or one whose bytes do not decompress: derived, it is then no view). */
 int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
                          struct hp_buf *err) HP_MUST_CHECK;
 void store_stack_view_release(struct store_stack_view *v);

@@ -6,6 +6,7 @@ CREATE TABLE stack_views (
     node_id  bigint PRIMARY KEY,
     first_id bigint NOT NULL,
     last_id  bigint NOT NULL,
+    size     bigint NOT NULL,
     data     bytea NOT NULL
 );
 CREATE TABLE loc_gens (

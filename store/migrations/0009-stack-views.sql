@@ -3,7 +3,8 @@
 -- 13,000 rows a node on the leaks bench, a third of the command. A node's
 -- view holds those rows for the stacks of its newest closed spans
 -- (snapshots first_id..last_id), packed in one blob, written again when a
--- span closes; a deletion or reindex of a snapshot it covers drops it. A
+-- span closes (data: zstd of `size` bytes); a deletion or reindex of a
+-- snapshot it covers drops it. A
 -- location is the one kind of row that changes (symbolized later, or
 -- reindexed): each change bumps its object's generation in loc_gens, and a
 -- view whose objects' generations moved is not used. Derived, like the
@@ -12,6 +13,7 @@ CREATE TABLE stack_views (
     node_id  INTEGER PRIMARY KEY,
     first_id INTEGER NOT NULL,
     last_id  INTEGER NOT NULL,
+    size     INTEGER NOT NULL,
     data     BLOB NOT NULL
 );
 CREATE TABLE loc_gens (

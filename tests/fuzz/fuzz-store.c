@@ -7,7 +7,9 @@
  * 5 a function's packed series over a span (function_series, store/series.c:
  * the database holds a closed span); byte 0 '6' (54, otherwise case 0, which
  * no seed uses) a group's stack series (stack_series, store/sseries.c),
- * compressed here. The rest of the input is the blob
+ * compressed here; byte 0 '7' (55) the node's stack view (stack_views,
+ * store/view.c; compressed here), read through store_stacks_load with the
+ * snapshot's stacks. The rest of the input is the blob
  * (compressed here when the table stores it compressed). Loading must
  * return a profile or an error, never crash or run away. */
 #include <sqlite3.h>
@@ -95,9 +97,25 @@ static void build_db(void)
                      "CREATE TABLE keep_sc AS SELECT * FROM symbol_cache;"
                      "CREATE TABLE keep_ftr AS SELECT * FROM function_totals_rest;"
                      "CREATE TABLE keep_fs AS SELECT * FROM function_series;"
-                     "CREATE TABLE keep_sts AS SELECT * FROM stack_series;",
+                     "CREATE TABLE keep_sts AS SELECT * FROM stack_series;"
+                     "CREATE TABLE keep_sv AS SELECT * FROM stack_views;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
+    if (sqlite3_prepare_v2(raw_db, "SELECT count(*) FROM stack_views", -1, &st, NULL) !=
+            SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 0) != 1)
+        abort(); /* no view: case 7 would test nothing */
+    sqlite3_finalize(st);
+}
+
+static int stacks_cb(const struct store_samples *ss, void *ctx)
+{
+    int64_t **ids = ctx;
+    *ids = malloc((ss->n + 1) * sizeof(**ids));
+    for (size_t i = 0; i < ss->n; i++)
+        (*ids)[i] = ss->samples[i].stack;
+    (*ids)[ss->n] = 0;
+    return 0;
 }
 
 static void put_blob(const char *sql, const void *blob, size_t len, int64_t size)
@@ -185,12 +203,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      " INSERT INTO function_totals_rest SELECT * FROM keep_ftr;"
                      "DELETE FROM function_series;"
                      " INSERT INTO function_series SELECT * FROM keep_fs;"
-                     "DELETE FROM stack_series; INSERT INTO stack_series SELECT * FROM keep_sts;",
+                     "DELETE FROM stack_series; INSERT INTO stack_series SELECT * FROM keep_sts;"
+                     "DELETE FROM stack_views; INSERT INTO stack_views SELECT * FROM keep_sv;",
                      NULL, NULL, NULL) != SQLITE_OK)
         abort();
     const uint8_t *blob = data + 1;
     size_t len = size - 1;
-    switch (data[0] == '6' ? 6 : data[0] % 6) {
+    switch (data[0] == '6' ? 6 : data[0] == '7' ? 7 : data[0] % 6) {
+    case 7: {
+        size_t zl;
+        void *z = zcompress(blob, len, &zl);
+        put_blob("UPDATE stack_views SET data = ?1, size = ?2", z, zl, (int64_t)len);
+        free(z);
+        break;
+    }
     case 6: {
         size_t zl;
         void *z = zcompress(blob, len, &zl);
@@ -285,6 +311,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         store_sseries_release(&ss);
     }
     free(rows);
+    hp_buf_reset(&err);
+    /* The snapshot's stacks through the node's stack view. */
+    struct store_stack_view view;
+    int64_t *ids = NULL;
+    if (store_stack_view_get(rd, node_id, &view, &err) == 0 &&
+        store_snapshots_samples(rd, &snap_id, 1, stacks_cb, &ids, &err) == 0 && ids) {
+        size_t nids = 0;
+        while (ids[nids])
+            nids++;
+        if (store_stacks_load(rd, snap_id, ids, nids, 0, &view, &p, &err) == 0) {
+            char *c = gen_canon(p);
+            free(c);
+            profile_free(p);
+        }
+    }
+    free(ids);
+    store_stack_view_release(&view);
     hp_buf_reset(&err);
     hp_buf_release(&err);
     return 0;
