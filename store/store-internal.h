@@ -479,7 +479,7 @@ struct store_view_stack {
     int64_t id;
     uint32_t off, n; /* stack_locs[off ..]: indexes into locs */
 };
-/* Every array ascending by id. */
+/* Arrays ascending by id, but stacks (in the packed order, view.c). */
 struct store_view {
     struct store_view_obj {
         int64_t id;

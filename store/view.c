@@ -27,8 +27,13 @@
  *   files:     n, then (id delta, path length, path)
  *   locations: n, then (id delta, object id zigzag, address, flags,
  *              frames n, then (function id, file id, line) each)
- *   stacks:    n, then (id delta, locations n >= 1, then each location as
- *              its index in the view's locations)
+ *   stacks:    n, then (id as the difference from the one before, zigzag;
+ *              `keep`, `new`: the stack's locations are `new` indexes into
+ *              the view's locations, leaf first, then the last `keep` of
+ *              the stack before; keep + new >= 1)
+ * Stacks go in the order of their locations read from the root, so that
+ * each shares most of its callers with the one before: the leaks bench's
+ * 4,166 stacks of 20 frames took 148 KB as plain lists, most of a view.
  * Engine-free: the writer packs (read.c builds the rows), the loader and
  * the fuzz target unpack. */
 #include "store/store-internal.h"
@@ -37,6 +42,19 @@
 #include <string.h>
 
 #define VIEW_VERSION 1
+
+/* Stacks by their locations read from the root (the last first). */
+static int root_first_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct store_view *v = ctx;
+    const struct store_view_stack *x = &v->stacks[*(const uint32_t *)a],
+                                  *y = &v->stacks[*(const uint32_t *)b];
+    const uint32_t *lx = v->stack_locs + x->off, *ly = v->stack_locs + y->off;
+    for (uint32_t i = 1; i <= x->n && i <= y->n; i++)
+        if (lx[x->n - i] != ly[y->n - i])
+            return lx[x->n - i] < ly[y->n - i] ? -1 : 1;
+    return (x->n > y->n) - (x->n < y->n);
+}
 
 static void pack_names(struct store_pack *b, const struct store_view_name *v, size_t n)
 {
@@ -77,16 +95,30 @@ void store_view_pack(const struct store_view *v, struct store_pack *b)
             store_pack_u64(b, f->line);
         }
     }
+    uint32_t *order = hp_xmalloc((v->nstacks + 1) * sizeof(*order));
+    for (size_t i = 0; i < v->nstacks; i++)
+        order[i] = (uint32_t)i;
+    if (v->nstacks > 1)
+        qsort_r(order, v->nstacks, sizeof(*order), root_first_cmp, (void *)v);
     store_pack_u64(b, v->nstacks);
     prev = 0;
+    const struct store_view_stack *before = NULL;
     for (size_t i = 0; i < v->nstacks; i++) {
-        const struct store_view_stack *sk = &v->stacks[i];
-        store_pack_u64(b, (uint64_t)(sk->id - prev));
+        const struct store_view_stack *sk = &v->stacks[order[i]];
+        store_pack_i64(b, sk->id - prev);
         prev = sk->id;
-        store_pack_u64(b, sk->n);
-        for (uint32_t k = 0; k < sk->n; k++)
+        uint32_t keep = 0;
+        while (before && keep < sk->n && keep < before->n &&
+               v->stack_locs[sk->off + sk->n - 1 - keep] ==
+                   v->stack_locs[before->off + before->n - 1 - keep])
+            keep++;
+        store_pack_u64(b, keep);
+        store_pack_u64(b, sk->n - keep);
+        for (uint32_t k = 0; k < sk->n - keep; k++)
             store_pack_u64(b, v->stack_locs[sk->off + k]);
+        before = sk;
     }
+    free(order);
 }
 
 /* A count of entries of at least `min_bytes` bytes each: no more than the
@@ -129,6 +161,12 @@ static const char *unpack_names(struct store_unpack *u, struct store_view_name *
 
 static const char *unpack(struct store_unpack *u, struct store_view *v)
 {
+    /* Kept locations cost no bytes: what stacks may add up to, so that a
+     * hostile view (every stack the one before and one more) cannot ask
+     * for memory by the square of its size. Real ones hold about one
+     * location per byte. */
+    const size_t max_locs =
+        HP_MIN(64 * (size_t)(u->end - u->p) + ((size_t)1 << 20), (size_t)UINT32_MAX - 1);
     if (store_unpack_u64(u) != VIEW_VERSION)
         return "an unknown version";
     uint64_t n = store_unpack_u64(u);
@@ -183,26 +221,39 @@ static const char *unpack(struct store_unpack *u, struct store_view *v)
     v->nstacks = (size_t)n;
     size_t locs_cap = 0;
     prev = 0;
+    const struct store_view_stack *before = NULL;
     for (uint64_t i = 0; i < n; i++) {
         struct store_view_stack *sk = &v->stacks[i];
-        if (!next_id(u, &prev))
-            return "stack ids out of order";
-        uint64_t nl = store_unpack_u64(u);
-        if (nl == 0 || !count_ok(u, nl, 1))
+        int64_t d = store_unpack_i64(u);
+        if (d > 0 ? prev > INT64_MAX - d : prev + d <= 0)
+            return "a stack id out of range";
+        prev += d;
+        uint64_t keep = store_unpack_u64(u), fresh = store_unpack_u64(u);
+        /* A stack is at most as long as the bytes are (a kept location
+         * costs none, but each came from a byte of a stack before). */
+        if (u->bad || keep > (before ? before->n : 0) || keep + fresh == 0 ||
+            !count_ok(u, fresh, 1))
             return "a stack does not decode";
+        if (keep + fresh > max_locs - v->nstack_locs)
+            return "stacks longer than a view of its size holds";
         sk->id = prev;
         sk->off = (uint32_t)v->nstack_locs;
-        sk->n = (uint32_t)nl;
-        v->stack_locs = hp_xgrow(v->stack_locs, &locs_cap, v->nstack_locs + nl + 1,
+        sk->n = (uint32_t)(keep + fresh);
+        v->stack_locs = hp_xgrow(v->stack_locs, &locs_cap, v->nstack_locs + sk->n + 1,
                                  sizeof(*v->stack_locs));
-        for (uint64_t k = 0; k < nl; k++) {
+        for (uint64_t k = 0; k < fresh; k++) {
             uint64_t j = store_unpack_u64(u);
             if (j >= v->nlocs)
                 return "a stack names a location the view does not hold";
             v->stack_locs[v->nstack_locs++] = (uint32_t)j;
         }
+        if (keep) /* before's locations did not move: the array only grew */
+            memcpy(v->stack_locs + v->nstack_locs,
+                   v->stack_locs + before->off + before->n - keep, keep * sizeof(uint32_t));
+        v->nstack_locs += keep;
         if (u->bad)
             return "a stack runs past the end";
+        before = sk;
     }
     if (u->bad)
         return "it runs past the end";

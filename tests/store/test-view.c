@@ -188,10 +188,14 @@ static void test_view_pack_roundtrip_and_damage(void **state)
     assert_int_equal(u.frames[u.locs[0].frame_off].line, 1234);
     assert_int_equal(u.frames[u.locs[2].frame_off].fid, 3);
     assert_int_equal(u.nstacks, 2);
-    assert_true(u.stacks[1].id == INT64_C(6000000000));
-    assert_int_equal(u.stacks[1].n, 3);
-    for (uint32_t j = 0; j < 3; j++)
-        assert_int_equal(u.stack_locs[u.stacks[1].off + j], stack_locs[2 + j]);
+    /* Stacks come in the packed order (root first), each whole. */
+    for (size_t i = 0; i < 2; i++) {
+        size_t w = u.stacks[i].id == 5 ? 0 : 1;
+        assert_true(u.stacks[i].id == stacks[w].id);
+        assert_int_equal(u.stacks[i].n, stacks[w].n);
+        for (uint32_t j = 0; j < stacks[w].n; j++)
+            assert_int_equal(u.stack_locs[u.stacks[i].off + j], stack_locs[stacks[w].off + j]);
+    }
     store_view_release(&u);
 
     /* Every cut, exactly that many bytes (ASan sees a read past them). */
@@ -214,12 +218,38 @@ static void test_view_pack_roundtrip_and_damage(void **state)
     hp_buf_release(&err);
     free(more);
 
-    /* The last stack's last location index (the last byte: 1) made 3. */
+    /* The last stack's last new location index (the last byte) made 3. */
     b.data[b.len - 1] = 3;
     assert_int_equal(store_view_unpack(b.data, b.len, &u, &err), HP_ECORRUPT);
     assert_non_null(strstr(err.data, "a location the view does not hold"));
     hp_buf_release(&err);
     store_pack_release(&b);
+
+    /* Each stack the one before and one more (kept locations cost no
+     * bytes): refused before its memory grows with the square. */
+    struct store_pack h = { 0 };
+    store_pack_u64(&h, 1); /* version */
+    store_pack_u64(&h, 0); /* objects */
+    store_pack_u64(&h, 0); /* functions */
+    store_pack_u64(&h, 0); /* files */
+    store_pack_u64(&h, 1); /* one location: id 1, object 0, address 0, flags 0, no frames */
+    store_pack_u64(&h, 1);
+    store_pack_i64(&h, 0);
+    store_pack_u64(&h, 0);
+    store_pack_u64(&h, 0);
+    store_pack_u64(&h, 0);
+    enum { NH = 20000 };
+    store_pack_u64(&h, NH);
+    for (uint64_t i = 0; i < NH; i++) {
+        store_pack_i64(&h, 1);
+        store_pack_u64(&h, i); /* keep all of the one before */
+        store_pack_u64(&h, 1);
+        store_pack_u64(&h, 0);
+    }
+    assert_int_equal(store_view_unpack(h.data, h.len, &u, &err), HP_ECORRUPT);
+    assert_non_null(strstr(err.data, "stacks longer than a view of its size holds"));
+    hp_buf_release(&err);
+    store_pack_release(&h);
 }
 
 /* Closing a span writes the node's view: the stacks of its closed spans,
