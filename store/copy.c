@@ -34,6 +34,9 @@ static const struct copy_table tables[] = {
     { "files", "id, path", 2, "id", true, true },
     { "stat_names", "id, name, unit", 3, "id", true, true },
     { "locations", "id, object_id, address, flags, frames_packed", 5, "id", true, true },
+    /* Before the views that name generations (store/view.c): a view whose
+     * generation is missing is only not used. */
+    { "loc_gens", "object_id, gen", 2, "object_id", true, false },
     { "stacks", "id, hash, depth, locs_packed", 4, "id", true, true },
     { "raw_dumps", "id, hash, size, base_id, data", 5, "id", true, true },
     { "sample_sets", "id, size, base_id, data", 4, "id", true, true },
@@ -55,6 +58,8 @@ static const struct copy_table tables[] = {
     { "stack_series", "node_id, first_id, last_id, size, data", 5, "node_id", false, false },
     { "function_series_spans", "node_id, first_id, last_id, n, closed", 5, "node_id", false,
       false },
+    /* A node's stack view (store/view.c): rows copied above, same ids. */
+    { "stack_views", "node_id, first_id, last_id, size, data", 5, "node_id", true, false },
     { "node_stats", "snapshot_id, seq, stat_id, value", 4, "snapshot_id", false, false },
     { "symbol_cache", "build_id, address, frames_packed, created_at", 4, NULL, false, false },
     /* Chunks before the row that lists them (store/symfiles.c). */
