@@ -607,7 +607,7 @@ int store_view_build(struct store *s, const int64_t *stack_ids, size_t n, struct
 {
     struct loader ld = { .s = s };
     struct store_view v = { 0 };
-    uint32_t *lrank = NULL, *lorder = NULL, *srank = NULL, *sorder = NULL;
+    uint32_t *lrank = NULL, *lorder = NULL;
     ld.p = profile_new(PROFILE_FORMAT_UNKNOWN); /* holds the names */
     ld.locset.cache = hp_xcalloc(IDSET_CACHE, sizeof(*ld.locset.cache));
     hp_map64_reserve(&ld.stackset.map, n);
@@ -658,15 +658,15 @@ int store_view_build(struct store *s, const int64_t *stack_ids, size_t n, struct
     if (r < 0)
         goto out;
 
-    /* Stacks in id order, their locations as places in the view's. */
-    set_order(&ld.stackset, &srank, &sorder);
+    /* Stacks (store_view_pack orders them), their locations as places in
+     * the view's. */
     v.nstacks = ld.stackset.n;
     v.stacks = hp_xmalloc((v.nstacks + 1) * sizeof(*v.stacks));
     v.stack_locs = hp_xmalloc((ld.nstack_lids + 1) * sizeof(*v.stack_locs));
     for (size_t k = 0; k < v.nstacks; k++) {
-        const struct ld_stack *sk = &ld.stacks[sorder[k]];
-        v.stacks[k] = (struct store_view_stack){ ld.stackset.ids[sorder[k]],
-                                                 (uint32_t)v.nstack_locs, sk->n };
+        const struct ld_stack *sk = &ld.stacks[k];
+        v.stacks[k] = (struct store_view_stack){ ld.stackset.ids[k], (uint32_t)v.nstack_locs,
+                                                 sk->n };
         for (uint32_t j = 0; j < sk->n; j++)
             v.stack_locs[v.nstack_locs++] = lrank[ld.stack_lids[sk->off + j]];
     }
@@ -676,8 +676,6 @@ out:
     hp_buf_release(&e);
     free(lrank);
     free(lorder);
-    free(srank);
-    free(sorder);
     store_view_release(&v); /* its names are the profile's */
     profile_free(ld.p);
     loader_release(&ld);

@@ -312,13 +312,13 @@ static int view_write(struct store *s, int64_t node_id, struct hp_buf *err)
         struct store_sseries ss;
         struct hp_buf e = HP_BUF_INIT(0);
         int g = store_sseries_get(s, node_id, sp[i].first_id, &ss, &e);
+        if (g < 0 && g != HP_ENOTFOUND && g != HP_ECORRUPT)
+            hp_err_printf(err, "%.*s", (int)e.len, e.data ? e.data : "");
         hp_buf_release(&e);
         if (g == HP_ENOTFOUND || g == HP_ECORRUPT)
-            continue;
+            continue; /* no series there: its stacks are fetched */
         if (g < 0) {
             r = g;
-            hp_err_printf(err, "%s: node %lld: reading a stack series", s->path,
-                          (long long)node_id);
             break;
         }
         if (!first)
