@@ -770,7 +770,9 @@ int query_cmd_retain(int argc, char **argv)
                 "packs yet (history written before spans, thinned days) are packed\n"
                 "in spans, which trends and leaks read fast; a closed span's stack\n"
                 "series still in groups of 32 (written by an older heapfleet)\n"
-                "becomes one row, every node's newest first, for a minute a run.\n",
+                "becomes one row, every node's newest first, and nodes without a\n"
+                "stack view (the rows leaks resolves their stacks from, in one\n"
+                "read) get one: for a minute a run, the next run goes on.\n",
     };
     const struct hp_opt opts[] = {
         HP_OPT_CALLBACK(0, "retain", &pol.retain_s, "DURATION", "delete snapshots older than this",
@@ -805,18 +807,23 @@ int query_cmd_retain(int argc, char **argv)
     else
         printf("%lld snapshots deleted, %lld raw dumps freed, %lld stacks, %lld locations, "
                "%lld names, %lld objects and %lld symbol-cache entries no longer referenced "
-               "deleted, %lld pages returned; %lld spans of older snapshots packed for "
-               "trends and leaks\n",
+               "deleted, %lld pages returned; %lld spans of older snapshots packed and "
+               "%lld nodes' stack views written for trends and leaks\n",
                (long long)res.snapshots_deleted, (long long)res.raw_deleted,
                (long long)res.stacks_deleted, (long long)res.locations_deleted,
                (long long)res.names_deleted, (long long)res.objects_deleted,
                (long long)res.symbols_deleted, (long long)res.pages_freed,
-               (long long)res.spans_closed);
+               (long long)res.spans_closed, (long long)res.views_written);
     if (r >= 0 && !res.skipped && !pol.dry_run && res.spans_pack_left > 0)
         printf("%lld closed spans are still read in groups of 32 snapshots: packing stops "
                "after a minute, and the next retention goes on (they read correctly "
                "meanwhile, only slower)\n",
                (long long)res.spans_pack_left);
+    if (r >= 0 && !res.skipped && !pol.dry_run && res.views_left > 0)
+        printf("%lld nodes have no stack view yet: writing them stops after a minute, and "
+               "the next retention goes on (leaks reads their stacks' rows meanwhile, only "
+               "slower)\n",
+               (long long)res.views_left);
     hp_buf_release(&err);
     store_close(s);
     return r < 0 ? 1 : 0;

@@ -461,7 +461,8 @@ int store_retain(struct store *s, const struct store_retain_policy *pol, int64_t
     /* Rows the writer cached may be gone. */
     store_writer_reset(s);
     if ((r = store_spans_fill(s, pol->pack_budget_ms, pol->pack_max, &res.spans_closed,
-                              &res.spans_pack_left, err)) < 0)
+                              &res.spans_pack_left, &res.views_written, &res.views_left,
+                              err)) < 0)
         goto out;
     store_writer_reset(s);
     if (pol->reclaim && (r = reclaim(s, &res, err)) < 0)

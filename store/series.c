@@ -788,10 +788,10 @@ static int view_range(struct store *s, int64_t node_id, int64_t *ret_last, struc
  * node, until the deadline (hp_now_ns). */
 static int views_fill(struct store *s, const int64_t *nodes, size_t n,
                       const struct to_pack *packed, size_t npacked, uint64_t deadline,
-                      struct hp_buf *err)
+                      int64_t *ret_views, int64_t *ret_left, struct hp_buf *err)
 {
     int r = 0;
-    for (size_t i = 0; r == 0 && i < n && hp_now_ns() < deadline; i++) {
+    for (size_t i = 0; r == 0 && i < n; i++) {
         bool again = false;
         for (size_t k = 0; k < npacked && !again; k++)
             again = packed[k].node_id == nodes[i];
@@ -808,11 +808,16 @@ static int views_fill(struct store *s, const int64_t *nodes, size_t n,
             r = 0;
             continue;
         }
+        if (hp_now_ns() >= deadline) {
+            r = 0;
+            ++*ret_left;
+            continue;
+        }
         if ((r = store_tx_begin(s, err)) < 0)
             break;
-        if ((r = view_write(s, nodes[i], err)) == 0)
-            r = store_tx_commit(s, err);
-        else
+        if ((r = view_write(s, nodes[i], err)) == 0 && (r = store_tx_commit(s, err)) == 0)
+            ++*ret_views;
+        else if (r < 0)
             store_tx_rollback(s);
     }
     return r;
@@ -878,7 +883,8 @@ static int node_fill(struct store *s, int64_t node_id, int64_t *ret_closed, stru
 }
 
 int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int64_t *ret_closed,
-                     int64_t *ret_pack_left, struct hp_buf *err)
+                     int64_t *ret_pack_left, int64_t *ret_views, int64_t *ret_views_left,
+                     struct hp_buf *err)
 {
     sqlite3_stmt *st;
     int64_t *nodes = NULL;
@@ -886,6 +892,8 @@ int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int6
     size_t n = 0, cap = 0, npk = 0, pk_cap = 0;
     *ret_closed = 0;
     *ret_pack_left = 0;
+    *ret_views = 0;
+    *ret_views_left = 0;
     int r = store_stmt(s, STMT_FS_NODE_IDS, &st, err);
     if (r < 0)
         return r;
@@ -905,7 +913,8 @@ int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int6
         r = spans_pack(s, pk, npk, budget_ms, max_spans > 0 ? (size_t)max_spans : npk,
                        ret_closed, ret_pack_left, &done, err);
     if (r == 0)
-        r = views_fill(s, nodes, n, pk, done, t0 + (uint64_t)budget_ms * 1000000u, err);
+        r = views_fill(s, nodes, n, pk, done, t0 + (uint64_t)budget_ms * 1000000u, ret_views,
+                       ret_views_left, err);
     free(pk);
     free(nodes);
     return r;

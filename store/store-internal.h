@@ -676,13 +676,16 @@ int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct 
 /* Spans over every node's ok snapshots that none covers (a store written
  * before spans; history whose span a retention dropped), and closed spans
  * whose stack series is not one row packed into one, for at most
- * budget_ms (0: STORE_PACK_BUDGET_MS) and max_spans (0: no limit):
+ * budget_ms (0: STORE_PACK_BUDGET_MS) and max_spans (0: no limit), then
+ * the nodes' stack views that are missing or behind, in the same time:
  * retention's last step. *ret_closed: spans closed and packed;
- * *ret_pack_left: spans left to pack by a later retention. One
- * transaction per span. */
+ * *ret_pack_left: spans left to pack by a later retention; *ret_views:
+ * views written, *ret_views_left: nodes whose view is left to write. One
+ * transaction per span, and per view. */
 #define STORE_PACK_BUDGET_MS 60000
 int store_spans_fill(struct store *s, int64_t budget_ms, int64_t max_spans, int64_t *ret_closed,
-                     int64_t *ret_pack_left, struct hp_buf *err);
+                     int64_t *ret_pack_left, int64_t *ret_views, int64_t *ret_views_left,
+                     struct hp_buf *err);
 /* Before a snapshot's function totals change (reindex) or go (drop:
  * deletion): the span that holds it loses its packed rows; a reindexed
  * one turns stale, a deletion's goes. */

@@ -554,6 +554,10 @@ struct store_retain_result {
     /* Closed spans whose stack series is still in groups when packing
      * stopped (it stops after a minute; the next retention goes on). */
     int64_t spans_pack_left;
+    /* Nodes' stack views (store/view.c) written where they were missing
+     * or behind (a store written before them), and nodes left without
+     * one when the minute was up. */
+    int64_t views_written, views_left;
 };
 
 /* Apply the policy relative to now_ms. On PostgreSQL one process at a time

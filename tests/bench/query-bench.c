@@ -332,9 +332,11 @@ static int stored_db(const char *db, int nodes, int hours, uint32_t stacks, int 
         struct store_retain_policy keep_all = { 0 };
         struct store_retain_result rr;
         int r = store_open(db, STORE_OPEN_WRITE, &st, &err);
-        if (r == 0 && (r = store_retain(st, &keep_all, 0, &rr, &err)) == 0 && rr.spans_closed)
-            printf("query-bench: %s: %lld spans of older snapshots packed\n", db,
-                   (long long)rr.spans_closed);
+        if (r == 0 && (r = store_retain(st, &keep_all, 0, &rr, &err)) == 0 &&
+            (rr.spans_closed || rr.views_written))
+            printf("query-bench: %s: %lld spans of older snapshots packed, %lld nodes' stack"
+                   " views written\n",
+                   db, (long long)rr.spans_closed, (long long)rr.views_written);
         if (r < 0)
             fprintf(stderr, "query-bench: %s: %s\n", db, err.data ? err.data : "?");
         store_close(st);

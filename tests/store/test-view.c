@@ -381,8 +381,13 @@ static void test_view_damaged_is_ignored(void **state)
     struct store_retain_policy keep = { 0 };
     struct store_retain_result res;
     assert_int_equal(store_retain(f->s, &keep, T0 + SPAN * HOUR_MS, &res, NULL), 0);
+    assert_int_equal(res.views_written, 1);
+    assert_int_equal(res.views_left, 0);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_views"), 1);
     assert_int_equal(store_stack_view_get(f->s, n, &view, NULL), 0);
+    /* Written, it is not written again. */
+    assert_int_equal(store_retain(f->s, &keep, T0 + SPAN * HOUR_MS, &res, NULL), 0);
+    assert_int_equal(res.views_written, 0);
     char *via = load(f->s, ids[7], &k, &view);
     assert_string_equal(via, rows);
     free(via);
