@@ -191,9 +191,12 @@ static void maybe_retain(struct store_sink *s)
         hp_log_warn("sink", "msg=\"retention failed: %s\"", err.data ? err.data : "?");
     else if (res.skipped) /* PostgreSQL: its advisory lock is held; again in an hour */
         hp_log_info("sink", "msg=\"retention skipped: another collector is retaining\"");
-    else if (res.snapshots_deleted)
-        hp_log_info("sink", "deleted=%lld pages_freed=%lld msg=\"retention\"",
-                    (long long)res.snapshots_deleted, (long long)res.pages_freed);
+    else if (res.snapshots_deleted || res.spans_closed || res.views_written)
+        hp_log_info("sink",
+                    "deleted=%lld pages_freed=%lld spans_packed=%lld stack_views=%lld"
+                    " msg=\"retention\"",
+                    (long long)res.snapshots_deleted, (long long)res.pages_freed,
+                    (long long)res.spans_closed, (long long)res.views_written);
     hp_buf_release(&err);
 }
 
