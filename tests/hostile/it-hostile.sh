@@ -6,7 +6,8 @@
 #
 # Cases: sigpipe regex body slow rebind errpath static agentlisten redirect
 # userinfo names faults agent budgets views fleet
-# (see each function). Raw sockets come from perl (core IO::Socket). Waits
+# (see each function; tests/hostile/meson.build runs them as two tests, a
+# new case goes in one of its lists). Raw sockets come from perl (core IO::Socket). Waits
 # use deadlines, never bare sleeps.
 set -u
 B=$1
