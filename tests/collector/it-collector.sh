@@ -15,6 +15,8 @@
 # discovery against fake-fe.py), fe_rows (an FE answering in positional rows,
 # SIGHUP re-discovery, a backend leaving; needs QUERY=path of `query` in the
 # environment). Needs jq. Waits use deadlines, never bare sleeps.
+# tests/collector/meson.build runs the cases as two tests: a new case goes
+# in one of its lists.
 set -u
 COLLECTOR=$1
 FAKENODE=$2

@@ -129,7 +129,7 @@ try {
     await page.goto(base + "#/node/sr-be-1");
     await page.waitForSelector("[data-test=snapshot-now]");
     const before = Number(await text("[data-test=snapshot-count]"));
-    // A scheduled poll (every 30 s) may be running at the press: the page
+    // A scheduled poll (every 10 s here) may be running at the press: the page
     // then says so (409), and the press is repeated.
     for (let i = 0; ; i++) {
       await page.click("[data-test=snapshot-now]");

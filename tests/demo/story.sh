@@ -21,8 +21,9 @@
 # one every 15 minutes of the past, taken from the live processes as their
 # workload advances, imported with `query import`, so trends and leaks have
 # hours of data at once. Then the collector polls the live nodes every 30 s
-# (SQLite + web UI on LISTEN) while the workload keeps ticking, and the tour
-# is printed. SECONDS bounds the run; without it Ctrl-C stops. WORK_DIR holds
+# (POLL_INTERVAL, a collector --interval; the tests poll more often) (SQLite
+# + web UI on LISTEN) while the workload keeps ticking, and the tour is
+# printed. SECONDS bounds the run; without it Ctrl-C stops. WORK_DIR holds
 # the database (heapfleet.db), be.list, the nodes' logs and tour.txt.
 set -eu
 build=$1
@@ -32,6 +33,7 @@ seconds=${4:-}
 history_only=${5:-}
 history=${HISTORY:-12}
 restart_after=${RESTART_AFTER:-75}
+poll_interval=${POLL_INTERVAL:-30s}
 scale=${DEMO_SCALE:-1048576}
 db=$work/heapfleet.db
 query=$build/query/query
@@ -193,6 +195,8 @@ rw_dump
             echo $! >"$work/databend-q-1.pid"
             wait_ready "$work/databend-q-1.new"
             mv "$work/databend-q-1.new" "$work/databend-q-1.out"
+            # when the new process was up (the tests wait for it)
+            date +%s >"$work/databend-q-1.restarted"
             restarted=yes
         fi
     done
@@ -202,7 +206,7 @@ pids="$pids $ticker"
 
 # The collector in the background, its log in WORK/collector.log; the tour
 # names the address it really listens on (LISTEN may ask for port 0).
-"$build/collector/bin/collector" --nodes "$work/be.list" --interval 30s --spread 2s \
+"$build/collector/bin/collector" --nodes "$work/be.list" --interval "$poll_interval" --spread 2s \
     --db "$db" --listen "$listen" --no-progress 2>"$work/collector.log" &
 collector=$!
 pids="$pids $collector"
@@ -216,7 +220,7 @@ echo "$url" >"$work/url"
 cat >"$work/tour.txt" <<EOF
 The demo fleet: 8 nodes (Doris and StarRocks BEs in C++, Databend and RisingWave
 in Rust), real jemalloc dumps, $((history * 15)) minutes of backdated history,
-polled every 30 s. UI: $url
+polled every $(echo "$poll_interval" | sed 's/^\([0-9]*\)s$/\1 s/'). UI: $url
   leak         doris-be-2: TabletSchemaCache never evicts; the leak suspects
                list names doris::TabletSchema::init_from_pb
                UI: /  (fleet leaks), node page doris-be-2

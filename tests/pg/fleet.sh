@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pg-env.sh"
 . "$HERE/fleet-lib.sh"
 fleet_begin hffleet
-IV=5000      # --interval, ms
+IV=${IV:-3000} # --interval, ms
 LEASE=2000   # --lease, ms
 N=12
 
@@ -35,7 +35,7 @@ start_collector() {
             WEBPORT=$(free_port)
             listen=127.0.0.1:$WEBPORT
         fi
-        "$C" --nodes be.list --db "$PGURI" --interval 5s --lease 2s --collector-id "$1" \
+        "$C" --nodes be.list --db "$PGURI" --interval $((IV / 1000))s --lease $((LEASE / 1000))s --collector-id "$1" \
             --listen $listen --retain 0 --thin-after 0 --no-progress >"$1.log" 2>&1 &
         pid=$!
         echo $pid >"$1.pid"

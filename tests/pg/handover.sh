@@ -18,13 +18,13 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pg-env.sh"
 . "$HERE/fleet-lib.sh"
 fleet_begin hfhandover
-IV=6000 # --interval, ms
+IV=${IV:-3000} # --interval, ms (the offsets below scale with it)
 N=8
 
 fleet_fakenodes $N
 
 start_collector() {
-    "$C" --nodes be.list --db "$PGURI" --interval 6s --lease 60s --collector-id "$1" \
+    "$C" --nodes be.list --db "$PGURI" --interval $((IV / 1000))s --lease 60s --collector-id "$1" \
         --listen off --retain 0 --thin-after 0 --no-progress >"$1.log" 2>&1 &
     echo $! >"$1.pid"
     PIDS="$PIDS $!"
@@ -37,7 +37,7 @@ wait_into_round() {
 }
 
 # ---- a collector's first round: soon after it starts, not at the boundary ----
-wait_into_round 500
+wait_into_round $((IV / 12))
 started=$(now_ms)
 k0=$((started / IV))
 start_collector c1
@@ -49,7 +49,7 @@ check_rounds $k0 $k0 "c1's first round"
 echo "ok: c1 started $((started - k0 * IV)) ms into round $k0, first poll $((first - started)) ms later"
 
 # ---- a second collector joins mid-round: nothing polled twice ----
-wait_into_round 1500
+wait_into_round $((IV / 4))
 k1=$(( $(now_ms) / IV ))
 start_collector c2
 # Its first round claims in round k1, where c1 has claimed every node.
@@ -64,7 +64,7 @@ check_rounds $k1 $((k1 + 2)) "c2 joined"
 echo "ok: c2 joined in round $k1; rounds $k1..$((k1 + 2)) each node once, shared from $((k1 + 1))"
 
 # ---- c2 stops cleanly: c1 takes its nodes at its next round ----
-wait_into_round 3000
+wait_into_round $((IV / 2))
 kill -TERM "$(cat c2.pid)"
 i=0
 while kill -0 "$(cat c2.pid)" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -87,13 +87,13 @@ echo "ok: c2 stopped at $stopped ms; c1 polled all $N nodes from round $k2 ($too
 # ---- started in the last quarter of a round: its first round is the next ----
 # (its polls would run into the next round otherwise; it waits at most a
 # quarter interval)
-wait_into_round 5000
+wait_into_round $((IV * 5 / 6))
 k3=$(( $(now_ms) / IV ))
 start_collector c3
 i=0
 while ! grep -q 'msg="claimed"' c3.log && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "round_key=$((k3 + 1)) nodes=$N mine=[0-9]* msg=\"claimed\"" c3.log ||
-    fail "c3 started 5000 ms into round $k3 (of $IV): its first claim was not for round $((k3 + 1)): $(grep 'msg="claimed"' c3.log)"
+    fail "c3 started $((IV * 5 / 6)) ms into round $k3 (of $IV): its first claim was not for round $((k3 + 1)): $(grep 'msg="claimed"' c3.log)"
 wait_round_end $((k3 + 1))
 check_rounds $k3 $((k3 + 1)) "c3 joined late in a round"
 echo "ok: c3 started in the last quarter of round $k3; its first round was $((k3 + 1))"
