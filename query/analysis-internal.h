@@ -54,6 +54,8 @@ struct qa_stacks {
     struct qa_stack *v;
     size_t n, cap;
     struct hp_map64 index; /* sequence hash (probed) -> stack id */
+    size_t nindexed;       /* stacks v[0 .. nindexed) are in index */
+    size_t index_hint;     /* stacks to size it for (qa_stacks_reserve) */
     /* Name translation: source name pointer -> shared name id, with a
      * direct-mapped cache in front (QA_XCACHE slots, allocated on first
      * use): a union of a node's stacks translates hundreds of thousands of
@@ -77,6 +79,11 @@ void qa_stacks_forget_source(struct qa_stacks *s);
  * union of known size is built without growing its arrays and maps. */
 void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names);
 void qa_stacks_release(struct qa_stacks *s);
+/* Every entry of folded profile f added to an empty union, in entry
+ * order (stack id = entry index): a folded profile's entries are distinct
+ * sequences already, so none is looked up; the index is built only if
+ * another profile is added later. */
+void qa_stacks_adopt(struct qa_stacks *s, const struct query_folded *f);
 /* The shared id of a name of folded profile f (by_id[id] is the name). */
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name);
 /* Id of entry e of f (added on first sight). */

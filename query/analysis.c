@@ -40,7 +40,7 @@ void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names)
     s->v = hp_xgrow(s->v, &s->cap, stacks + 1, sizeof(*s->v));
     s->names = hp_xgrow(s->names, &s->names_cap, names + 1, sizeof(*s->names));
     s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, names + 1, sizeof(*s->name_ids));
-    hp_map64_reserve(&s->index, stacks);
+    s->index_hint = stacks; /* the index is sized when first used */
 }
 
 void qa_stacks_forget_source(struct qa_stacks *s)
@@ -81,23 +81,55 @@ uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const
     return id;
 }
 
+static uint64_t ids_hash(const uint32_t *ids, uint32_t n)
+{
+    return hp_hash_bytes(ids, n * sizeof(*ids), 0x5bd1e9955bd1e995u);
+}
+
+/* A new stack of the union, not indexed. */
+static uint32_t stack_append(struct qa_stacks *s, const uint32_t *ids, uint32_t n)
+{
+    s->names = hp_xgrow(s->names, &s->names_cap, s->nnames + n, sizeof(*s->names));
+    s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, s->nnames + n, sizeof(*s->name_ids));
+    for (uint32_t j = 0; j < n; j++)
+        s->names[s->nnames + j] = s->by_id[ids[j]];
+    memcpy(s->name_ids + s->nnames, ids, n * sizeof(*ids));
+    s->v = hp_xgrow(s->v, &s->cap, s->n + 1, sizeof(*s->v));
+    s->v[s->n] = (struct qa_stack){ .off = (uint32_t)s->nnames, .n = n };
+    s->nnames += n;
+    return (uint32_t)s->n++;
+}
+
+/* Stack sid into the index at the first free key from its hash. */
+static void index_put(struct qa_stacks *s, uint32_t sid)
+{
+    const struct qa_stack *st = &s->v[sid];
+    uint32_t old;
+    for (uint64_t k = ids_hash(s->name_ids + st->off, st->n);; k++)
+        if (!hp_map64_get(&s->index, k, &old)) {
+            (void)hp_map64_put(&s->index, k, sid, &old);
+            return;
+        }
+}
+
 static uint32_t stacks_add(struct qa_stacks *s, const uint32_t *ids, uint32_t n)
 {
-    uint64_t h = hp_hash_bytes(ids, n * sizeof(*ids), 0x5bd1e9955bd1e995u);
+    /* Stacks adopted unindexed (qa_stacks_adopt) are indexed now, in
+     * order, at the keys adding them one by one would have given. */
+    if (s->index_hint) {
+        hp_map64_reserve(&s->index, s->index_hint);
+        s->index_hint = 0;
+    }
+    for (; s->nindexed < s->n; s->nindexed++)
+        index_put(s, (uint32_t)s->nindexed);
+    uint64_t h = ids_hash(ids, n);
     for (uint64_t k = h;; k++) {
         uint32_t sid;
         if (!hp_map64_get(&s->index, k, &sid)) {
-            s->names = hp_xgrow(s->names, &s->names_cap, s->nnames + n, sizeof(*s->names));
-            s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, s->nnames + n,
-                                   sizeof(*s->name_ids));
-            for (uint32_t j = 0; j < n; j++)
-                s->names[s->nnames + j] = s->by_id[ids[j]];
-            memcpy(s->name_ids + s->nnames, ids, n * sizeof(*ids));
-            s->v = hp_xgrow(s->v, &s->cap, s->n + 1, sizeof(*s->v));
-            s->v[s->n] = (struct qa_stack){ .off = (uint32_t)s->nnames, .n = n };
-            s->nnames += n;
-            (void)hp_map64_put(&s->index, k, (uint32_t)s->n, &sid);
-            return (uint32_t)s->n++;
+            uint32_t id = stack_append(s, ids, n);
+            (void)hp_map64_put(&s->index, k, id, &sid);
+            s->nindexed = s->n;
+            return id;
         }
         const struct qa_stack *st = &s->v[sid];
         if (st->n == n && memcmp(s->name_ids + st->off, ids, n * sizeof(*ids)) == 0)
@@ -105,8 +137,9 @@ static uint32_t stacks_add(struct qa_stacks *s, const uint32_t *ids, uint32_t n)
     }
 }
 
-uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
-                             const struct query_fold_entry *e)
+/* The shared ids of entry e's frames into s->scratch_ids. */
+static void entry_ids(struct qa_stacks *s, const struct query_folded *f,
+                      const struct query_fold_entry *e)
 {
     const char *const *src = query_fold_frames(f, e);
     s->scratch_ids = hp_xgrow(s->scratch_ids, &s->scratch_ids_cap, e->n + 1,
@@ -121,6 +154,20 @@ uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
         s->scratch_ids[k] = qa_stacks_name(s, f, src[k]);
     s->prev_src = src;
     s->prev_n = e->n;
+}
+
+void qa_stacks_adopt(struct qa_stacks *s, const struct query_folded *f)
+{
+    for (size_t i = 0; i < f->nentries; i++) {
+        entry_ids(s, f, &f->entries[i]);
+        (void)stack_append(s, s->scratch_ids, f->entries[i].n);
+    }
+}
+
+uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
+                             const struct query_fold_entry *e)
+{
+    entry_ids(s, f, e);
     return stacks_add(s, s->scratch_ids, e->n);
 }
 

@@ -559,6 +559,16 @@ static void leaks_index(struct leaks_build *b)
         for (size_t d = 0; d < b->ser->ndicts; d++) {
             const struct query_folded *f = b->ser->dicts[d];
             b->smap[d] = scratch(sa, f->nentries, sizeof(uint32_t));
+            if (d == 0) {
+                /* The first is taken whole: its entries are distinct, each
+                 * a stack of its own (hashing them was 7% of leaks over a
+                 * store, and a node has one dictionary but after restarts
+                 * that mapped its binaries elsewhere). */
+                qa_stacks_adopt(&pv->stacks, f);
+                for (size_t e = 0; e < f->nentries; e++)
+                    b->smap[d][e] = (uint32_t)e;
+                continue;
+            }
             for (size_t e = 0; e < f->nentries; e++)
                 b->smap[d][e] = qa_stacks_add_entry(&pv->stacks, f, &f->entries[e]);
         }
@@ -733,9 +743,18 @@ static void runs_add(const struct leaks_build *b, size_t s, double *y)
 {
     for (uint32_t i = b->roff[s]; i < b->roff[s + 1]; i++) {
         const struct crun *r = &b->runs[i];
-        double v = r->v;
-        for (uint32_t t = r->t0; t < r->t1; t++)
-            y[t] += v;
+        double v = r->v, *p = y + r->t0, *end = y + r->t1;
+        /* Four at a time (what the vectorizer would do at -O3; each point
+         * gets its one addition, in the same order, so the sums are the
+         * same to the bit): these loops were a twentieth of leaks. */
+        for (; end - p >= 4; p += 4) {
+            p[0] += v;
+            p[1] += v;
+            p[2] += v;
+            p[3] += v;
+        }
+        for (; p < end; p++)
+            *p += v;
     }
 }
 
