@@ -150,8 +150,15 @@ static void entry_ids(struct qa_stacks *s, const struct query_folded *f,
     if (s->prev_src)
         while (k < e->n && k < s->prev_n && src[k] == s->prev_src[k])
             k++;
-    for (; k < e->n; k++)
-        s->scratch_ids[k] = qa_stacks_name(s, f, src[k]);
+    if (!s->xcache)
+        s->xcache = hp_xcalloc(QA_XCACHE, sizeof(*s->xcache));
+    for (; k < e->n; k++) {
+        /* The cache's hit inline (qa_stacks_name's first test): called for
+         * each frame of a node's entries (~94,000 on the leaks bench), the
+         * call itself was most of the lookup. */
+        const struct qa_xslot *slot = &s->xcache[((uintptr_t)src[k] >> 4) % QA_XCACHE];
+        s->scratch_ids[k] = slot->name == src[k] ? slot->id : qa_stacks_name(s, f, src[k]);
+    }
     s->prev_src = src;
     s->prev_n = e->n;
 }

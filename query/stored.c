@@ -285,8 +285,8 @@ static void layout_stacks(struct rd *r, size_t p0, size_t p1)
  * newest run (UINT32_MAX: none), which a run that goes on from it with the
  * same value and variance extends (a stack's run cut where a group of the
  * stack series ends). */
-static void run_emit(struct query_stored *nd, uint32_t *last, uint32_t dict, uint32_t entry,
-                     uint32_t t, uint32_t n, double value, double var)
+static inline void run_emit(struct query_stored *nd, uint32_t *last, uint32_t dict,
+                            uint32_t entry, uint32_t t, uint32_t n, double value, double var)
 {
     if (!n || value == 0)
         return; /* absent */
@@ -335,10 +335,19 @@ struct pr_scratch {
     } memo[1024];
 };
 
-/* Slot x's runs within members [mlo, mhi) as values into ps->v from *n
- * on: cut where the members' period or scaling changes. */
+/* Where slot_values puts its runs: an entry's own (the slot is the only
+ * one folded into it), or ps->v for summing with others. */
+struct emit_to {
+    struct query_stored *nd;
+    uint32_t dict, entry;
+};
+
+/* Slot x's runs within members [mlo, mhi) as values: cut where the
+ * members' period or scaling changes; emitted as the entry's runs with
+ * `to`, else into ps->v from *n on. */
 static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, uint32_t mlo,
-                        uint32_t mhi, enum profile_value v, struct pr_scratch *ps, size_t *n)
+                        uint32_t mhi, enum profile_value v, struct pr_scratch *ps,
+                        const struct emit_to *to, size_t *n)
 {
     const struct store_ss_chunk *c = pc->c;
     struct profile *pp = &ps->pp;
@@ -361,6 +370,11 @@ static void slot_values(const struct piece *pc, const struct store_ss_slot *sl, 
                 query_sample_one(pp, x->raw, v, &mo->value, &mo->var);
             }
             double val = mo->value, var = mo->var;
+            if (to) {
+                run_emit(to->nd, ps->last, to->dict, to->entry, pc->t0 + (m - pc->m0), z - m,
+                         val, var);
+                continue;
+            }
             ps->v = hp_xgrow(ps->v, &ps->v_cap, *n + 1, sizeof(*ps->v));
             ps->v[(*n)++] = (struct vrun){ pc->t0 + (m - pc->m0), pc->t0 + (z - pc->m0), val,
                                            var };
@@ -428,10 +442,8 @@ static void piece_runs(struct rd *r, const struct piece *pc, const uint32_t *slo
             continue;
         size_t n = 0;
         if (k1 - k0 == 1) {
-            slot_values(pc, &c->slots[ps->order[k0]], pc->m0, pc->m1, v, ps, &n);
-            for (size_t j = 0; j < n; j++)
-                run_emit(nd, ps->last, dict, (uint32_t)e, ps->v[j].t0,
-                         ps->v[j].t1 - ps->v[j].t0, ps->v[j].value, ps->v[j].var);
+            const struct emit_to to = { nd, dict, (uint32_t)e };
+            slot_values(pc, &c->slots[ps->order[k0]], pc->m0, pc->m1, v, ps, &to, &n);
             continue;
         }
         /* Several slots: over each stretch between two run edges, the
@@ -441,7 +453,7 @@ static void piece_runs(struct rd *r, const struct piece *pc, const uint32_t *slo
         ps->cur = hp_xgrow(ps->cur, &ps->cur_cap, ns + 1, sizeof(*ps->cur));
         for (size_t k = 0; k < ns; k++) {
             ps->vstart[k] = (uint32_t)n;
-            slot_values(pc, &c->slots[ps->order[k0 + k]], pc->m0, pc->m1, v, ps, &n);
+            slot_values(pc, &c->slots[ps->order[k0 + k]], pc->m0, pc->m1, v, ps, NULL, &n);
         }
         ps->vstart[ns] = (uint32_t)n;
         ps->bounds = hp_xgrow(ps->bounds, &ps->b_cap, 2 * n + 1, sizeof(*ps->bounds));
