@@ -582,6 +582,11 @@ const char *store_unpack_str(struct store_unpack *u, size_t *ret_len);
 int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
                         size_t base_len, bool text, void **ret, size_t *ret_len,
                         struct hp_buf *err);
+/* The same, without a base, for blobs read on hot paths (stack series and
+ * views, which `query leaks --db` decompresses a node at a time): plain
+ * literals, a few more bytes, decoded faster. */
+int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
+                            size_t *ret_len, struct hp_buf *err);
 /* The same with a caller's context (one per thread), for work done off
  * the writer's thread; `path` names the store in errors. With `reuse`,
  * the output goes to that buffer (grown as needed; *ret points into it,

@@ -288,6 +288,82 @@ static void test_view_written_at_span_close(void **state)
     store_stack_view_release(&view);
 }
 
+/* The compressed blocks of zstd frame z (RFC 8878): how many there are
+ * (*ret_blocks) and how many of them Huffman-code their literals (the
+ * return), or -1 where the frame does not parse. */
+static int huffman_literal_blocks(const unsigned char *z, size_t n, int *ret_blocks)
+{
+    static const size_t did_size[] = { 0, 1, 2, 4 };
+    *ret_blocks = 0;
+    if (n < 6 || z[0] != 0x28 || z[1] != 0xb5 || z[2] != 0x2f || z[3] != 0xfd)
+        return -1;
+    unsigned fhd = z[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    size_t fcs = fcs_flag == 0 ? single : (size_t)1 << fcs_flag;
+    size_t p = 5 + !single + did_size[fhd & 3] + fcs;
+    int huffman = 0;
+    for (;;) {
+        if (p + 3 > n)
+            return -1;
+        unsigned h = z[p] | (unsigned)z[p + 1] << 8 | (unsigned)z[p + 2] << 16;
+        unsigned last = h & 1, type = (h >> 1) & 3, size = h >> 3;
+        p += 3;
+        size_t len = type == 1 ? 1 : size;
+        if (type == 3 || p + len > n)
+            return -1;
+        if (type == 2) {
+            (*ret_blocks)++;
+            huffman += (z[p] & 3) >= 2; /* Compressed_ or Treeless_Literals_Block */
+        }
+        p += len;
+        if (last)
+            return huffman;
+    }
+}
+
+/* Stack series and views, read a node at a time by `query leaks`, are
+ * written with plain literals (store_zstd_compress_hot): decoded faster for
+ * a few more bytes. The same bytes compressed as other blobs are Huffman-
+ * coded, so the check below can tell. */
+static void test_series_and_views_plain_literals(void **state)
+{
+    struct fx *f = *state;
+    int64_t ids[SPAN];
+    struct gen_params gp = { .seed = 23, .nstacks = 300, .nfuncs = 120, .symbolize = true };
+    (void)node_with(f->s, "be-literals", &gp, SPAN, ids);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "SELECT size, data FROM stack_views UNION ALL "
+                                        "SELECT size, data FROM stack_series",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    int blobs = 0, huffman_elsewhere = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *z = sqlite3_column_blob(st, 1);
+        size_t zlen = (size_t)sqlite3_column_bytes(st, 1), size = (size_t)sqlite3_column_int64(st, 0);
+        int blocks;
+        assert_int_equal(huffman_literal_blocks(z, zlen, &blocks), 0);
+        assert_true(blocks > 0); /* compressed, not stored: the check means something */
+        void *raw;
+        assert_int_equal(store_zstd_decompress(f->s, z, zlen, NULL, 0, size, &raw, NULL), 0);
+        void *other;
+        size_t olen;
+        assert_int_equal(store_zstd_compress(f->s, raw, size, NULL, 0, false, &other, &olen, NULL),
+                         0);
+        int ob, oh = huffman_literal_blocks(other, olen, &ob);
+        assert_true(oh >= 0);
+        huffman_elsewhere += oh > 0;
+        free(other);
+        free(raw);
+        blobs++;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    assert_true(blobs >= 2); /* the span's view and its series at least */
+    assert_true(huffman_elsewhere > 0);
+}
+
 /* A current view is used: a name changed in its bytes shows in the
  * profile. A location it copied symbolized later (first stored bare) is
  * not the view's any more: its object's generation moved, and the load
@@ -471,6 +547,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_view_pack_roundtrip_and_damage),
         cmocka_unit_test_setup_teardown(test_view_written_at_span_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_series_and_views_plain_literals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_view_used_until_its_locations_change, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_view_damaged_is_ignored, setup, teardown),
