@@ -820,9 +820,9 @@ int query_cmd_retain(int argc, char **argv)
                "meanwhile, only slower)\n",
                (long long)res.spans_pack_left);
     if (r >= 0 && !res.skipped && !pol.dry_run && res.views_left > 0)
-        printf("%lld nodes have no stack view yet: writing them stops after a minute, and "
-               "the next retention goes on (leaks reads their stacks' rows meanwhile, only "
-               "slower)\n",
+        printf("%lld nodes have no current stack view yet (none, or one whose locations "
+               "were symbolized since): writing them stops after a minute, and the next "
+               "retention goes on (leaks reads their stacks' rows meanwhile, only slower)\n",
                (long long)res.views_left);
     hp_buf_release(&err);
     store_close(s);

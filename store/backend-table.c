@@ -68,6 +68,7 @@ const struct store_backend STORE_BE(backend) = {
     .sseries_spans = store_sseries_spans,
     .sseries_get = store_sseries_get,
     .stack_view_get = store_stack_view_get,
+    .view_current = store_view_current,
     .read_begin = store_read_begin,
     .read_end = store_read_end,
 #ifdef STORE_BACKEND_PG

@@ -167,6 +167,11 @@ int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, siz
     return s->be->stacks_load(s, id, stack_ids, n, flags, view, ret, err);
 }
 
+int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
+{
+    return s->be->view_current(s, node_id, err);
+}
+
 int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
                          struct hp_buf *err)
 {

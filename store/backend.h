@@ -92,6 +92,7 @@
 #define store_stacks_insert STORE_BE(stacks_insert)
 #define store_stacks_hashes STORE_BE(stacks_hashes)
 #define store_view_build STORE_BE(view_build)
+#define store_view_current STORE_BE(view_current)
 #define store_unpack_column STORE_BE(unpack_column)
 #define store_raw_find STORE_BE(raw_find)
 #define store_writer_free STORE_BE(writer_free)

@@ -246,6 +246,30 @@ int store_zstd_decompress(struct store *s, const void *src, size_t len, const vo
     return 0;
 }
 
+int store_zstd_decompress_prefix(struct store *s, const void *src, size_t len, void *out,
+                                 size_t cap, size_t *ret_n)
+{
+    if (!s->dctx)
+        s->dctx = ZSTD_createDCtx();
+    if (!s->dctx)
+        abort();
+    ZSTD_DCtx *d = s->dctx;
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+    size_t zr = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, STORE_ZSTD_WINDOW_LOG_MAX);
+    ZSTD_outBuffer o = { out, cap, 0 };
+    ZSTD_inBuffer in = { src, len, 0 };
+    /* Block by block until the output is full or the frame ends. */
+    while (!ZSTD_isError(zr) && o.pos < o.size) {
+        size_t before = in.pos, made = o.pos;
+        zr = ZSTD_decompressStream(d, &o, &in);
+        if (!ZSTD_isError(zr) && (zr == 0 || (in.pos == before && o.pos == made)))
+            break; /* the frame's end, or its bytes' (a cut frame makes no progress) */
+    }
+    ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+    *ret_n = o.pos;
+    return ZSTD_isError(zr) ? HP_ECORRUPT : 0;
+}
+
 void store_content_hash(const void *data, size_t len, unsigned char ret[16])
 {
     /* One 64-bit hash and the length: a match is confirmed byte by byte

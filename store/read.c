@@ -448,6 +448,81 @@ static int view_open(struct store *s, const struct store_stack_view *sv, struct 
     return 1;
 }
 
+/* Objects and generations at the start of a packed view (view.c's
+ * layout: version, count, then (object id zigzag, generation) pairs) into
+ * *ret (malloc'd): 1 read, 0 the bytes end before them, -1 not a view. */
+static int view_objs(const void *data, size_t len, struct store_view_obj **ret, size_t *ret_n)
+{
+    struct store_unpack u = { data, (const unsigned char *)data + len, false };
+    *ret = NULL;
+    *ret_n = 0;
+    uint64_t version = store_unpack_u64(&u), n = store_unpack_u64(&u);
+    if (u.bad)
+        return 0;
+    if (version != 1 || n > len / 2)
+        return -1;
+    struct store_view_obj *v = hp_xmalloc((n + 1) * sizeof(*v));
+    for (uint64_t i = 0; i < n; i++) {
+        v[i].id = store_unpack_i64(&u);
+        v[i].gen = store_unpack_u64(&u);
+    }
+    if (u.bad) {
+        free(v);
+        return 0;
+    }
+    *ret = v;
+    *ret_n = (size_t)n;
+    return 1;
+}
+
+int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_VIEW_GET, &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, node_id);
+    if ((r = store_step_row(s, st, "reading a stack view", err)) != 1) {
+        sqlite3_reset(st);
+        return r < 0 ? r : HP_ENOTFOUND;
+    }
+    int64_t size = sqlite3_column_int64(st, 2);
+    const void *z = sqlite3_column_blob(st, 3);
+    size_t zlen = (size_t)sqlite3_column_bytes(st, 3);
+    /* A view's objects are a few dozen pairs: its first 16 KB hold them,
+     * decompressed in a block or two instead of the megabyte a 20k-stack
+     * node's view is. All of it only when they do not fit. */
+    size_t cap = 16384, got = 0;
+    void *head = hp_xmalloc(cap);
+    struct store_view_obj *objs = NULL;
+    size_t nobjs = 0;
+    int found = size > 0 && store_zstd_decompress_prefix(s, z, zlen, head, cap, &got) == 0
+                    ? view_objs(head, got, &objs, &nobjs)
+                    : -1;
+    if (found == 0 && got == cap) {
+        void *all = NULL;
+        struct hp_buf e = HP_BUF_INIT(0);
+        found = (uint64_t)size <= (uint64_t)zlen * 1024 + 4096 &&
+                        store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &all, &e) == 0
+                    ? view_objs(all, (size_t)size, &objs, &nobjs)
+                    : -1;
+        hp_buf_release(&e);
+        free(all);
+    }
+    sqlite3_reset(st);
+    free(head);
+    /* Damaged (does not decompress, or ends before its objects): not
+     * current, so that it is written again. */
+    r = found == 1;
+    for (size_t i = 0; r == 1 && i < nobjs; i++) {
+        uint64_t gen;
+        int g = loc_gen(s, objs[i].id, &gen, err);
+        r = g < 0 ? g : gen == objs[i].gen;
+    }
+    free(objs);
+    return r;
+}
+
 /* The stacks of the set that view v holds and no view before it did. A
  * view's locations get their dense indexes once (dense[]), not once per
  * stack that lists them. */

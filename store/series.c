@@ -783,9 +783,11 @@ static int view_range(struct store *s, int64_t node_id, int64_t *ret_last, struc
 }
 
 /* Stack views written again where they are missing or behind the node's
- * newest closed span (a store written before views), or where packing
- * just made a span's series one row (packed[0..npacked)), a transaction a
- * node, until the deadline (hp_now_ns). */
+ * newest closed span (a store written before views), stale (a location
+ * they copied changed since: symbolized later; leaks reads the rows until
+ * then) or damaged, or where packing just made a span's series one row
+ * (packed[0..npacked)), a transaction a node, until the deadline
+ * (hp_now_ns). */
 static int views_fill(struct store *s, const int64_t *nodes, size_t n,
                       const struct to_pack *packed, size_t npacked, uint64_t deadline,
                       int64_t *ret_views, int64_t *ret_left, struct hp_buf *err)
@@ -804,9 +806,19 @@ static int views_fill(struct store *s, const int64_t *nodes, size_t n,
         free(sp);
         if ((r = view_range(s, nodes[i], &vlast, err)) < 0)
             break;
-        if (!nsp || (r == 1 && vlast >= newest && !again)) {
-            r = 0;
+        bool has = r == 1;
+        r = 0;
+        if (!nsp)
             continue;
+        if (has && vlast >= newest && !again) {
+            /* Its first bytes only: a few dozen generations to compare. */
+            int cur = store_view_current(s, nodes[i], err);
+            if (cur < 0 && cur != HP_ENOTFOUND) {
+                r = cur;
+                break;
+            }
+            if (cur == 1)
+                continue;
         }
         if (hp_now_ns() >= deadline) {
             r = 0;

@@ -300,6 +300,13 @@ struct store_writer; /* write.c */
 
 /* The engine behind a struct store (backend.h): each compilation of the
  * store's logic fills one of these; backend.c dispatches through it. */
+/* Whether node_id's stack view is current: it decompresses as far as its
+ * objects' generations and they are the store's (1), or not: its
+ * locations changed since (a later symbolization), or its bytes are
+ * damaged (0). HP_ENOTFOUND: the node has none. Reads the view's first
+ * bytes only (the objects come first). */
+int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err);
+
 struct store_backend {
     const char *name; /* "sqlite", "postgresql" */
     __typeof__(store_close) *close;
@@ -333,6 +340,7 @@ struct store_backend {
     __typeof__(store_sseries_spans) *sseries_spans;
     __typeof__(store_sseries_get) *sseries_get;
     __typeof__(store_stack_view_get) *stack_view_get;
+    __typeof__(store_view_current) *view_current;
     __typeof__(store_read_begin) *read_begin;
     __typeof__(store_read_end) *read_end;
     __typeof__(store_retain) *retain;
@@ -587,6 +595,11 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
  * literals, a few more bytes, decoded faster. */
 int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
                             size_t *ret_len, struct hp_buf *err);
+/* The first bytes of zstd frame src (no base): up to cap into out, *ret_n
+ * of them; fewer only where the frame ends. HP_ECORRUPT when it does not
+ * decompress that far. */
+int store_zstd_decompress_prefix(struct store *s, const void *src, size_t len, void *out,
+                                 size_t cap, size_t *ret_n);
 /* The same with a caller's context (one per thread), for work done off
  * the writer's thread; `path` names the store in errors. With `reuse`,
  * the output goes to that buffer (grown as needed; *ret points into it,

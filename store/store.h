@@ -555,8 +555,9 @@ struct store_retain_result {
      * stopped (it stops after a minute; the next retention goes on). */
     int64_t spans_pack_left;
     /* Nodes' stack views (store/view.c) written where they were missing
-     * or behind (a store written before them), and nodes left without
-     * one when the minute was up. */
+     * or behind (a store written before them), stale (a location they
+     * copied was symbolized later) or damaged, and nodes left without a
+     * current one when the minute was up. */
     int64_t views_written, views_left;
 };
 

@@ -9,8 +9,9 @@
  * no seed uses) a group's stack series (stack_series, store/sseries.c),
  * compressed here; byte 0 '7' (55) the node's stack view (stack_views,
  * store/view.c; compressed here), read through store_stacks_load with the
- * snapshot's stacks. The rest of the input is the blob
- * (compressed here when the table stores it compressed). Loading must
+ * snapshot's stacks, and asked whether it is current as retention asks.
+ * The rest of the input is the blob (compressed here when the table
+ * stores it compressed). Loading must
  * return a profile or an error, never crash or run away. */
 #include <sqlite3.h>
 #include <stdint.h>
@@ -20,7 +21,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "store/store.h"
+#include "store/store-internal.h" /* store_view_current */
 #include "tests/store/gen.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -328,6 +329,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(ids);
     store_stack_view_release(&view);
+    hp_buf_reset(&err);
+    /* Whether the view is current (what retention asks, from its first
+     * bytes): an answer or an error, whatever the bytes. */
+    int cur = store_view_current(rd, node_id, &err);
+    if (cur != 0 && cur != 1 && cur >= 0)
+        abort();
     hp_buf_reset(&err);
     hp_buf_release(&err);
     return 0;
