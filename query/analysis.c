@@ -283,8 +283,10 @@ const char *qa_fmt_signed(enum profile_value v, double x, char *buf, size_t n)
 
 int query_figure_find(const struct query_figure *figs, size_t n, const char *name, double *ret)
 {
+    /* The first byte before the call: leaks asks each of a node's
+     * snapshots for half a dozen figures it mostly does not carry. */
     for (size_t i = 0; i < n; i++)
-        if (figs[i].name && strcmp(figs[i].name, name) == 0) {
+        if (figs[i].name && figs[i].name[0] == name[0] && strcmp(figs[i].name, name) == 0) {
             *ret = figs[i].value;
             return 1;
         }

@@ -135,16 +135,14 @@ static void location_names_make(struct fold_ctx *c, uint32_t loc)
     }
 }
 
-static uint64_t seq_hash(const char *const *seq, size_t n)
-{
-    /* Names are interned, so pointers identify them. */
-    return hp_hash_bytes(seq, n * sizeof(*seq), 0x9e3779b97f4a7c15u);
-}
+/* Names are interned, so pointers identify them: a sequence's hash is
+ * hp_hash_bytes of its pointers, taken a pointer at a time as the
+ * sequence is gathered (SEQ_SEED, hp_hash_word). */
+#define SEQ_SEED UINT64_C(0x9e3779b97f4a7c15)
 
 static struct query_fold_entry *entry_for(struct query_folded *f, const char *const *seq,
-                                          size_t n)
+                                          size_t n, uint64_t h)
 {
-    uint64_t h = seq_hash(seq, n);
     /* Probe: key h, h+1, ... until the entry's sequence matches or the key is
      * free. Sequences with equal hashes are rare; this keeps hp_map64 simple. */
     for (uint64_t k = h;; k++) {
@@ -240,6 +238,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
     c.loc_match = hp_xcalloc(p->nlocs + 1, 1);
     c.name_cache = hp_xcalloc(NAME_CACHE, sizeof(*c.name_cache));
+    const bool filters = c.has_focus || c.has_ignore;
 
     for (size_t si = 0; si < p->nsamples; si++) {
         const struct profile_sample *s = &p->samples[si];
@@ -253,13 +252,14 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
         if (first == st->n)
             first = st->n ? st->n - 1 : 0; /* all allocator: keep the outermost */
         size_t n = 0;
+        uint64_t h = hp_hash_begin(SEQ_SEED);
         bool focus_hit = !c.has_focus, ignore_hit = false;
         for (uint32_t k = st->n; k-- > first;) {
             uint32_t loc = locs[k];
             const char **names;
             uint32_t nn;
             location_names(&c, loc, &names, &nn);
-            if (c.has_focus || c.has_ignore) {
+            if (filters) {
                 if (!c.loc_match[loc]) {
                     c.loc_match[loc] = 1;
                     if (c.has_focus && names_match(&c.focus, names, nn))
@@ -272,15 +272,17 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
             }
             if (n + nn > c.seq_cap)
                 c.seq = hp_xgrow(c.seq, &c.seq_cap, n + nn, sizeof(*c.seq));
-            for (uint32_t j = 0; j < nn; j++) /* one or two, mostly: no memcpy call */
+            for (uint32_t j = 0; j < nn; j++) { /* one or two, mostly: no memcpy call */
                 c.seq[n++] = names[j];
+                h = hp_hash_word(h, (uint64_t)(uintptr_t)names[j]);
+            }
         }
         if (!focus_hit || ignore_hit || n == 0) {
             if (entry_of)
                 entry_of[si] = -1;
             continue;
         }
-        struct query_fold_entry *e = entry_for(f, c.seq, n);
+        struct query_fold_entry *e = entry_for(f, c.seq, n, hp_hash_end(h));
         if (entry_of)
             entry_of[si] = (int32_t)(e - f->entries);
         double var[PV_COUNT];
