@@ -187,7 +187,10 @@ static const char *unpack(struct store_unpack *u, struct store_view *v)
         return "a location count larger than the view";
     v->locs = hp_xmalloc((n + 1) * sizeof(*v->locs));
     v->nlocs = (size_t)n;
+    /* Sized for what real views hold (a frame or two a location, twenty
+     * locations a stack), so that they are seldom grown by copies. */
     size_t frames_cap = 0;
+    v->frames = hp_xgrow(v->frames, &frames_cap, 2 * (size_t)n + 1, sizeof(*v->frames));
     int64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
         struct store_view_loc *l = &v->locs[i];
@@ -220,6 +223,9 @@ static const char *unpack(struct store_unpack *u, struct store_view *v)
     v->stacks = hp_xmalloc((n + 1) * sizeof(*v->stacks));
     v->nstacks = (size_t)n;
     size_t locs_cap = 0;
+    v->stack_locs = hp_xgrow(v->stack_locs, &locs_cap,
+                             HP_MIN(24 * (size_t)n, 2 * (size_t)(u->end - u->p)) + 1,
+                             sizeof(*v->stack_locs));
     prev = 0;
     const struct store_view_stack *before = NULL;
     for (uint64_t i = 0; i < n; i++) {
