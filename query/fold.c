@@ -328,6 +328,96 @@ int query_fold_map(const struct profile *p, const struct query_opts *o,
     return 0;
 }
 
+bool query_fold_resolved_ok(const struct query_opts *o)
+{
+    return !(o->focus && *o->focus) && !(o->ignore && *o->ignore) && !o->no_inline &&
+           !o->with_lines;
+}
+
+int query_fold_map_resolved(const struct profile_resolved *r, const struct query_opts *o,
+                            struct query_folded **ret, int32_t **ret_entry_of,
+                            struct hp_buf *err)
+{
+    if (!query_fold_resolved_ok(o)) {
+        hp_err_printf(err, "folding resolved stacks: only by function");
+        return HP_EUSAGE;
+    }
+    struct query_folded *f = hp_xcalloc(1, sizeof(*f));
+    hp_arena_init(&f->arena);
+    hp_strtab_init(&f->strings, &f->arena);
+    hp_map64_init(&f->index);
+    hp_map64_reserve(&f->index, r->nstacks);
+    f->entries = hp_xgrow(f->entries, &f->entries_cap, r->nstacks + 1, sizeof(*f->entries));
+    f->names = hp_xgrow(f->names, &f->names_cap, r->stack_off[r->nstacks] * 2 + 1,
+                        sizeof(*f->names));
+    f->scaling = r->scaling;
+    f->period = r->period;
+    int32_t *entry_of = hp_xmalloc((r->nstacks + 1) * sizeof(*entry_of));
+    /* Each location's names interned once (fold's location_names). */
+    uint32_t *loc_first = hp_xcalloc(r->nlocs + 1, sizeof(*loc_first));
+    const char **locnames = NULL, **seq = NULL;
+    size_t nlocnames = 0, locnames_cap = 0, seq_cap = 0;
+    struct name_slot *cache = hp_xcalloc(NAME_CACHE, sizeof(*cache));
+    /* Every sample is zero here, as in store_stacks_load's profile: its
+     * variance is what query_fold adds for one. */
+    struct profile zp = { .scaling = r->scaling, .period = r->period };
+    struct profile_sample zs = { 0 };
+    double zvar[PV_COUNT];
+    query_sample_variance(&zp, &zs, zvar);
+    for (size_t i = 0; i < r->nstacks; i++) {
+        const uint32_t *locs = r->locs + r->stack_off[i];
+        uint32_t nl = r->stack_off[i + 1] - r->stack_off[i], first = 0;
+        if (!o->keep_allocator)
+            while (first < nl && (r->loc[locs[first]].flags & PROFILE_LOC_ALLOCATOR))
+                first++;
+        if (first == nl)
+            first = nl ? nl - 1 : 0;
+        size_t n = 0;
+        uint64_t h = hp_hash_begin(SEQ_SEED);
+        for (uint32_t k = nl; k-- > first;) {
+            uint32_t loc = locs[k];
+            const struct profile_rloc *l = &r->loc[loc];
+            if (!loc_first[loc]) {
+                locnames = hp_xgrow(locnames, &locnames_cap, nlocnames + l->nnames + 1,
+                                    sizeof(*locnames));
+                loc_first[loc] = (uint32_t)nlocnames + 1;
+                for (uint32_t j = 0; j < l->nnames; j++) {
+                    const struct profile_rname *nm = &r->names[l->name_off + j];
+                    struct name_slot *ns = &cache[((uintptr_t)nm->s >> 3) % NAME_CACHE];
+                    if (ns->from != nm->s) {
+                        ns->from = nm->s;
+                        ns->to = hp_strtab_intern(&f->strings, nm->s, nm->len);
+                    }
+                    locnames[nlocnames++] = ns->to;
+                }
+            }
+            const char **names = locnames + loc_first[loc] - 1;
+            if (n + l->nnames > seq_cap)
+                seq = hp_xgrow(seq, &seq_cap, n + l->nnames, sizeof(*seq));
+            for (uint32_t j = 0; j < l->nnames; j++) {
+                seq[n++] = names[j];
+                h = hp_hash_word(h, (uint64_t)(uintptr_t)names[j]);
+            }
+        }
+        if (n == 0) {
+            entry_of[i] = -1;
+            continue;
+        }
+        struct query_fold_entry *e = entry_for(f, seq, n, hp_hash_end(h));
+        entry_of[i] = (int32_t)(e - f->entries);
+        for (int v = 0; v < PV_COUNT; v++)
+            e->var[v] += zvar[v];
+        e->count++;
+    }
+    free(loc_first);
+    free(locnames);
+    free(seq);
+    free(cache);
+    *ret = f;
+    *ret_entry_of = entry_of;
+    return 0;
+}
+
 void query_folded_free(struct query_folded *f)
 {
     if (!f)

@@ -100,6 +100,15 @@ int query_fold(const struct profile *p, const struct query_opts *o, struct query
 int query_fold_map(const struct profile *p, const struct query_opts *o,
                    struct query_folded **ret, int32_t **ret_entry_of,
                    struct hp_buf *err) HP_MUST_CHECK;
+/* query_fold_map of stacks resolved by the store (store_stacks_resolve, profile.h):
+ * the same dictionary and entry_of as query_fold_map gives for
+ * store_stacks_load's profile of them, without building the profile. Only
+ * for folding by function: no focus, ignore, no_inline or with_lines
+ * (query_fold_resolved_ok). */
+bool query_fold_resolved_ok(const struct query_opts *o);
+int query_fold_map_resolved(const struct profile_resolved *r, const struct query_opts *o,
+                            struct query_folded **ret, int32_t **ret_entry_of,
+                            struct hp_buf *err) HP_MUST_CHECK;
 void query_folded_free(struct query_folded *f);
 static inline const char *const *query_fold_frames(const struct query_folded *f,
                                                    const struct query_fold_entry *e)

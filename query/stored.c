@@ -594,17 +594,28 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         int64_t *sids = hp_xmalloc((r.nls + 1) * sizeof(*sids));
         for (size_t i = 0; i < r.nls; i++)
             sids[r.perm[i]] = r.ls[i].stack;
-        struct profile *p = NULL;
         struct query_folded *dict = NULL;
         int32_t *entry_of = NULL;
-        /* Leaks folds by function, or by function and line: file names
-         * only for the second. */
-        rc = store_stacks_load(st, group[r.ord[first->t0]].id, sids, r.nls,
-                               o->with_lines ? 0 : STORE_STACKS_NO_FILES,
-                               have_view ? &view : NULL, &p, err);
-        if (rc == 0)
-            rc = query_fold_map(p, o, &dict, &entry_of, err);
-        profile_free(p);
+        int64_t at = group[r.ord[first->t0]].id;
+        if (query_fold_resolved_ok(o)) {
+            /* By function: what folding reads of the stacks, straight from
+             * the view where it holds them (building a profile of them all
+             * and folding it was a third of leaks over a store). */
+            struct profile_resolved *res = NULL;
+            rc = store_stacks_resolve(st, at, sids, r.nls, 0, have_view ? &view : NULL, &res,
+                                      err);
+            if (rc == 0)
+                rc = query_fold_map_resolved(res, o, &dict, &entry_of, err);
+            profile_resolved_free(res);
+        } else {
+            /* By function and line (file names only then), or filtered. */
+            struct profile *p = NULL;
+            rc = store_stacks_load(st, at, sids, r.nls, o->with_lines ? 0 : STORE_STACKS_NO_FILES,
+                                   have_view ? &view : NULL, &p, err);
+            if (rc == 0)
+                rc = query_fold_map(p, o, &dict, &entry_of, err);
+            profile_free(p);
+        }
         free(sids);
         if (rc == 0) {
             nd->dicts = hp_xgrow(nd->dicts, &nd->dicts_cap, nd->ndicts + 1, sizeof(*nd->dicts));

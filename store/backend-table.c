@@ -51,6 +51,7 @@ const struct store_backend STORE_BE(backend) = {
     .snapshot_load = store_snapshot_load,
     .snapshots_samples = store_snapshots_samples,
     .stacks_load = store_stacks_load,
+    .stacks_resolve = store_stacks_resolve,
     .snapshot_load_top = store_snapshot_load_top,
     .snapshot_raw = store_snapshot_raw,
     .snapshot_info = store_snapshot_info,

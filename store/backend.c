@@ -167,6 +167,13 @@ int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, siz
     return s->be->stacks_load(s, id, stack_ids, n, flags, view, ret, err);
 }
 
+int store_stacks_resolve(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
+                         unsigned flags, const struct store_stack_view *view,
+                         struct profile_resolved **ret, struct hp_buf *err)
+{
+    return s->be->stacks_resolve(s, id, stack_ids, n, flags, view, ret, err);
+}
+
 int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
 {
     return s->be->view_current(s, node_id, err);

@@ -37,6 +37,7 @@
 #define store_snapshot_load STORE_BE(snapshot_load)
 #define store_snapshots_samples STORE_BE(snapshots_samples)
 #define store_stacks_load STORE_BE(stacks_load)
+#define store_stacks_resolve STORE_BE(stacks_resolve)
 #define store_snapshot_load_top STORE_BE(snapshot_load_top)
 #define store_snapshot_raw STORE_BE(snapshot_raw)
 #define store_snapshot_info STORE_BE(snapshot_info)

@@ -330,21 +330,40 @@ void profile_totals(const struct profile *p, double ret[PV_COUNT])
             ret[v] += p->samples[i].value[v];
 }
 
+const char *profile_address_label(const struct profile *p, uint64_t address, uint32_t mapping,
+                                  char *out, size_t outsz, bool with_object)
+{
+    if (with_object && mapping) {
+        const char *path = p->mappings[mapping - 1].path;
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (*base) {
+            snprintf(out, outsz, "0x%016llx %s", (unsigned long long)address, base);
+            return out;
+        }
+    }
+    snprintf(out, outsz, "0x%016llx", (unsigned long long)address);
+    return out;
+}
+
 const char *profile_frame_label(const struct profile *p, uint32_t loc, uint32_t i, char *out,
                                 size_t outsz, bool with_object)
 {
     const struct profile_location *l = &p->locs[loc];
     if (i < l->nframes && p->frames[l->frame_off + i].function)
         return p->frames[l->frame_off + i].function;
-    if (with_object && l->mapping) {
-        const char *path = p->mappings[l->mapping - 1].path;
-        const char *base = strrchr(path, '/');
-        base = base ? base + 1 : path;
-        if (*base) {
-            snprintf(out, outsz, "0x%016llx %s", (unsigned long long)l->address, base);
-            return out;
-        }
-    }
-    snprintf(out, outsz, "0x%016llx", (unsigned long long)l->address);
-    return out;
+    return profile_address_label(p, l->address, l->mapping, out, outsz, with_object);
+}
+
+void profile_resolved_free(struct profile_resolved *r)
+{
+    if (!r)
+        return;
+    free(r->stack_off);
+    free(r->locs);
+    free(r->loc);
+    free(r->names);
+    profile_free(r->profile);
+    hp_arena_release(&r->arena);
+    free(r);
 }

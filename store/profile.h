@@ -226,5 +226,40 @@ double profile_scale_factor(enum profile_scaling s, uint64_t period, int64_t cou
  * the profile changes. */
 const char *profile_frame_label(const struct profile *p, uint32_t loc, uint32_t i, char *out,
                                 size_t outsz, bool with_object);
+/* Stacks reduced to what folding by function reads of them: per stack its
+ * locations, leaf first; per location its flags and its frames' labels
+ * outermost first (function names, or "0x<addr> <object>" as
+ * profile_frame_label gives them with the object). The store builds it
+ * (store_stacks_resolve), the analyses fold it (query_fold_map_resolved). */
+struct profile_rname {
+    const char *s; /* NUL-terminated */
+    size_t len;
+};
+struct profile_rloc {
+    uint32_t flags;             /* PROFILE_LOC_* */
+    uint32_t name_off, nnames;  /* names[name_off ..], outermost first */
+};
+struct profile_resolved {
+    size_t nstacks;
+    uint32_t *stack_off; /* nstacks + 1: stack i is locs[stack_off[i] .. stack_off[i + 1]) */
+    uint32_t *locs;      /* indexes into loc, leaf first */
+    struct profile_rloc *loc;
+    size_t nlocs;
+    struct profile_rname *names;
+    size_t nnames;
+    enum profile_scaling scaling; /* the snapshot's */
+    uint64_t period;
+    bool from_view; /* built from the view (else from a profile of them all) */
+    struct hp_arena arena;
+    struct profile *profile; /* what names may point into; freed with it */
+};
+/* Frees r and what it owns. */
+void profile_resolved_free(struct profile_resolved *r);
+
+/* The label of an address without a function name: "0x<addr>", with
+ * " <object basename>" when `with_object` and mapping (index + 1, 0 none)
+ * is known; written into out. */
+const char *profile_address_label(const struct profile *p, uint64_t address, uint32_t mapping,
+                                  char *out, size_t outsz, bool with_object);
 
 #endif

@@ -1212,6 +1212,402 @@ int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, siz
     return r;
 }
 
+/* ---- stacks resolved for folding (store_stacks_resolve) ---- */
+
+struct rsb {
+    struct profile_resolved *r;
+    size_t locs_cap, loc_cap, names_cap;
+    /* runtime address -> location: a stack of the view and one fetched
+     * may list one location; two locations at one address (the profile
+     * would make them one) must label alike, or the view is not used. */
+    struct hp_map64 by_addr;
+};
+
+static uint32_t rsb_loc(struct rsb *b, uint32_t flags)
+{
+    struct profile_resolved *r = b->r;
+    r->loc = hp_xgrow(r->loc, &b->loc_cap, r->nlocs + 1, sizeof(*r->loc));
+    r->loc[r->nlocs] = (struct profile_rloc){ flags, (uint32_t)r->nnames, 0 };
+    return (uint32_t)r->nlocs++;
+}
+
+/* A name of the location added last; copied into the arena unless `keep`
+ * (it lives as long as the result). */
+static void rsb_name(struct rsb *b, const char *s, size_t len, bool keep)
+{
+    struct profile_resolved *r = b->r;
+    if (!keep) {
+        char *c = hp_arena_alloc(&r->arena, len + 1);
+        memcpy(c, s, len);
+        c[len] = '\0';
+        s = c;
+    }
+    r->names = hp_xgrow(r->names, &b->names_cap, r->nnames + 1, sizeof(*r->names));
+    r->names[r->nnames++] = (struct profile_rname){ s, len };
+    r->loc[r->nlocs - 1].nnames++;
+}
+
+static bool rloc_same(const struct profile_resolved *r, uint32_t a, uint32_t b)
+{
+    const struct profile_rloc *x = &r->loc[a], *y = &r->loc[b];
+    if (x->flags != y->flags || x->nnames != y->nnames)
+        return false;
+    for (uint32_t i = 0; i < x->nnames; i++) {
+        const struct profile_rname *p = &r->names[x->name_off + i], *q = &r->names[y->name_off + i];
+        if (p->len != q->len || memcmp(p->s, q->s, p->len) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* Location k just built at runtime address addr: the one already there
+ * if it labels alike (k is dropped), else -1 (they differ: no view). */
+static int64_t rsb_at(struct rsb *b, uint64_t addr, uint32_t k)
+{
+    uint32_t old;
+    if (!hp_map64_put(&b->by_addr, addr, k, &old))
+        return k;
+    if (!rloc_same(b->r, old, k))
+        return -1;
+    b->r->nnames = b->r->loc[k].name_off; /* drop k */
+    b->r->nlocs--;
+    return old;
+}
+
+/* Location loc of profile p as a resolved one (its names point into p,
+ * labels are copied); cache[loc]: its index + 1 once made. With check, an
+ * address another location holds must label alike (-1 if not). */
+static int64_t rloc_of_profile(struct rsb *b, const struct profile *p, uint32_t loc,
+                               uint32_t *cache, bool check)
+{
+    if (cache[loc])
+        return cache[loc] - 1;
+    const struct profile_location *l = &p->locs[loc];
+    uint32_t k = rsb_loc(b, l->flags), n = l->nframes ? l->nframes : 1;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t fi = l->nframes ? l->nframes - 1 - j : 0;
+        char buf[512];
+        const char *name = profile_frame_label(p, loc, fi, buf, sizeof(buf), true);
+        rsb_name(b, name, strlen(name), name != buf);
+    }
+    int64_t at = check && !(l->flags & PROFILE_LOC_NAMED) ? rsb_at(b, l->address, k) : k;
+    if (at >= 0)
+        cache[loc] = (uint32_t)at + 1;
+    return at;
+}
+
+/* Stacks of profile p (sample i is stack i of the request) into r's
+ * stacks at places[i] (or i). */
+static int resolved_from_profile(struct rsb *b, const struct profile *p, const uint32_t *places,
+                                 uint32_t *loc_off_tmp, bool check)
+{
+    (void)loc_off_tmp;
+    struct profile_resolved *r = b->r;
+    uint32_t *cache = hp_xcalloc(p->nlocs + 1, sizeof(*cache));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->nsamples; i++) {
+        const struct profile_stack *st = &p->stacks[p->samples[i].stack];
+        const uint32_t *locs = profile_stack_locs(p, p->samples[i].stack);
+        size_t at = places ? places[i] : i;
+        /* stack_off holds each stack's count here; made offsets after. */
+        uint32_t *dst = r->locs + r->stack_off[at];
+        for (uint32_t k = 0; k < st->n; k++) {
+            int64_t x = rloc_of_profile(b, p, locs[k], cache, check);
+            if (x < 0) {
+                rc = 1;
+                break;
+            }
+            dst[k] = (uint32_t)x;
+        }
+    }
+    free(cache);
+    return rc;
+}
+
+/* Maps of a snapshot: (object, file offset) -> runtime start, as
+ * load_profile translates stored addresses. */
+static uint64_t runtime_address(const struct ld_map *maps, size_t nmaps,
+                                const struct profile_mapping *pm, int64_t obj, uint64_t addr)
+{
+    if (obj <= 0)
+        return addr;
+    size_t lo = 0, hi = nmaps;
+    struct ld_map key = { obj, addr, 0, 0 };
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ld_map_cmp(&maps[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && maps[lo - 1].obj == obj && addr < maps[lo - 1].end) {
+        const struct profile_mapping *m = &pm[lo - 1];
+        return addr - m->offset + m->start;
+    }
+    return addr;
+}
+
+/* What resolving a view's locations needs (resolve_view). */
+struct vres {
+    struct rsb *b;
+    const struct store_view *v;
+    const struct ld_map *maps;
+    const struct profile_mapping *pm;
+    size_t nmaps;
+    const struct profile *p0;    /* the snapshot's mappings, sorted */
+    struct hp_map64 fn;          /* function id -> index in v->fns */
+    uint32_t *loc_r;             /* view location -> resolved + 1 */
+    struct profile_rname *fn_copy;
+};
+
+/* View location x as a resolved one: -1 where the view cannot serve (a
+ * named location, a function name it lacks, an address another location
+ * holds with other labels). */
+static int64_t vres_loc(struct vres *c, uint32_t x)
+{
+    if (c->loc_r[x])
+        return c->loc_r[x] - 1;
+    const struct store_view *v = c->v;
+    const struct store_view_loc *vl = &v->locs[x];
+    if (vl->object_id == -1)
+        return -1; /* a named location: the profile's way */
+    struct rsb *b = c->b;
+    uint64_t addr = runtime_address(c->maps, c->nmaps, c->pm, vl->object_id, vl->address);
+    uint32_t mapping = profile_mapping_find(c->p0, addr);
+    uint32_t k = rsb_loc(b, vl->flags), nn = vl->nframes ? vl->nframes : 1;
+    for (uint32_t q = 0; q < nn; q++) {
+        /* Frames are innermost first: names outermost first. */
+        uint32_t fi = vl->nframes ? vl->nframes - 1 - q : 0;
+        int64_t fid = fi < vl->nframes ? v->frames[vl->frame_off + fi].fid : 0;
+        if (fid > 0) {
+            uint32_t fx;
+            if (!hp_map64_get(&c->fn, (uint64_t)fid, &fx))
+                return -1; /* its name is not in the view */
+            if (!c->fn_copy[fx].s) {
+                char *t = hp_arena_alloc(&b->r->arena, v->fns[fx].len + 1);
+                memcpy(t, v->fns[fx].s, v->fns[fx].len);
+                t[v->fns[fx].len] = '\0';
+                c->fn_copy[fx] = (struct profile_rname){ t, v->fns[fx].len };
+            }
+            rsb_name(b, c->fn_copy[fx].s, c->fn_copy[fx].len, true);
+        } else {
+            char buf[512];
+            const char *l = profile_address_label(c->p0, addr, mapping, buf, sizeof(buf), true);
+            rsb_name(b, l, strlen(l), false);
+        }
+    }
+    int64_t at = rsb_at(b, addr, k);
+    if (at >= 0)
+        c->loc_r[x] = (uint32_t)at + 1;
+    return at;
+}
+
+/* The view path: 1 built, 0 the view cannot serve (see vres_loc): the
+ * caller builds from a profile. */
+static int resolve_view(struct store *s, int64_t id, const int64_t *ids, size_t n,
+                        const struct store_view *v, struct rsb *b, struct hp_buf *err)
+{
+    struct profile_resolved *r = b->r;
+    struct loader ld = { .s = s, .snap_id = id };
+    void *blob = NULL;
+    size_t blob_len, ns = 0, nall = 0;
+    struct store_sample *sm = NULL;
+    int64_t *mobj = NULL;
+    struct ld_map *maps = NULL;
+    struct profile_mapping *pm = NULL;
+    struct hp_map64 vstack;
+    hp_map64_init(&vstack);
+    struct vres c = { .b = b, .v = v };
+    hp_map64_init(&c.fn);
+    int64_t *missing = NULL;
+    uint32_t *missing_at = NULL, *vidx = NULL;
+    struct profile *p2 = NULL;
+    int rc;
+    /* The snapshot's mappings, scaling and period: its sample set's head. */
+    if ((rc = snap_sample_set(s, id, NULL, &blob, &blob_len, err)) < 0)
+        return rc;
+    ld.p = profile_new(PROFILE_FORMAT_UNKNOWN);
+    if ((rc = decode_sample_set(&ld, blob, blob_len, &sm, &ns, &nall, &mobj, err)) < 0)
+        goto out;
+    struct profile *p0 = ld.p;
+    r->scaling = p0->scaling;
+    r->period = p0->period;
+    size_t nmaps = 0;
+    maps = hp_xcalloc(p0->nmappings + 1, sizeof(*maps));
+    pm = hp_xcalloc(p0->nmappings + 1, sizeof(*pm));
+    for (size_t i = 0; i < p0->nmappings; i++) {
+        const struct profile_mapping *m = &p0->mappings[i];
+        if (mobj[i] > 0)
+            maps[nmaps++] = (struct ld_map){ mobj[i], m->offset,
+                                             m->offset + (m->limit - m->start), i };
+    }
+    hp_qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
+    for (size_t i = 0; i < nmaps; i++)
+        pm[i] = p0->mappings[maps[i].idx];
+    profile_finish(p0); /* mappings sorted by start, as the profile's */
+    c.maps = maps;
+    c.pm = pm;
+    c.nmaps = nmaps;
+    c.p0 = p0;
+
+    hp_map64_reserve(&vstack, v->nstacks);
+    for (size_t i = 0; i < v->nstacks; i++) {
+        uint32_t old;
+        (void)hp_map64_put(&vstack, (uint64_t)v->stacks[i].id, (uint32_t)i, &old);
+    }
+    hp_map64_reserve(&c.fn, v->nfns);
+    for (size_t i = 0; i < v->nfns; i++) {
+        uint32_t old;
+        (void)hp_map64_put(&c.fn, (uint64_t)v->fns[i].id, (uint32_t)i, &old);
+    }
+    c.loc_r = hp_xcalloc(v->nlocs + 1, sizeof(*c.loc_r));
+    c.fn_copy = hp_xcalloc(v->nfns + 1, sizeof(*c.fn_copy));
+    hp_map64_reserve(&b->by_addr, v->nlocs);
+    /* Each stack's length (the view's, or its profile's), then their places
+     * in the order asked. */
+    vidx = hp_xmalloc((n + 1) * sizeof(*vidx));
+    uint32_t *len = r->stack_off; /* lengths first, made offsets below */
+    size_t nmissing = 0;
+    missing = hp_xmalloc((n + 1) * sizeof(*missing));
+    missing_at = hp_xmalloc((n + 1) * sizeof(*missing_at));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k;
+        if (hp_map64_get(&vstack, (uint64_t)ids[i], &k)) {
+            vidx[i] = k;
+            len[i] = v->stacks[k].n;
+        } else {
+            vidx[i] = UINT32_MAX;
+            missing_at[nmissing] = (uint32_t)i;
+            missing[nmissing++] = ids[i];
+        }
+    }
+    /* The rest (the open span's new stacks, mostly) from their profile, of
+     * them only: new stacks bring new locations, which the view lacks. */
+    if (nmissing) {
+        if ((rc = load_profile(s, id, missing, nmissing, 0, PV_INUSE_SPACE, NULL, true, v, 1,
+                               &p2, err)) < 0)
+            goto out;
+        for (size_t j = 0; j < nmissing; j++)
+            len[missing_at[j]] = p2->stacks[p2->samples[j].stack].n;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = len[i];
+        r->stack_off[i] = (uint32_t)total;
+        total += l;
+    }
+    r->stack_off[n] = (uint32_t)total;
+    r->locs = hp_xmalloc((total + 1) * sizeof(*r->locs));
+    rc = 1;
+    for (size_t i = 0; rc == 1 && i < n; i++) {
+        if (vidx[i] == UINT32_MAX)
+            continue;
+        const struct store_view_stack *vs = &v->stacks[vidx[i]];
+        uint32_t *dst = r->locs + r->stack_off[i];
+        for (uint32_t j = 0; rc == 1 && j < vs->n; j++) {
+            uint32_t vx = v->stack_locs[vs->off + j];
+            int64_t x = c.loc_r[vx] ? (int64_t)c.loc_r[vx] - 1 : vres_loc(&c, vx);
+            if (x < 0)
+                rc = 0;
+            else
+                dst[j] = (uint32_t)x;
+        }
+    }
+    if (rc == 1 && nmissing && p2 && resolved_from_profile(b, p2, missing_at, NULL, true) != 0)
+        rc = 0;
+    if (rc == 1) {
+        r->profile = p2;
+        p2 = NULL;
+        r->from_view = true;
+    }
+out:
+    free(blob);
+    free(sm);
+    free(mobj);
+    free(maps);
+    free(pm);
+    free(vidx);
+    free(c.loc_r);
+    free(c.fn_copy);
+    free(missing);
+    free(missing_at);
+    profile_free(p2);
+    profile_free(ld.p);
+    hp_map64_release(&vstack);
+    hp_map64_release(&c.fn);
+    loader_release(&ld);
+    return rc;
+}
+
+static void resolved_reset(struct profile_resolved *r, struct rsb *b)
+{
+    r->nlocs = r->nnames = 0;
+    free(r->locs);
+    r->locs = NULL;
+    profile_free(r->profile);
+    r->profile = NULL;
+    r->from_view = false;
+    hp_arena_release(&r->arena);
+    hp_arena_init(&r->arena);
+    hp_map64_release(&b->by_addr);
+    hp_map64_init(&b->by_addr);
+}
+
+int store_stacks_resolve(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
+                         unsigned flags, const struct store_stack_view *sv,
+                         struct profile_resolved **ret, struct hp_buf *err)
+{
+    bool own;
+    int r = run_tx_begin(s, &own, err);
+    if (r < 0)
+        return r;
+    struct profile_resolved *res = hp_xcalloc(1, sizeof(*res));
+    hp_arena_init(&res->arena);
+    res->nstacks = n;
+    res->stack_off = hp_xcalloc(n + 1, sizeof(*res->stack_off));
+    struct rsb b = { .r = res };
+    hp_map64_init(&b.by_addr);
+    struct store_view view;
+    int nviews = sv && !(flags & STORE_RESOLVE_NO_VIEW) ? view_open(s, sv, &view, err) : 0;
+    r = nviews < 0 ? nviews : 0;
+    if (nviews > 0) {
+        r = resolve_view(s, id, stack_ids, n, &view, &b, err);
+        if (r == 0)
+            resolved_reset(res, &b);
+    }
+    if (r == 0) {
+        /* From a profile of them all, as store_stacks_load gives it. */
+        struct profile *p = NULL;
+        r = load_profile(s, id, stack_ids, n, 0, PV_INUSE_SPACE, NULL, true,
+                         nviews > 0 ? &view : NULL, nviews > 0, &p, err);
+        if (r == 0) {
+            size_t total = 0;
+            for (size_t i = 0; i < n; i++) {
+                res->stack_off[i] = (uint32_t)total;
+                total += p->stacks[p->samples[i].stack].n;
+            }
+            res->stack_off[n] = (uint32_t)total;
+            res->locs = hp_xmalloc((total + 1) * sizeof(*res->locs));
+            res->scaling = p->scaling;
+            res->period = p->period;
+            (void)resolved_from_profile(&b, p, NULL, NULL, false);
+            res->profile = p;
+        }
+    } else if (r == 1) {
+        r = 0;
+    }
+    if (nviews > 0)
+        store_view_release(&view);
+    hp_map64_release(&b.by_addr);
+    run_tx_end(s, own, r < 0);
+    if (r < 0) {
+        profile_resolved_free(res);
+        return r;
+    }
+    *ret = res;
+    return 0;
+}
+
 int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_view *ret,
                          struct hp_buf *err)
 {

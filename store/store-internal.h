@@ -323,6 +323,7 @@ struct store_backend {
     __typeof__(store_snapshot_load) *snapshot_load;
     __typeof__(store_snapshots_samples) *snapshots_samples;
     __typeof__(store_stacks_load) *stacks_load;
+    __typeof__(store_stacks_resolve) *stacks_resolve;
     __typeof__(store_snapshot_load_top) *snapshot_load_top;
     __typeof__(store_snapshot_raw) *snapshot_raw;
     __typeof__(store_snapshot_info) *snapshot_info;

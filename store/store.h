@@ -297,6 +297,18 @@ void store_stack_view_release(struct store_stack_view *v);
 int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
                       unsigned flags, const struct store_stack_view *view,
                       struct profile **ret, struct hp_buf *err) HP_MUST_CHECK;
+/* The same stacks resolved to what folding by function reads of them and
+ * no more (struct profile_resolved, profile.h), stack i the i-th id: what
+ * store_stacks_load's profile gives, built straight from a current view
+ * where it holds the stacks (the rest through a profile of only them),
+ * without a profile of them all. Where the view cannot serve (a named
+ * location, a name it lacks, two locations at one address that label
+ * differently), or with STORE_RESOLVE_NO_VIEW (tests compare the two),
+ * from the profile of them all. *ret: profile_resolved_free. */
+#define STORE_RESOLVE_NO_VIEW 2u
+int store_stacks_resolve(struct store *s, int64_t id, const int64_t *stack_ids, size_t n,
+                         unsigned flags, const struct store_stack_view *view,
+                         struct profile_resolved **ret, struct hp_buf *err) HP_MUST_CHECK;
 /* Stack series (store/sseries.c): a node's consecutive snapshots as, per
  * stack, the runs of snapshots over which its raw values hold still, so
  * that reading them costs the changes, not every sample of every snapshot.

@@ -8,8 +8,9 @@
  * the database holds a closed span); byte 0 '6' (54, otherwise case 0, which
  * no seed uses) a group's stack series (stack_series, store/sseries.c),
  * compressed here; byte 0 '7' (55) the node's stack view (stack_views,
- * store/view.c; compressed here), read through store_stacks_load with the
- * snapshot's stacks, and asked whether it is current as retention asks.
+ * store/view.c; compressed here), read through store_stacks_load and
+ * store_stacks_resolve with the snapshot's stacks, and asked whether it is
+ * current as retention asks.
  * The rest of the input is the blob (compressed here when the table
  * stores it compressed). Loading must
  * return a profile or an error, never crash or run away. */
@@ -325,6 +326,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char *c = gen_canon(p);
             free(c);
             profile_free(p);
+        }
+        hp_buf_reset(&err);
+        /* Resolved for folding straight from the view: every stack and
+         * name in range. */
+        struct profile_resolved *res = NULL;
+        if (store_stacks_resolve(rd, snap_id, ids, nids, 0, &view, &res, &err) == 0) {
+            for (size_t i = 0; i < res->nstacks; i++)
+                for (uint32_t j = res->stack_off[i]; j < res->stack_off[i + 1]; j++) {
+                    const struct profile_rloc *l = &res->loc[res->locs[j]];
+                    if (res->locs[j] >= res->nlocs || l->name_off + l->nnames > res->nnames)
+                        abort();
+                    for (uint32_t q = 0; q < l->nnames; q++)
+                        if (strlen(res->names[l->name_off + q].s) !=
+                            res->names[l->name_off + q].len)
+                            abort();
+                }
+            profile_resolved_free(res);
         }
     }
     free(ids);

@@ -150,6 +150,36 @@ static char *load(struct store *s, int64_t id, const struct stack_ids *k,
     return c;
 }
 
+/* Resolved stacks (store_stacks_resolve) as text: each stack's locations
+ * leaf first, with their flags and labels. */
+static char *resolve(struct store *s, int64_t id, const struct stack_ids *k,
+                     const struct store_stack_view *view, unsigned flags, bool *ret_from_view)
+{
+    struct profile_resolved *r = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    int rc = store_stacks_resolve(s, id, k->v, k->n, flags, view, &r, &err);
+    if (rc < 0)
+        fprintf(stderr, "resolve: %s\n", err.data);
+    assert_int_equal(rc, 0);
+    hp_buf_release(&err);
+    assert_int_equal(r->nstacks, k->n);
+    struct hp_buf out = HP_BUF_INIT(0);
+    for (size_t i = 0; i < r->nstacks; i++) {
+        hp_buf_printf(&out, "stack %zu:", i);
+        for (uint32_t j = r->stack_off[i]; j < r->stack_off[i + 1]; j++) {
+            const struct profile_rloc *l = &r->loc[r->locs[j]];
+            hp_buf_printf(&out, " [%u", l->flags);
+            for (uint32_t q = 0; q < l->nnames; q++)
+                hp_buf_printf(&out, " %s", r->names[l->name_off + q].s);
+            hp_buf_printf(&out, "]");
+        }
+        hp_buf_printf(&out, "\n");
+    }
+    *ret_from_view = r->from_view;
+    profile_resolved_free(r);
+    return out.data;
+}
+
 /* Packed and unpacked, a view is what it was; cut short at any byte, or
  * with a byte more, or naming a location it does not hold, it is refused
  * with the reason, never read past its end. */
@@ -525,6 +555,81 @@ static void test_stale_view_written_by_retention(void **state)
     }
 }
 
+/* Stacks resolved for folding straight from the view are what the
+ * profile of them all gives: symbolized and bare, with stacks the view
+ * does not hold (the open span's), after a restart mapped the binary
+ * elsewhere (labels carry the new addresses), and, where the view lacks a
+ * name, built from the profile instead. */
+static void test_resolve_from_view_equals_profile(void **state)
+{
+    struct fx *f = *state;
+    for (int named = 0; named < 2; named++) {
+        struct gen_params gp = { .seed = 31 + (uint64_t)named, .nstacks = 80, .nfuncs = 40,
+                                 .symbolize = named };
+        int64_t ids[SPAN + 8];
+        char name[32];
+        snprintf(name, sizeof(name), "be-resolve-%d", named);
+        int64_t n = node_with(f->s, name, &gp, SPAN, ids);
+        /* The open span: stacks the closed one did not have; then a
+         * restart: the binary mapped elsewhere for the last four. */
+        struct gen_params more = gp;
+        more.nstacks = 120;
+        for (int h = SPAN; h < SPAN + 4; h++)
+            ids[h] = put(f->s, n, h, &more);
+        struct gen_params moved = more;
+        moved.load_bias = 0x7f0000000000u;
+        for (int h = SPAN + 4; h < SPAN + 8; h++)
+            ids[h] = put(f->s, n, h, &moved);
+        struct store_stack_view view;
+        assert_int_equal(store_stack_view_get(f->s, n, &view, NULL), 0);
+        struct store_view u;
+        assert_int_equal(store_view_unpack(view.data, view.len, &u, NULL), 0);
+        struct stack_ids k;
+        stacks_of(f->s, ids, SPAN + 8, &k);
+        assert_true(k.n > u.nstacks); /* some only the rows hold */
+        int64_t at[] = { ids[3], ids[SPAN + 2], ids[SPAN + 6], ids[SPAN + 6] };
+        for (size_t i = 0; i < 4; i++) {
+            if (i == 3) /* the view's stacks and the others interleaved */
+                for (size_t a = 0, z = k.n - 1; a < z; a += 2, z--) {
+                    int64_t t = k.v[a];
+                    k.v[a] = k.v[z];
+                    k.v[z] = t;
+                }
+            bool fv, fp;
+            char *a = resolve(f->s, at[i], &k, &view, 0, &fv);
+            char *b = resolve(f->s, at[i], &k, &view, STORE_RESOLVE_NO_VIEW, &fp);
+            assert_true(fv);
+            assert_false(fp);
+            assert_string_equal(a, b);
+            assert_non_null(strstr(a, named ? "::" : "0x"));
+            free(a);
+            free(b);
+        }
+        /* The view without its first function name: built from the
+         * profile, the same answer. */
+        if (named) {
+            u.fns++;
+            u.nfns--;
+            struct store_pack pk = { 0 };
+            store_view_pack(&u, &pk);
+            struct store_stack_view lacking = { view.first_id, view.last_id, pk.data, pk.len };
+            bool fv, fp;
+            char *a = resolve(f->s, ids[SPAN + 2], &k, &lacking, 0, &fv);
+            char *b = resolve(f->s, ids[SPAN + 2], &k, NULL, 0, &fp);
+            assert_false(fv);
+            assert_string_equal(a, b);
+            free(a);
+            free(b);
+            store_pack_release(&pk);
+            u.fns--;
+            u.nfns++;
+        }
+        store_view_release(&u);
+        store_stack_view_release(&view);
+        free(k.v);
+    }
+}
+
 /* Damaged bytes are not trusted: the rows are read, and nothing fails.
  * Bytes that do not decompress are no view; bytes that decompress but do
  * not decode are not used. A retention writes a missing view again (a
@@ -639,6 +744,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_series_and_views_plain_literals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_view_used_until_its_locations_change, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_resolve_from_view_equals_profile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_view_damaged_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_view_written_by_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_view_goes_with_its_snapshots, setup, teardown),
