@@ -213,18 +213,26 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
     return 0;
 }
 
+/* The store's decompression context, reset, with the window our blobs may
+ * use; *ret_zr: setting it (an error code, if it failed). */
+static ZSTD_DCtx *dctx_ready(struct store *s, size_t *ret_zr)
+{
+    if (!s->dctx)
+        s->dctx = ZSTD_createDCtx();
+    if (!s->dctx)
+        abort();
+    ZSTD_DCtx_reset(s->dctx, ZSTD_reset_session_and_parameters);
+    *ret_zr = ZSTD_DCtx_setParameter(s->dctx, ZSTD_d_windowLogMax, STORE_ZSTD_WINDOW_LOG_MAX);
+    return s->dctx;
+}
+
 int store_zstd_decompress(struct store *s, const void *src, size_t len, const void *base,
                           size_t base_len, size_t size, void **ret, struct hp_buf *err)
 {
     if (base && base_len && store_ldelta_is(src, len))
         return store_ldelta_decode(s, src, len, base, base_len, size, ret, err);
-    if (!s->dctx)
-        s->dctx = ZSTD_createDCtx();
-    if (!s->dctx)
-        abort();
-    ZSTD_DCtx *d = s->dctx;
-    ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
-    size_t zr = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, STORE_ZSTD_WINDOW_LOG_MAX);
+    size_t zr;
+    ZSTD_DCtx *d = dctx_ready(s, &zr);
     if (!ZSTD_isError(zr) && base && base_len)
         zr = ZSTD_DCtx_refPrefix(d, base, base_len);
     unsigned long long content = ZSTD_getFrameContentSize(src, len);
@@ -249,13 +257,8 @@ int store_zstd_decompress(struct store *s, const void *src, size_t len, const vo
 int store_zstd_decompress_prefix(struct store *s, const void *src, size_t len, void *out,
                                  size_t cap, size_t *ret_n)
 {
-    if (!s->dctx)
-        s->dctx = ZSTD_createDCtx();
-    if (!s->dctx)
-        abort();
-    ZSTD_DCtx *d = s->dctx;
-    ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
-    size_t zr = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, STORE_ZSTD_WINDOW_LOG_MAX);
+    size_t zr;
+    ZSTD_DCtx *d = dctx_ready(s, &zr);
     ZSTD_outBuffer o = { out, cap, 0 };
     ZSTD_inBuffer in = { src, len, 0 };
     /* Block by block until the output is full or the frame ends. */

@@ -993,6 +993,48 @@ static void prune_samples(const struct profile *p, struct store_sample *sm, size
  * with `max` store_snapshot_load_top: the snapshot's header and mappings
  * with one zero sample per stack of `only`, or its heaviest `max` stacks;
  * no_files: frames without file names. */
+/* A snapshot's mappings by (object, file offset), for stored addresses
+ * (object-relative) back to runtime ones: *ret (malloc'd), their count. */
+static size_t maps_build(const struct profile *p, const int64_t *mobj, struct ld_map **ret)
+{
+    struct ld_map *maps = hp_xcalloc(p->nmappings + 1, sizeof(*maps));
+    size_t n = 0;
+    for (size_t i = 0; i < p->nmappings; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        if (mobj[i] > 0)
+            maps[n++] = (struct ld_map){ mobj[i], m->offset, m->offset + (m->limit - m->start),
+                                         i };
+    }
+    hp_qsort(maps, n, sizeof(*maps), ld_map_cmp);
+    *ret = maps;
+    return n;
+}
+
+/* Stored address addr of object obj as the snapshot's runtime address:
+ * through its mapping of that object (mappings: the snapshot's, in the
+ * order maps_build saw them), unchanged where it has none. */
+static uint64_t runtime_address(const struct ld_map *maps, size_t nmaps,
+                                const struct profile_mapping *mappings, int64_t obj,
+                                uint64_t addr)
+{
+    if (obj <= 0)
+        return addr;
+    size_t lo = 0, hi = nmaps;
+    struct ld_map key = { obj, addr, 0, 0 };
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ld_map_cmp(&maps[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && maps[lo - 1].obj == obj && addr < maps[lo - 1].end) {
+        const struct profile_mapping *m = &mappings[maps[lo - 1].idx];
+        return addr - m->offset + m->start;
+    }
+    return addr;
+}
+
 static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t nonly,
                         size_t max, enum profile_value rank, struct store_pruned *pruned,
                         bool no_files, const struct store_view *views, size_t nviews,
@@ -1035,15 +1077,7 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
     /* Runtime addresses back from (object, file-relative address) through
      * this snapshot's own mappings. */
     struct profile *p = ld.p;
-    maps = hp_xcalloc(p->nmappings + 1, sizeof(*maps));
-    size_t nmaps = 0;
-    for (size_t i = 0; i < p->nmappings; i++) {
-        const struct profile_mapping *m = &p->mappings[i];
-        if (mobj[i] > 0)
-            maps[nmaps++] = (struct ld_map){ mobj[i], m->offset,
-                                             m->offset + (m->limit - m->start), i };
-    }
-    hp_qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
+    size_t nmaps = maps_build(p, mobj, &maps);
     struct profile_frame *pf = NULL;
     size_t pf_cap = 0;
     hp_map64_reserve(&p->loc_index, p->nlocs + ld.locset.n);
@@ -1060,22 +1094,7 @@ static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t
             }
             idx = profile_location_for_name(p, name, strlen(name));
         } else {
-            uint64_t addr = l->address;
-            if (l->object_id > 0) {
-                size_t lo = 0, hi = nmaps;
-                struct ld_map key = { l->object_id, addr, 0, 0 };
-                while (lo < hi) {
-                    size_t mid = lo + (hi - lo) / 2;
-                    if (ld_map_cmp(&maps[mid], &key) <= 0)
-                        lo = mid + 1;
-                    else
-                        hi = mid;
-                }
-                if (lo > 0 && maps[lo - 1].obj == l->object_id && addr < maps[lo - 1].end) {
-                    const struct profile_mapping *m = &p->mappings[maps[lo - 1].idx];
-                    addr = addr - m->offset + m->start;
-                }
-            }
+            uint64_t addr = runtime_address(maps, nmaps, p->mappings, l->object_id, l->address);
             idx = profile_location_for_address(p, addr);
         }
         l->pidx = idx;
@@ -1324,29 +1343,6 @@ static int resolved_from_profile(struct rsb *b, const struct profile *p, const u
     return rc;
 }
 
-/* Maps of a snapshot: (object, file offset) -> runtime start, as
- * load_profile translates stored addresses. */
-static uint64_t runtime_address(const struct ld_map *maps, size_t nmaps,
-                                const struct profile_mapping *pm, int64_t obj, uint64_t addr)
-{
-    if (obj <= 0)
-        return addr;
-    size_t lo = 0, hi = nmaps;
-    struct ld_map key = { obj, addr, 0, 0 };
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ld_map_cmp(&maps[mid], &key) <= 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo > 0 && maps[lo - 1].obj == obj && addr < maps[lo - 1].end) {
-        const struct profile_mapping *m = &pm[lo - 1];
-        return addr - m->offset + m->start;
-    }
-    return addr;
-}
-
 /* What resolving a view's locations needs (resolve_view). */
 struct vres {
     struct rsb *b;
@@ -1432,18 +1428,11 @@ static int resolve_view(struct store *s, int64_t id, const int64_t *ids, size_t 
     struct profile *p0 = ld.p;
     r->scaling = p0->scaling;
     r->period = p0->period;
-    size_t nmaps = 0;
-    maps = hp_xcalloc(p0->nmappings + 1, sizeof(*maps));
-    pm = hp_xcalloc(p0->nmappings + 1, sizeof(*pm));
-    for (size_t i = 0; i < p0->nmappings; i++) {
-        const struct profile_mapping *m = &p0->mappings[i];
-        if (mobj[i] > 0)
-            maps[nmaps++] = (struct ld_map){ mobj[i], m->offset,
-                                             m->offset + (m->limit - m->start), i };
-    }
-    hp_qsort(maps, nmaps, sizeof(*maps), ld_map_cmp);
-    for (size_t i = 0; i < nmaps; i++)
-        pm[i] = p0->mappings[maps[i].idx];
+    size_t nmaps = maps_build(p0, mobj, &maps);
+    /* The mappings in the order maps_build saw them: profile_finish sorts
+     * p0's by start, which profile_mapping_find needs. */
+    pm = hp_xmalloc((p0->nmappings + 1) * sizeof(*pm));
+    memcpy(pm, p0->mappings, p0->nmappings * sizeof(*pm));
     profile_finish(p0); /* mappings sorted by start, as the profile's */
     c.maps = maps;
     c.pm = pm;
