@@ -1235,7 +1235,7 @@ int store_stacks_load(struct store *s, int64_t id, const int64_t *stack_ids, siz
 
 struct rsb {
     struct profile_resolved *r;
-    size_t locs_cap, loc_cap, names_cap;
+    size_t loc_cap, names_cap;
     /* runtime address -> location: a stack of the view and one fetched
      * may list one location; two locations at one address (the profile
      * would make them one) must label alike, or the view is not used. */
@@ -1316,11 +1316,11 @@ static int64_t rloc_of_profile(struct rsb *b, const struct profile *p, uint32_t 
 }
 
 /* Stacks of profile p (sample i is stack i of the request) into r's
- * stacks at places[i] (or i). */
+ * stacks at places[i] (or i), whose offsets are set. 1 where a location
+ * (with check) labels otherwise than another at its address. */
 static int resolved_from_profile(struct rsb *b, const struct profile *p, const uint32_t *places,
-                                 uint32_t *loc_off_tmp, bool check)
+                                 bool check)
 {
-    (void)loc_off_tmp;
     struct profile_resolved *r = b->r;
     uint32_t *cache = hp_xcalloc(p->nlocs + 1, sizeof(*cache));
     int rc = 0;
@@ -1328,8 +1328,7 @@ static int resolved_from_profile(struct rsb *b, const struct profile *p, const u
         const struct profile_stack *st = &p->stacks[p->samples[i].stack];
         const uint32_t *locs = profile_stack_locs(p, p->samples[i].stack);
         size_t at = places ? places[i] : i;
-        /* stack_off holds each stack's count here; made offsets after. */
-        uint32_t *dst = r->locs + r->stack_off[at];
+        uint32_t *dst = r->locs + r->stack_off[at]; /* st->n places there */
         for (uint32_t k = 0; k < st->n; k++) {
             int64_t x = rloc_of_profile(b, p, locs[k], cache, check);
             if (x < 0) {
@@ -1502,7 +1501,7 @@ static int resolve_view(struct store *s, int64_t id, const int64_t *ids, size_t 
                 dst[j] = (uint32_t)x;
         }
     }
-    if (rc == 1 && nmissing && p2 && resolved_from_profile(b, p2, missing_at, NULL, true) != 0)
+    if (rc == 1 && nmissing && p2 && resolved_from_profile(b, p2, missing_at, true) != 0)
         rc = 0;
     if (rc == 1) {
         r->profile = p2;
@@ -1579,7 +1578,7 @@ int store_stacks_resolve(struct store *s, int64_t id, const int64_t *stack_ids, 
             res->locs = hp_xmalloc((total + 1) * sizeof(*res->locs));
             res->scaling = p->scaling;
             res->period = p->period;
-            (void)resolved_from_profile(&b, p, NULL, NULL, false);
+            (void)resolved_from_profile(&b, p, NULL, false);
             res->profile = p;
         }
     } else if (r == 1) {
