@@ -15,7 +15,8 @@
 #   - database bytes per snapshot (PostgreSQL: the heapfleet tables' total
 #     relation size; SQLite: the file) after the same number of rounds;
 #   - top, diff, trend and leaks latencies on PostgreSQL against SQLite
-#     (farm-bench --vs, medians and the pairwise ratio).
+#     (CPU of each whole process, the two run in turn: medians and the
+#     median of the pairwise ratios; timed with python3's getrusage).
 # "RESULT<tab>" lines as tests/bench/run-all reads them. The machine's load
 # is printed first (uptime). --smoke fails when a figure is missing or a node
 # was polled other than once per round.
@@ -116,20 +117,41 @@ printf 'RESULT\tpg bytes per snapshot\t%s\tB\t-\tsqlite\t%s\n' \
     "$((pg_bytes / pg_snaps))" "$((sq_bytes / sq_snaps))"
 
 # ---- query latencies, PostgreSQL against SQLite ----
+# pair_cpu RUNS "A" "B": A and B (commands as words) run in turn after one
+# warm-up each, each run's CPU (user + system of the whole process) taken
+# from getrusage; prints each one's min / median / max and the median of
+# the pairwise A/B ratios. Fails when a run of A fails.
+pair_cpu() {
+    python3 - "$@" <<'PY'
+import resource, shlex, statistics, subprocess, sys
+runs, a, b = int(sys.argv[1]), shlex.split(sys.argv[2]), shlex.split(sys.argv[3])
+def cpu(cmd):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.returncode, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+cpu(a), cpu(b)
+ta, tb = [], []
+for _ in range(runs):
+    rc, t = cpu(a)
+    if rc != 0:
+        sys.exit(1)
+    ta.append(t)
+    tb.append(cpu(b)[1])
+for name, t in (("A", ta), ("B", tb)):
+    print("%s cpu s  %.3f  %.3f  %.3f" % (name, min(t), statistics.median(t), max(t)))
+ratios = [x / y for x, y in zip(ta, tb) if y > 0]
+if ratios:
+    print("A/B cpu  %.4f (median of %d pairs)" % (statistics.median(ratios), len(ratios)))
+PY
+}
 node=starrocks-ok-1
 runs=5
 [ -n "$SMOKE" ] && runs=2
 for q in "top $node" "diff $node@<=-2s $node" "trend $node --since 7d" "leaks $node --since 7d"; do
     name=${q%% *}
-    if command -v farm-bench >/dev/null 2>&1; then
-        farm-bench -n $runs --warmup 1 --timeout 600 --vs "$Q $q --db $S" -- \
-            $Q $q --db "$PGURI" >fb.$name.txt 2>&1 || true
-        echo "--- query $name: PostgreSQL (A) vs SQLite (B)"
-        cat fb.$name.txt
-    else
-        "$Q" $q --db "$PGURI" >/dev/null 2>&1 || fail "query $q on PostgreSQL"
-        echo "--- query $name: ran (farm-bench not on PATH: no timing)"
-    fi
+    echo "--- query $name: PostgreSQL (A) against SQLite (B), CPU seconds"
+    pair_cpu "$runs" "$Q $q --db $PGURI" "$Q $q --db $S" || fail "query $q on PostgreSQL"
     "$Q" $q --db "$PGURI" >pg.$name.txt 2>&1 || true
     "$Q" $q --db "$S" >sq.$name.txt 2>&1 || true
     [ -s pg.$name.txt ] || fail "query $q printed nothing on PostgreSQL"
