@@ -97,46 +97,33 @@ static unsigned window_log_for(size_t n)
     return lg;
 }
 
-int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
-                        size_t base_len, bool text, void **ret, size_t *ret_len,
-                        struct hp_buf *err)
+static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                        const void *base, size_t base_len, bool text, bool plain_literals,
+                        struct store_zbuf *reuse, void **ret, size_t *ret_len,
+                        struct hp_buf *err);
+
+static ZSTD_CCtx *cctx_of(struct store *s)
 {
     if (!s->cctx)
         s->cctx = ZSTD_createCCtx();
     if (!s->cctx)
         abort();
-    return store_zstd_compress_with(s->cctx, s->path, src, len, base, base_len, text, NULL,
-                                    ret, ret_len, err);
+    return s->cctx;
+}
+
+int store_zstd_compress(struct store *s, const void *src, size_t len, const void *base,
+                        size_t base_len, bool text, void **ret, size_t *ret_len,
+                        struct hp_buf *err)
+{
+    return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, NULL, ret,
+                        ret_len, err);
 }
 
 int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
                             size_t *ret_len, struct hp_buf *err)
 {
-    if (!s->cctx)
-        s->cctx = ZSTD_createCCtx();
-    if (!s->cctx)
-        abort();
-    ZSTD_CCtx *c = s->cctx;
-    ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
-    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3);
-    /* Literals stored as they are, not Huffman-coded: about a tenth more
-     * bytes for the leaks bench's stack series (13.9 -> 15.6 MB) and views
-     * (18.6 -> 20.5 MB), decoded about a sixth faster (decompressing them
-     * was 13% of `query leaks --db`). An unknown parameter is no error. */
-    if (!ZSTD_isError(zr))
-        (void)ZSTD_CCtx_setParameter(c, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
-    size_t bound = ZSTD_compressBound(len);
-    void *out = hp_xmalloc(bound ? bound : 1);
-    if (!ZSTD_isError(zr))
-        zr = ZSTD_compress2(c, out, bound, src, len);
-    if (ZSTD_isError(zr)) {
-        hp_err_printf(err, "%s: compressing %zu bytes: %s", s->path, len, ZSTD_getErrorName(zr));
-        free(out);
-        return HP_ESTORE;
-    }
-    *ret = out;
-    *ret_len = zr;
-    return 0;
+    return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, NULL, ret,
+                        ret_len, err);
 }
 
 void *store_zbuf_reserve(struct store_zbuf *b, size_t n)
@@ -153,6 +140,15 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              const void *base, size_t base_len, bool text,
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err)
+{
+    return compress_ctx(c, path, src, len, base, base_len, text, false, reuse, ret, ret_len,
+                        err);
+}
+
+static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                        const void *base, size_t base_len, bool text, bool plain_literals,
+                        struct store_zbuf *reuse, void **ret, size_t *ret_len,
+                        struct hp_buf *err)
 {
     /* Text against a base: a line delta (ldelta.c), unless its lines are
      * too many and short for one. */
@@ -171,6 +167,13 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
      * the previous one: 30.8 KB at level 1, 25.2 KB at level 3). */
     bool big = base && base_len && base_len + len >= STORE_ZSTD_FAST_BYTES;
     size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, big ? 1 : 3);
+    /* Blobs read on hot paths (store_zstd_compress_hot): literals stored
+     * as they are, not Huffman-coded, about a tenth more bytes for the
+     * leaks bench's stack series (13.9 -> 15.6 MB) and views (18.6 -> 20.5
+     * MB), decoded about a sixth faster (decompressing them was 13% of
+     * `query leaks --db`). An unknown parameter is no error. */
+    if (!ZSTD_isError(zr) && plain_literals)
+        (void)ZSTD_CCtx_setParameter(c, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
     if (base && base_len) {
         unsigned wlog = window_log_for(base_len + len);
         if (!ZSTD_isError(zr))

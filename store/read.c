@@ -448,33 +448,6 @@ static int view_open(struct store *s, const struct store_stack_view *sv, struct 
     return 1;
 }
 
-/* Objects and generations at the start of a packed view (view.c's
- * layout: version, count, then (object id zigzag, generation) pairs) into
- * *ret (malloc'd): 1 read, 0 the bytes end before them, -1 not a view. */
-static int view_objs(const void *data, size_t len, struct store_view_obj **ret, size_t *ret_n)
-{
-    struct store_unpack u = { data, (const unsigned char *)data + len, false };
-    *ret = NULL;
-    *ret_n = 0;
-    uint64_t version = store_unpack_u64(&u), n = store_unpack_u64(&u);
-    if (u.bad)
-        return 0;
-    if (version != 1 || n > len / 2)
-        return -1;
-    struct store_view_obj *v = hp_xmalloc((n + 1) * sizeof(*v));
-    for (uint64_t i = 0; i < n; i++) {
-        v[i].id = store_unpack_i64(&u);
-        v[i].gen = store_unpack_u64(&u);
-    }
-    if (u.bad) {
-        free(v);
-        return 0;
-    }
-    *ret = v;
-    *ret_n = (size_t)n;
-    return 1;
-}
-
 int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
 {
     sqlite3_stmt *st;
@@ -497,14 +470,14 @@ int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
     struct store_view_obj *objs = NULL;
     size_t nobjs = 0;
     int found = size > 0 && store_zstd_decompress_prefix(s, z, zlen, head, cap, &got) == 0
-                    ? view_objs(head, got, &objs, &nobjs)
+                    ? store_view_objs(head, got, &objs, &nobjs)
                     : -1;
     if (found == 0 && got == cap) {
         void *all = NULL;
         struct hp_buf e = HP_BUF_INIT(0);
         found = (uint64_t)size <= (uint64_t)zlen * 1024 + 4096 &&
                         store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &all, &e) == 0
-                    ? view_objs(all, (size_t)size, &objs, &nobjs)
+                    ? store_view_objs(all, (size_t)size, &objs, &nobjs)
                     : -1;
         hp_buf_release(&e);
         free(all);

@@ -510,6 +510,11 @@ void store_view_pack(const struct store_view *v, struct store_pack *b);
 /* Names point into `data`, which must outlive *out. Checks every count,
  * id order and index against the bytes: HP_ECORRUPT saying what and at
  * which byte. */
+/* The head of a packed view, its objects and their generations, from its
+ * first bytes (view.c's own decoder of them): 1 read (*ret malloc'd), 0
+ * the bytes end before they do (or count more than they hold), -1 not a
+ * view (an unknown version). */
+int store_view_objs(const void *data, size_t len, struct store_view_obj **ret, size_t *ret_n);
 int store_view_unpack(const void *data, size_t len, struct store_view *out,
                       struct hp_buf *err) HP_MUST_CHECK;
 void store_view_release(struct store_view *v);

@@ -159,14 +159,9 @@ static const char *unpack_names(struct store_unpack *u, struct store_view_name *
     return NULL;
 }
 
-static const char *unpack(struct store_unpack *u, struct store_view *v)
+/* Version and objects, the head of a view; NULL, or what is wrong. */
+static const char *unpack_head(struct store_unpack *u, struct store_view *v)
 {
-    /* Kept locations cost no bytes: what stacks may add up to, so that a
-     * hostile view (every stack the one before and one more) cannot ask
-     * for memory by the square of its size. Real ones hold about one
-     * location per byte. */
-    const size_t max_locs =
-        HP_MIN(64 * (size_t)(u->end - u->p) + ((size_t)1 << 20), (size_t)UINT32_MAX - 1);
     if (store_unpack_u64(u) != VIEW_VERSION)
         return "an unknown version";
     uint64_t n = store_unpack_u64(u);
@@ -178,11 +173,40 @@ static const char *unpack(struct store_unpack *u, struct store_view *v)
         v->objs[i].id = store_unpack_i64(u);
         v->objs[i].gen = store_unpack_u64(u);
     }
+    return u->bad ? "it runs past the end" : NULL;
+}
+
+int store_view_objs(const void *data, size_t len, struct store_view_obj **ret, size_t *ret_n)
+{
+    struct store_view v = { 0 };
+    struct store_unpack u = { data, (const unsigned char *)data + len, false };
+    const char *why = unpack_head(&u, &v);
+    *ret = NULL;
+    *ret_n = 0;
+    if (why) {
+        free(v.objs);
+        /* Not a view; else its bytes end too soon (a count beyond them
+         * too: of a prefix, that proves nothing). */
+        return strcmp(why, "an unknown version") == 0 ? -1 : 0;
+    }
+    *ret = v.objs;
+    *ret_n = v.nobjs;
+    return 1;
+}
+
+static const char *unpack(struct store_unpack *u, struct store_view *v)
+{
+    /* Kept locations cost no bytes: what stacks may add up to, so that a
+     * hostile view (every stack the one before and one more) cannot ask
+     * for memory by the square of its size. Real ones hold about one
+     * location per byte. */
+    const size_t max_locs =
+        HP_MIN(64 * (size_t)(u->end - u->p) + ((size_t)1 << 20), (size_t)UINT32_MAX - 1);
     const char *why;
-    if ((why = unpack_names(u, &v->fns, &v->nfns)) ||
+    if ((why = unpack_head(u, v)) || (why = unpack_names(u, &v->fns, &v->nfns)) ||
         (why = unpack_names(u, &v->files, &v->nfiles)))
         return why;
-    n = store_unpack_u64(u);
+    uint64_t n = store_unpack_u64(u);
     if (!count_ok(u, n, 5))
         return "a location count larger than the view";
     v->locs = hp_xmalloc((n + 1) * sizeof(*v->locs));
