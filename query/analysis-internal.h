@@ -32,7 +32,6 @@ struct json_t *query_snapref_json(const struct query_snapref *r);
  * smaller ones and values printf writes longer get snprintf, cut short alike.
  * query_fmt_fixed returns the length written. */
 #define QUERY_FMT_MIN 40
-#define QA_XCACHE 4096 /* slots of qa_stacks.xcache */
 size_t query_fmt_fixed(double x, int prec, char *out, size_t outsz);
 const char *query_fmt_bytes(double bytes, char *out, size_t outsz);
 const char *query_fmt_count(double n, char *out, size_t outsz);
@@ -44,27 +43,22 @@ struct qa_stack {
 
 struct qa_stacks {
     struct hp_arena arena;
-    struct hp_strtab strings;
+    struct hp_strtab strings; /* shared names: a name's id is its number here */
     const char **names;     /* frames of all stacks, root first per stack */
     uint32_t *name_ids;     /* parallel to names: the name's id */
     size_t nnames, names_cap, name_ids_cap;
-    const char **by_id;     /* distinct shared names by id */
-    size_t nids, by_id_cap;
-    struct hp_map64 id_of;  /* shared name pointer -> id */
     struct qa_stack *v;
     size_t n, cap;
     struct hp_map64 index; /* sequence hash (probed) -> stack id */
     size_t nindexed;       /* stacks v[0 .. nindexed) are in index */
     size_t index_hint;     /* stacks to size it for (qa_stacks_reserve) */
-    /* Name translation: source name pointer -> shared name id, with a
-     * direct-mapped cache in front (QA_XCACHE slots, allocated on first
-     * use): a union of a node's stacks translates hundreds of thousands of
-     * frames of a few thousand names. */
-    struct hp_map64 xlat;
-    struct qa_xslot {
-        const char *name;
-        uint32_t id;
-    } *xcache;
+    /* Name translation of the folded profile added last (query_folded
+     * serial xsrc): its name number (hp_strtab_id) -> shared id + 1, 0
+     * not seen yet. A union of a node's stacks translates hundreds of
+     * thousands of frames of a few thousand names: an array read each. */
+    uint32_t *xmap;
+    size_t xmap_n, xmap_cap;
+    uint64_t xsrc;
     uint32_t *scratch_ids;
     size_t scratch_ids_cap;
     const char *const *prev_src; /* frames of the entry last added, and */
@@ -84,7 +78,8 @@ void qa_stacks_release(struct qa_stacks *s);
  * sequences already, so none is looked up; the index is built only if
  * another profile is added later. */
 void qa_stacks_adopt(struct qa_stacks *s, const struct query_folded *f);
-/* The shared id of a name of folded profile f (by_id[id] is the name). */
+/* The shared id of a name of folded profile f (strings.by_id[id] is the
+ * name). */
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name);
 /* Id of entry e of f (added on first sight). */
 uint32_t qa_stacks_add_entry(struct qa_stacks *s, const struct query_folded *f,
@@ -102,7 +97,7 @@ static inline const uint32_t *qa_stack_name_ids(const struct qa_stacks *s, uint3
  * qa_stacks; each stack lists its distinct functions once (so recursion
  * counts cum once) and its leaf. */
 struct qa_funcs {
-    const char *const *name; /* by function id (the stacks' by_id) */
+    const char *const *name; /* by function id (the stacks' strings.by_id) */
     size_t n;
     uint32_t *stack_off;    /* per stack: first id in ids; stack_off[nstacks] = end */
     uint32_t *ids;

@@ -16,21 +16,16 @@ void qa_stacks_init(struct qa_stacks *s)
     hp_arena_init(&s->arena);
     hp_strtab_init(&s->strings, &s->arena);
     hp_map64_init(&s->index);
-    hp_map64_init(&s->xlat);
-    hp_map64_init(&s->id_of);
 }
 
 void qa_stacks_release(struct qa_stacks *s)
 {
     free(s->names);
     free(s->name_ids);
-    free(s->by_id);
     free(s->v);
     free(s->scratch_ids);
-    free(s->xcache);
+    free(s->xmap);
     hp_map64_release(&s->index);
-    hp_map64_release(&s->xlat);
-    hp_map64_release(&s->id_of);
     hp_strtab_release(&s->strings);
     hp_arena_release(&s->arena);
 }
@@ -45,40 +40,34 @@ void qa_stacks_reserve(struct qa_stacks *s, size_t stacks, size_t names)
 
 void qa_stacks_forget_source(struct qa_stacks *s)
 {
-    hp_map64_release(&s->xlat);
-    hp_map64_init(&s->xlat);
-    free(s->xcache);
-    s->xcache = NULL;
+    s->xsrc = 0; /* no folded profile's serial */
     s->prev_src = NULL;
     s->prev_n = 0;
 }
 
 uint32_t qa_stacks_name(struct qa_stacks *s, const struct query_folded *f, const char *name)
 {
-    /* Every folded profile added stays alive until the union is released
-     * or its sources are forgotten (analysis-internal.h), so a name pointer
-     * identifies its string across all of them and one cache serves them. */
     (void)f;
-    uint32_t id;
-    if (!s->xcache)
-        s->xcache = hp_xcalloc(QA_XCACHE, sizeof(*s->xcache));
-    /* Folded names are interned in arenas, 16-byte aligned: the bits
-     * above the fourth pick the slot (any pointer works, only slower). */
-    struct qa_xslot *slot = &s->xcache[((uintptr_t)name >> 4) % QA_XCACHE];
-    if (slot->name == name)
-        return slot->id;
-    if (hp_map64_get(&s->xlat, (uint64_t)(uintptr_t)name, &id)) {
-        *slot = (struct qa_xslot){ name, id };
-        return id;
+    return hp_strtab_id(&s->strings, hp_strtab_intern(&s->strings, name, strlen(name)));
+}
+
+/* s->xmap for f's names: cleared when f is not the profile translated
+ * last (serials are never reused, addresses are), grown when f has names
+ * the map has not. */
+static void xmap_for(struct qa_stacks *s, const struct query_folded *f)
+{
+    size_t n = f->strings.len;
+    if (s->xsrc != f->serial) {
+        s->xsrc = f->serial;
+        s->xmap_n = 0;
+        s->prev_src = NULL;
+        s->prev_n = 0;
     }
-    const char *shared = hp_strtab_intern(&s->strings, name, strlen(name));
-    if (!hp_map64_put(&s->id_of, (uint64_t)(uintptr_t)shared, (uint32_t)s->nids, &id)) {
-        s->by_id = hp_xgrow(s->by_id, &s->by_id_cap, s->nids + 1, sizeof(*s->by_id));
-        s->by_id[s->nids++] = shared;
+    if (n > s->xmap_n) {
+        s->xmap = hp_xgrow(s->xmap, &s->xmap_cap, n, sizeof(*s->xmap));
+        memset(s->xmap + s->xmap_n, 0, (n - s->xmap_n) * sizeof(*s->xmap));
+        s->xmap_n = n;
     }
-    (void)hp_map64_put(&s->xlat, (uint64_t)(uintptr_t)name, id, &id);
-    *slot = (struct qa_xslot){ name, id };
-    return id;
 }
 
 static uint64_t ids_hash(const uint32_t *ids, uint32_t n)
@@ -92,7 +81,7 @@ static uint32_t stack_append(struct qa_stacks *s, const uint32_t *ids, uint32_t 
     s->names = hp_xgrow(s->names, &s->names_cap, s->nnames + n, sizeof(*s->names));
     s->name_ids = hp_xgrow(s->name_ids, &s->name_ids_cap, s->nnames + n, sizeof(*s->name_ids));
     for (uint32_t j = 0; j < n; j++)
-        s->names[s->nnames + j] = s->by_id[ids[j]];
+        s->names[s->nnames + j] = s->strings.by_id[ids[j]];
     memcpy(s->name_ids + s->nnames, ids, n * sizeof(*ids));
     s->v = hp_xgrow(s->v, &s->cap, s->n + 1, sizeof(*s->v));
     s->v[s->n] = (struct qa_stack){ .off = (uint32_t)s->nnames, .n = n };
@@ -142,6 +131,7 @@ static void entry_ids(struct qa_stacks *s, const struct query_folded *f,
                       const struct query_fold_entry *e)
 {
     const char *const *src = query_fold_frames(f, e);
+    xmap_for(s, f);
     s->scratch_ids = hp_xgrow(s->scratch_ids, &s->scratch_ids_cap, e->n + 1,
                               sizeof(*s->scratch_ids));
     /* Consecutive entries mostly share their root frames: the translated
@@ -150,14 +140,11 @@ static void entry_ids(struct qa_stacks *s, const struct query_folded *f,
     if (s->prev_src)
         while (k < e->n && k < s->prev_n && src[k] == s->prev_src[k])
             k++;
-    if (!s->xcache)
-        s->xcache = hp_xcalloc(QA_XCACHE, sizeof(*s->xcache));
     for (; k < e->n; k++) {
-        /* The cache's hit inline (qa_stacks_name's first test): called for
-         * each frame of a node's entries (~94,000 on the leaks bench), the
-         * call itself was most of the lookup. */
-        const struct qa_xslot *slot = &s->xcache[((uintptr_t)src[k] >> 4) % QA_XCACHE];
-        s->scratch_ids[k] = slot->name == src[k] ? slot->id : qa_stacks_name(s, f, src[k]);
+        uint32_t *x = &s->xmap[hp_strtab_id(&f->strings, src[k])];
+        if (!*x)
+            *x = qa_stacks_name(s, f, src[k]) + 1;
+        s->scratch_ids[k] = *x - 1;
     }
     s->prev_src = src;
     s->prev_n = e->n;
@@ -189,13 +176,13 @@ void qa_funcs_release(struct qa_funcs *fn)
 void qa_funcs_build(struct qa_funcs *fn, const struct qa_stacks *s)
 {
     qa_funcs_release(fn);
-    fn->name = s->by_id;
-    fn->n = s->nids;
+    fn->name = s->strings.by_id;
+    fn->n = s->strings.len;
     fn->nstacks = s->n;
     fn->stack_off = hp_xmalloc((s->n + 1) * sizeof(*fn->stack_off));
     fn->leaf = hp_xmalloc((s->n + 1) * sizeof(*fn->leaf));
     fn->ids = hp_xmalloc((s->nnames + 1) * sizeof(*fn->ids));
-    uint32_t *stamp = hp_xcalloc(s->nids + 1, sizeof(*stamp));
+    uint32_t *stamp = hp_xcalloc(s->strings.len + 1, sizeof(*stamp));
     for (size_t si = 0; si < s->n; si++) {
         const uint32_t *ids = qa_stack_name_ids(s, (uint32_t)si);
         uint32_t n = s->v[si].n;

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <regex.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +136,18 @@ static void location_names_make(struct fold_ctx *c, uint32_t loc)
     }
 }
 
+/* A new, empty folded profile (query_folded_free). */
+static struct query_folded *folded_new(void)
+{
+    static _Atomic uint64_t serials;
+    struct query_folded *f = hp_xcalloc(1, sizeof(*f));
+    hp_arena_init(&f->arena);
+    hp_strtab_init(&f->strings, &f->arena);
+    hp_map64_init(&f->index);
+    f->serial = atomic_fetch_add(&serials, 1) + 1;
+    return f;
+}
+
 /* Names are interned, so pointers identify them: a sequence's hash is
  * hp_hash_bytes of its pointers, taken a pointer at a time as the
  * sequence is gathered (SEQ_SEED, hp_hash_word). */
@@ -215,10 +228,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
         }
         c.has_ignore = true;
     }
-    struct query_folded *f = hp_xcalloc(1, sizeof(*f));
-    hp_arena_init(&f->arena);
-    hp_strtab_init(&f->strings, &f->arena);
-    hp_map64_init(&f->index);
+    struct query_folded *f = folded_new();
     hp_map64_reserve(&f->index, p->nsamples); /* an entry a sample, at most */
     f->entries = hp_xgrow(f->entries, &f->entries_cap, p->nsamples + 1, sizeof(*f->entries));
     /* Room for the names of every entry, estimated from the stacks' depths
@@ -342,10 +352,7 @@ int query_fold_map_resolved(const struct profile_resolved *r, const struct query
         hp_err_printf(err, "folding resolved stacks: only by function");
         return HP_EUSAGE;
     }
-    struct query_folded *f = hp_xcalloc(1, sizeof(*f));
-    hp_arena_init(&f->arena);
-    hp_strtab_init(&f->strings, &f->arena);
-    hp_map64_init(&f->index);
+    struct query_folded *f = folded_new();
     hp_map64_reserve(&f->index, r->nstacks);
     f->entries = hp_xgrow(f->entries, &f->entries_cap, r->nstacks + 1, sizeof(*f->entries));
     f->names = hp_xgrow(f->names, &f->names_cap, r->stack_off[r->nstacks] * 2 + 1,
@@ -447,31 +454,26 @@ int query_top_build(const struct query_folded *f, enum profile_value sort_by,
                     struct query_top **ret)
 {
     struct query_top *t = hp_xcalloc(1, sizeof(*t));
-    struct hp_map64 byname;
-    hp_map64_init(&byname);
-    size_t cap = 0;
-    /* Stack-local "seen" marks so recursion counts cum once per stack: the
-     * stamp of the last entry that added to each function. */
-    uint32_t *stamp = NULL;
-    size_t stamp_cap = 0;
+    /* Per name of f (its strings' numbers, hp_strtab_id): the function's
+     * place in t->funcs + 1, and the last entry that added to its cum
+     * (recursion counts once per stack). Arrays, not a map: every frame
+     * of every entry looks its function up. */
+    size_t nstr = f->strings.len;
+    uint32_t *place = hp_xcalloc(nstr + 1, sizeof(*place));
+    uint32_t *stamp = hp_xcalloc(nstr + 1, sizeof(*stamp));
+    t->funcs = hp_xcalloc(nstr + 1, sizeof(*t->funcs));
     for (size_t ei = 0; ei < f->nentries; ei++) {
         const struct query_fold_entry *e = &f->entries[ei];
         const char *const *names = query_fold_frames(f, e);
         for (uint32_t k = 0; k < e->n; k++) {
-            uint32_t idx;
-            uint64_t key = (uint64_t)(uintptr_t)names[k];
-            if (!hp_map64_get(&byname, key, &idx)) {
-                t->funcs = hp_xgrow(t->funcs, &cap, t->n + 1, sizeof(*t->funcs));
-                idx = (uint32_t)t->n++;
-                memset(&t->funcs[idx], 0, sizeof(t->funcs[idx]));
-                t->funcs[idx].name = names[k];
-                (void)hp_map64_put(&byname, key, idx, &idx);
-                stamp = hp_xgrow(stamp, &stamp_cap, t->n, sizeof(*stamp));
-                stamp[idx] = 0;
+            uint32_t id = hp_strtab_id(&f->strings, names[k]);
+            if (!place[id]) {
+                t->funcs[t->n].name = names[k];
+                place[id] = (uint32_t)++t->n;
             }
-            struct query_func *fn = &t->funcs[idx];
-            if (stamp[idx] != ei + 1) {
-                stamp[idx] = (uint32_t)ei + 1;
+            struct query_func *fn = &t->funcs[place[id] - 1];
+            if (stamp[id] != ei + 1) {
+                stamp[id] = (uint32_t)ei + 1;
                 for (int v = 0; v < PV_COUNT; v++)
                     fn->cum[v] += e->value[v];
             }
@@ -481,7 +483,7 @@ int query_top_build(const struct query_folded *f, enum profile_value sort_by,
         }
     }
     free(stamp);
-    hp_map64_release(&byname);
+    free(place);
     memcpy(t->total, f->total, sizeof(t->total));
     t->sample = sort_by;
     int v = (int)sort_by;

@@ -88,6 +88,8 @@ struct query_folded {
     const struct profile *source; /* borrowed; may be NULL after merges */
     enum profile_scaling scaling; /* of the source, for noise floors (INTERNALS.md) */
     uint64_t period;
+    uint64_t serial; /* this process's folds numbered from 1: a fold's identity,
+                      * which its address is not once freed */
 };
 
 /* Fold a profile. HP_EPARSE (bad regex, message in err) or 0. */

@@ -468,6 +468,7 @@ void hp_strtab_release(struct hp_strtab *t)
 {
     free(t->slots);
     free(t->hashes);
+    free(t->by_id);
     struct hp_arena *a = t->arena;
     memset(t, 0, sizeof(*t));
     t->arena = a;
@@ -501,7 +502,18 @@ const char *hp_strtab_intern(struct hp_strtab *t, const char *s, size_t n)
             return t->slots[j];
         j = (j + 1) & (t->cap - 1);
     }
-    char *p = hp_arena_strndup(t->arena, s, n);
+    if (t->len >= UINT32_MAX) { /* 64 GB of strings and more: as out of memory */
+        fprintf(stderr, "level=error comp=mem msg=\"more than 2^32 distinct strings\"\n");
+        abort();
+    }
+    uint32_t id = (uint32_t)t->len;
+    char *p = (char *)hp_arena_alloc(t->arena, sizeof(id) + n + 1) + sizeof(id);
+    memcpy(p - sizeof(id), &id, sizeof(id)); /* hp_strtab_id */
+    if (n) /* s may be NULL for an empty string (hp_arena_strndup) */
+        memcpy(p, s, n);
+    p[n] = '\0';
+    t->by_id = hp_xgrow(t->by_id, &t->by_id_cap, t->len + 1, sizeof(*t->by_id));
+    t->by_id[id] = p;
     t->slots[j] = p;
     t->hashes[j] = h;
     t->len++;

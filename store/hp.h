@@ -203,16 +203,32 @@ static inline int hp_map64_get(const struct hp_map64 *m, uint64_t key, uint32_t 
 }
 
 /* ---- string interning: each distinct string stored once in an arena ------ */
+/* Strings are numbered 0, 1, ... in the order they are first interned:
+ * by_id[id] is the string, and hp_strtab_id gives a string's number
+ * without hashing it (stored in the 4 bytes before its first), so that
+ * tables over a table's names are arrays, not hash maps. */
 struct hp_strtab {
     struct hp_arena *arena; /* borrowed */
     const char **slots;
     uint64_t *hashes;
     size_t cap, len;
+    const char **by_id; /* len strings */
+    size_t by_id_cap;
 };
 
 void hp_strtab_init(struct hp_strtab *t, struct hp_arena *arena);
 void hp_strtab_release(struct hp_strtab *t);
 const char *hp_strtab_intern(struct hp_strtab *t, const char *s, size_t n);
+
+/* The number of s, a string this table's hp_strtab_intern returned (any
+ * other pointer is undefined behaviour). */
+static inline uint32_t hp_strtab_id(const struct hp_strtab *t, const char *s)
+{
+    uint32_t id;
+    memcpy(&id, s - sizeof(id), sizeof(id));
+    (void)t;
+    return id;
+}
 
 
 /* ---- checked number parsing ---------------------------------------------

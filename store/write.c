@@ -425,6 +425,11 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
     struct hp_map64 fn_ptr, file_ptr;
     hp_map64_init(&fn_ptr);
     hp_map64_init(&file_ptr);
+    /* A profile's names are its interned strings: sized once, these maps
+     * are not rehashed while they fill (a twentieth of storing its
+     * locations). */
+    hp_map64_reserve(&fn_ptr, p->strings.len);
+    hp_map64_reserve(&file_ptr, p->strings.len);
     for (size_t i = 0; i < p->nmappings; i++)
         if (mapping_is_object(&p->mappings[i]) &&
             (r = object_id(s, node_id, &p->mappings[i], &d->mobj[i], err)) < 0)
@@ -1486,6 +1491,7 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
 {
     struct hp_map64 idx;
     hp_map64_init(&idx);
+    hp_map64_reserve(&idx, p->strings.len); /* a function a name, at most */
     size_t n = 0, cap = 0;
     struct acc {
         int64_t fid;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "query/analysis-internal.h"
 #include "tests/query/qtest.h"
 
 struct jeprof_row {
@@ -458,6 +459,75 @@ static void test_diff_go_pprof_noise_from_period(void **state)
     free(path);
 }
 
+/* A profile of named stacks, "root;...;leaf" each, 1 KB a stack. */
+static struct profile *named_profile(const char *const *stacks, size_t n)
+{
+    struct profile *p = profile_new(PROFILE_FORMAT_COLLAPSED);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t locs[16], nl = 0;
+        /* Locations are leaf first in a stack. */
+        const char *s = stacks[i], *end = s + strlen(s);
+        while (end > s && nl < 16) {
+            const char *semi = end;
+            while (semi > s && semi[-1] != ';')
+                semi--;
+            locs[nl++] = profile_location_for_name(p, semi, (size_t)(end - semi));
+            end = semi > s ? semi - 1 : s;
+        }
+        uint32_t st = profile_stack_add(p, locs, nl);
+        const int64_t raw[PV_COUNT] = { [PV_INUSE_OBJECTS] = 1, [PV_INUSE_SPACE] = 1024 };
+        (void)profile_sample_add(p, st, 0, raw);
+    }
+    profile_finish(p);
+    return p;
+}
+
+/* The stack union translates a folded profile's names by their numbers in
+ * it: a profile folded after another was freed (its struct likely at the
+ * same address, its names numbered alike) gets its own names, not the
+ * first one's. */
+static void test_union_names_of_a_later_fold(void **state)
+{
+    (void)state;
+    const char *a_stacks[] = { "main;alpha;beta", "main;gamma" };
+    const char *b_stacks[] = { "start;delta;eps", "zeta;eta", "main;gamma" };
+    struct qa_stacks u;
+    qa_stacks_init(&u);
+    struct profile *pa = named_profile(a_stacks, 2), *pb = named_profile(b_stacks, 3);
+    struct query_folded *fa = qt_fold(pa);
+    uint32_t ida[2];
+    for (size_t e = 0; e < fa->nentries; e++)
+        ida[e] = qa_stacks_add_entry(&u, fa, &fa->entries[e]);
+    assert_int_equal(fa->nentries, 2);
+    query_folded_free(fa);
+    struct query_folded *fb = qt_fold(pb);
+    assert_int_equal(fb->nentries, 3);
+    for (size_t e = 0; e < fb->nentries; e++) {
+        uint32_t id = qa_stacks_add_entry(&u, fb, &fb->entries[e]);
+        const struct query_fold_entry *fe = &fb->entries[e];
+        assert_int_equal(u.v[id].n, fe->n);
+        const char *const *want = query_fold_frames(fb, fe);
+        const char *const *got = qa_stack_frames(&u, id);
+        for (uint32_t k = 0; k < fe->n; k++)
+            assert_string_equal(got[k], want[k]);
+        if (e == 2)
+            assert_int_equal(id, ida[1]); /* main;gamma: one stack of the union */
+        else
+            assert_true(id >= 2);
+    }
+    assert_int_equal(u.n, 4);
+    /* Functions numbered by name across both: main;gamma's leaf is one. */
+    struct qa_funcs fn = { 0 };
+    qa_funcs_build(&fn, &u);
+    assert_string_equal(fn.name[fn.leaf[ida[1]]], "gamma");
+    assert_int_equal(fn.n, 9); /* main alpha beta gamma start delta eps zeta eta */
+    qa_funcs_release(&fn);
+    query_folded_free(fb);
+    profile_free(pa);
+    profile_free(pb);
+    qa_stacks_release(&u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_diff_normalize_shares),
         cmocka_unit_test(test_diff_collapsed_two_columns),
         cmocka_unit_test(test_diff_json_and_text),
+        cmocka_unit_test(test_union_names_of_a_later_fold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

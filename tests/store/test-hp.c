@@ -318,6 +318,44 @@ static int sort_item_cmp(const void *a, const void *b)
 /* hp_radix_sort orders as a stable comparison sort does, with keys that
  * differ in any byte, share bytes, repeat, have the top bit set, come in
  * order already, or all but one in order. */
+/* Interned strings are numbered in the order first seen; a string's
+ * number reads back from its pointer alone, through the table's growth
+ * (the slots rehash, the numbers and pointers stay). */
+static void test_hp_strtab_numbers_strings(void **state)
+{
+    (void)state;
+    struct hp_arena a;
+    hp_arena_init(&a);
+    struct hp_strtab t;
+    hp_strtab_init(&t, &a);
+    enum { N = 5000 };
+    const char **first = calloc(N, sizeof(*first));
+    assert_non_null(first);
+    for (int i = 0; i < N; i++) {
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "name-%d", i * 7919 % N);
+        first[i] = hp_strtab_intern(&t, buf, (size_t)n);
+        assert_int_equal(hp_strtab_id(&t, first[i]), i);
+        assert_ptr_equal(t.by_id[i], first[i]);
+    }
+    assert_int_equal(t.len, N);
+    for (int i = 0; i < N; i++) {
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "name-%d", i * 7919 % N);
+        const char *again = hp_strtab_intern(&t, buf, (size_t)n);
+        assert_ptr_equal(again, first[i]); /* no new string, no new number */
+        assert_int_equal(hp_strtab_id(&t, again), i);
+        assert_string_equal(again, buf);
+    }
+    assert_int_equal(t.len, N);
+    const char *empty = hp_strtab_intern(&t, NULL, 0);
+    assert_string_equal(empty, "");
+    assert_int_equal(hp_strtab_id(&t, empty), N);
+    free(first);
+    hp_strtab_release(&t);
+    hp_arena_release(&a);
+}
+
 static void test_hp_radix_sort_matches_a_stable_sort(void **state)
 {
     (void)state;
@@ -377,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_hp_hash_steps_match_bytes),
         cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
         cmocka_unit_test(test_hp_radix_sort_matches_a_stable_sort),
+        cmocka_unit_test(test_hp_strtab_numbers_strings),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),
         cmocka_unit_test(test_hp_utf8_clean),
