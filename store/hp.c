@@ -355,6 +355,48 @@ uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed)
     return hp_hash_end(h);
 }
 
+uint64_t hp_hash_bytes_wide(const void *data, size_t n, uint64_t seed)
+{
+    if (n < 8)
+        return hp_hash_bytes(data, n, seed);
+    const unsigned char *p = data, *end = p + n;
+    uint64_t h0 = hp_hash_begin(seed ^ n), h1 = hp_hash_begin(seed ^ UINT64_C(0x9e3779b97f4a7c15)),
+             h2 = hp_hash_begin(seed ^ UINT64_C(0xc2b2ae3d27d4eb4f)),
+             h3 = hp_hash_begin(seed ^ UINT64_C(0x165667b19e3779f9));
+    uint64_t w0, w1, w2, w3;
+    for (; end - p > 32; p += 32) {
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + 8, 8);
+        memcpy(&w2, p + 16, 8);
+        memcpy(&w3, p + 24, 8);
+        /* The words stay in general registers: vectorized (SSE2 has no
+         * 64-bit multiply), the four multiplies became shifts and adds,
+         * and the hash ran at half hp_hash_bytes' speed. */
+        __asm__("" : "+r"(w0), "+r"(w1), "+r"(w2), "+r"(w3));
+        h0 = hp_hash_word(h0, w0);
+        h1 = hp_hash_word(h1, w1);
+        h2 = hp_hash_word(h2, w2);
+        h3 = hp_hash_word(h3, w3);
+    }
+    /* 1 to 32 bytes left: whole words, then the last 8 bytes of the input
+     * (overlapping the words before; the length is in the hash). */
+    if (p < end - 8) {
+        memcpy(&w0, p, 8);
+        h0 = hp_hash_word(h0, w0);
+    }
+    if (p + 8 < end - 8) {
+        memcpy(&w1, p + 8, 8);
+        h1 = hp_hash_word(h1, w1);
+    }
+    if (p + 16 < end - 8) {
+        memcpy(&w2, p + 16, 8);
+        h2 = hp_hash_word(h2, w2);
+    }
+    memcpy(&w3, end - 8, 8);
+    h3 = hp_hash_word(h3, w3);
+    return hp_hash_end(hp_hash_word(hp_hash_word(hp_hash_word(h0, h1), h2), h3));
+}
+
 /* ---- radix sort ---- */
 
 void hp_radix_sort(struct hp_sort_item *v, size_t n)

@@ -288,6 +288,29 @@ static void test_hp_hash_steps_match_bytes(void **state)
                      UINT64_C(0x3370c4630680bf8a));
 }
 
+/* The wide hash reads every byte of every length: each byte changed, at
+ * each place, changes it (the tail's overlapping word included), and the
+ * same bytes at another alignment hash the same. */
+static void test_hp_hash_bytes_wide_reads_every_byte(void **state)
+{
+    (void)state;
+    unsigned char buf[200], moved[208];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (unsigned char)(hp_hash_u64(i) >> 17);
+    for (size_t n = 0; n <= 130; n++) {
+        uint64_t h = hp_hash_bytes_wide(buf, n, 7);
+        memcpy(moved + 3, buf, n);
+        assert_int_equal(hp_hash_bytes_wide(moved + 3, n, 7), h);
+        if (n)
+            assert_true(hp_hash_bytes_wide(buf, n - 1, 7) != h); /* the length counts */
+        for (size_t at = 0; at < n; at++) {
+            buf[at] ^= 0x20;
+            assert_true(hp_hash_bytes_wide(buf, n, 7) != h);
+            buf[at] ^= 0x20;
+        }
+    }
+}
+
 static void test_hp_map64_reserve_keeps_and_finds(void **state)
 {
     (void)state;
@@ -416,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_hp_map64_reserve_keeps_and_finds),
         cmocka_unit_test(test_hp_radix_sort_matches_a_stable_sort),
         cmocka_unit_test(test_hp_strtab_numbers_strings),
+        cmocka_unit_test(test_hp_hash_bytes_wide_reads_every_byte),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),
         cmocka_unit_test(test_hp_utf8_clean),
