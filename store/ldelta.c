@@ -60,9 +60,9 @@ static size_t lines_max(size_t len)
 static uint32_t *line_offsets(const unsigned char *b, size_t len, uint32_t *ret_n,
                               uint64_t **ret_hash)
 {
-    size_t max = lines_max(len), cap = len / 64 + 16, n = 0;
+    size_t max = lines_max(len), cap = len / 64 + 16, hcap = cap, n = 0;
     uint32_t *off = hp_xmalloc(cap * sizeof(*off));
-    uint64_t *h = ret_hash ? hp_xmalloc(cap * sizeof(*h)) : NULL;
+    uint64_t *h = ret_hash ? hp_xmalloc(hcap * sizeof(*h)) : NULL;
     if (len)
         off[n++] = 0;
     const __m128i nl = _mm_set1_epi8('\n');
@@ -85,12 +85,9 @@ static uint32_t *line_offsets(const unsigned char *b, size_t len, uint32_t *ret_
                 free(h);
                 return NULL;
             }
-            if (n + 2 > cap) {
-                size_t c = cap;
-                off = hp_xgrow(off, &cap, n + 2, sizeof(*off));
-                if (h)
-                    h = hp_xgrow(h, &c, n + 2, sizeof(*h));
-            }
+            off = hp_xgrow(off, &cap, n + 2, sizeof(*off));
+            if (h)
+                h = hp_xgrow(h, &hcap, n + 2, sizeof(*h));
             if (h)
                 h[n - 1] = hp_hash_bytes_wide(b + off[n - 1], at - off[n - 1], 0);
             off[n++] = (uint32_t)at;
