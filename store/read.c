@@ -427,6 +427,27 @@ static int loc_gen(struct store *s, int64_t obj, uint64_t *ret, struct hp_buf *e
     return r < 0 ? r : 0;
 }
 
+/* Whether a view's objects still have the location generations it copied
+ * (1), or one of them moved since (0). */
+static int objs_current(struct store *s, const struct store_view_obj *objs, size_t n,
+                        struct hp_buf *err)
+{
+    for (size_t k = 0; k < n; k++) {
+        uint64_t gen;
+        int r = loc_gen(s, objs[k].id, &gen, err);
+        if (r < 0 || gen != objs[k].gen)
+            return r < 0 ? r : 0;
+    }
+    return 1;
+}
+
+/* A view's recorded size is one zstd could have made of zlen bytes: a
+ * larger one is a lie, and no buffer is sized by it. */
+static bool view_size_ok(int64_t size, size_t zlen)
+{
+    return size > 0 && (uint64_t)size <= (uint64_t)zlen * 1024 + 4096;
+}
+
 /* The node's view sv decoded into *out, when it decodes and its objects'
  * locations did not change since it was written (1); else 0: its rows are
  * fetched instead, as for a node with no view. */
@@ -438,14 +459,9 @@ static int view_open(struct store *s, const struct store_stack_view *sv, struct 
     hp_buf_release(&e);
     if (r < 0)
         return 0;
-    for (size_t k = 0; k < out->nobjs; k++) {
-        uint64_t gen;
-        if ((r = loc_gen(s, out->objs[k].id, &gen, err)) < 0 || gen != out->objs[k].gen) {
-            store_view_release(out);
-            return r < 0 ? r : 0;
-        }
-    }
-    return 1;
+    if ((r = objs_current(s, out->objs, out->nobjs, err)) != 1)
+        store_view_release(out);
+    return r;
 }
 
 int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
@@ -475,7 +491,7 @@ int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
     if (found == 0 && got == cap) {
         void *all = NULL;
         struct hp_buf e = HP_BUF_INIT(0);
-        found = (uint64_t)size <= (uint64_t)zlen * 1024 + 4096 &&
+        found = view_size_ok(size, zlen) &&
                         store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &all, &e) == 0
                     ? store_view_objs(all, (size_t)size, &objs, &nobjs)
                     : -1;
@@ -486,12 +502,7 @@ int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err)
     free(head);
     /* Damaged (does not decompress, or ends before its objects): not
      * current, so that it is written again. */
-    r = found == 1;
-    for (size_t i = 0; r == 1 && i < nobjs; i++) {
-        uint64_t gen;
-        int g = loc_gen(s, objs[i].id, &gen, err);
-        r = g < 0 ? g : gen == objs[i].gen;
-    }
+    r = found == 1 ? objs_current(s, objs, nobjs, err) : 0;
     free(objs);
     return r;
 }
@@ -962,10 +973,6 @@ static void prune_samples(const struct profile *p, struct store_sample *sm, size
     *nall = j;
 }
 
-/* store_snapshot_load, or with `only` (n stack ids) store_stacks_load, or
- * with `max` store_snapshot_load_top: the snapshot's header and mappings
- * with one zero sample per stack of `only`, or its heaviest `max` stacks;
- * no_files: frames without file names. */
 /* A snapshot's mappings by (object, file offset), for stored addresses
  * (object-relative) back to runtime ones: *ret (malloc'd), their count. */
 static size_t maps_build(const struct profile *p, const int64_t *mobj, struct ld_map **ret)
@@ -1008,6 +1015,10 @@ static uint64_t runtime_address(const struct ld_map *maps, size_t nmaps,
     return addr;
 }
 
+/* store_snapshot_load, or with `only` (n stack ids) store_stacks_load, or
+ * with `max` store_snapshot_load_top: the snapshot's header and mappings
+ * with one zero sample per stack of `only`, or its heaviest `max` stacks;
+ * no_files: frames without file names. */
 static int load_profile(struct store *s, int64_t id, const int64_t *only, size_t nonly,
                         size_t max, enum profile_value rank, struct store_pruned *pruned,
                         bool no_files, const struct store_view *views, size_t nviews,
@@ -1228,12 +1239,8 @@ static uint32_t rsb_loc(struct rsb *b, uint32_t flags)
 static void rsb_name(struct rsb *b, const char *s, size_t len, bool keep)
 {
     struct profile_resolved *r = b->r;
-    if (!keep) {
-        char *c = hp_arena_alloc(&r->arena, len + 1);
-        memcpy(c, s, len);
-        c[len] = '\0';
-        s = c;
-    }
+    if (!keep)
+        s = hp_arena_strndup(&r->arena, s, len);
     r->names = hp_xgrow(r->names, &b->names_cap, r->nnames + 1, sizeof(*r->names));
     r->names[r->nnames++] = (struct profile_rname){ s, len };
     r->loc[r->nlocs - 1].nnames++;
@@ -1351,12 +1358,10 @@ static int64_t vres_loc(struct vres *c, uint32_t x)
             uint32_t fx;
             if (!hp_map64_get(&c->fn, (uint64_t)fid, &fx))
                 return -1; /* its name is not in the view */
-            if (!c->fn_copy[fx].s) {
-                char *t = hp_arena_alloc(&b->r->arena, v->fns[fx].len + 1);
-                memcpy(t, v->fns[fx].s, v->fns[fx].len);
-                t[v->fns[fx].len] = '\0';
-                c->fn_copy[fx] = (struct profile_rname){ t, v->fns[fx].len };
-            }
+            if (!c->fn_copy[fx].s)
+                c->fn_copy[fx] = (struct profile_rname){
+                    hp_arena_strndup(&b->r->arena, v->fns[fx].s, v->fns[fx].len), v->fns[fx].len
+                };
             rsb_name(b, c->fn_copy[fx].s, c->fn_copy[fx].len, true);
         } else {
             char buf[512];
@@ -1587,7 +1592,7 @@ int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_vi
         /* Derived: a view that does not decompress is no view (the rows are
          * read), and a size zstd could not have made is a lie. */
         struct hp_buf e = HP_BUF_INIT(0);
-        if (size <= 0 || (uint64_t)size > (uint64_t)zlen * 1024 + 4096 ||
+        if (!view_size_ok(size, zlen) ||
             store_zstd_decompress(s, z, zlen, NULL, 0, (size_t)size, &ret->data, &e) < 0)
             r = 0;
         else

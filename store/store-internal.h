@@ -298,8 +298,6 @@ enum store_stmt_id {
 
 struct store_writer; /* write.c */
 
-/* The engine behind a struct store (backend.h): each compilation of the
- * store's logic fills one of these; backend.c dispatches through it. */
 /* Whether node_id's stack view is current: it decompresses as far as its
  * objects' generations and they are the store's (1), or not: its
  * locations changed since (a later symbolization), or its bytes are
@@ -307,6 +305,8 @@ struct store_writer; /* write.c */
  * bytes only (the objects come first). */
 int store_view_current(struct store *s, int64_t node_id, struct hp_buf *err);
 
+/* The engine behind a struct store (backend.h): each compilation of the
+ * store's logic fills one of these; backend.c dispatches through it. */
 struct store_backend {
     const char *name; /* "sqlite", "postgresql" */
     __typeof__(store_close) *close;
@@ -507,14 +507,14 @@ struct store_view {
     size_t nstack_locs;
 };
 void store_view_pack(const struct store_view *v, struct store_pack *b);
-/* Names point into `data`, which must outlive *out. Checks every count,
- * id order and index against the bytes: HP_ECORRUPT saying what and at
- * which byte. */
 /* The head of a packed view, its objects and their generations, from its
  * first bytes (view.c's own decoder of them): 1 read (*ret malloc'd), 0
  * the bytes end before they do (or count more than they hold), -1 not a
  * view (an unknown version). */
 int store_view_objs(const void *data, size_t len, struct store_view_obj **ret, size_t *ret_n);
+/* Names point into `data`, which must outlive *out. Checks every count,
+ * id order and index against the bytes: HP_ECORRUPT saying what and at
+ * which byte. */
 int store_view_unpack(const void *data, size_t len, struct store_view *out,
                       struct hp_buf *err) HP_MUST_CHECK;
 void store_view_release(struct store_view *v);

@@ -159,11 +159,13 @@ static const char *unpack_names(struct store_unpack *u, struct store_view_name *
     return NULL;
 }
 
+static const char UNKNOWN_VERSION[] = "an unknown version";
+
 /* Version and objects, the head of a view; NULL, or what is wrong. */
 static const char *unpack_head(struct store_unpack *u, struct store_view *v)
 {
     if (store_unpack_u64(u) != VIEW_VERSION)
-        return "an unknown version";
+        return UNKNOWN_VERSION;
     uint64_t n = store_unpack_u64(u);
     if (!count_ok(u, n, 2))
         return "an object count larger than the view";
@@ -187,7 +189,7 @@ int store_view_objs(const void *data, size_t len, struct store_view_obj **ret, s
         free(v.objs);
         /* Not a view; else its bytes end too soon (a count beyond them
          * too: of a prefix, that proves nothing). */
-        return strcmp(why, "an unknown version") == 0 ? -1 : 0;
+        return why == UNKNOWN_VERSION ? -1 : 0;
     }
     *ret = v.objs;
     *ret_n = v.nobjs;

@@ -334,8 +334,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (store_stacks_resolve(rd, snap_id, ids, nids, 0, &view, &res, &err) == 0) {
             for (size_t i = 0; i < res->nstacks; i++)
                 for (uint32_t j = res->stack_off[i]; j < res->stack_off[i + 1]; j++) {
+                    if (res->locs[j] >= res->nlocs)
+                        abort();
                     const struct profile_rloc *l = &res->loc[res->locs[j]];
-                    if (res->locs[j] >= res->nlocs || l->name_off + l->nnames > res->nnames)
+                    if (l->name_off + l->nnames > res->nnames)
                         abort();
                     for (uint32_t q = 0; q < l->nnames; q++)
                         if (strlen(res->names[l->name_off + q].s) !=
