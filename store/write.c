@@ -257,29 +257,32 @@ static struct hp_map64 *locmap_for(struct store_writer *w, int64_t obj)
     return &w->locmaps[idx - 1];
 }
 
-/* Database id of a profile string (function name or file). Strings of one
- * profile are interned, so their pointers are a per-profile key that skips
- * hashing the text again for every frame that repeats it. */
-static int profile_name_id(struct store *s, struct hp_map64 *by_ptr, struct name_ids *n,
-                           enum store_stmt_id find, enum store_stmt_id insert,
-                           const char *str, int64_t *ret, struct hp_buf *err)
+/* Database id of a profile string (function name or file). A profile's
+ * strings are interned in p->strings, so their numbers (hp_strtab_id) index
+ * by_sid, which remembers each one's id (0: not looked up yet): a frame
+ * that repeats a name costs an array read, not hashing its text again. */
+static int profile_name_id(struct store *s, const struct profile *p, uint32_t *by_sid,
+                           struct name_ids *n, enum store_stmt_id find,
+                           enum store_stmt_id insert, const char *str, int64_t *ret,
+                           struct hp_buf *err)
 {
-    uint32_t v;
-    if (hp_map64_get(by_ptr, (uint64_t)(uintptr_t)str, &v)) {
-        *ret = v;
+    uint32_t sid = hp_strtab_id(&p->strings, str);
+    assert(sid < p->strings.len && p->strings.by_id[sid] == str);
+    if (by_sid[sid]) {
+        *ret = by_sid[sid];
         return 0;
     }
     int r = name_id(s, n, find, insert, str, ret, err);
     if (r == 0 && *ret > 0 && *ret <= UINT32_MAX)
-        (void)hp_map64_put(by_ptr, (uint64_t)(uintptr_t)str, (uint32_t)*ret, &v);
+        by_sid[sid] = (uint32_t)*ret;
     return r;
 }
 
 /* Function and file ids of a location's frames: fids/file_ids are indexed
- * like p->frames. */
+ * like p->frames; fn_sid and file_sid as profile_name_id's by_sid. */
 static int frames_ids(struct store *s, const struct profile *p, const struct profile_location *l,
-                      struct hp_map64 *fn_ptr, struct hp_map64 *file_ptr, int64_t *fids,
-                      int64_t *file_ids, struct hp_buf *err)
+                      uint32_t *fn_sid, uint32_t *file_sid, int64_t *fids, int64_t *file_ids,
+                      struct hp_buf *err)
 {
     struct store_writer *w = writer(s);
     for (uint32_t i = 0; i < l->nframes; i++) {
@@ -288,10 +291,10 @@ static int frames_ids(struct store *s, const struct profile *p, const struct pro
         int r;
         fids[k] = file_ids[k] = 0;
         if (f->function &&
-            (r = profile_name_id(s, fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+            (r = profile_name_id(s, p, fn_sid, &w->functions, STMT_FUNCTION_FIND,
                                  STMT_FUNCTION_INSERT, f->function, &fids[k], err)) < 0)
             return r;
-        if (f->file && (r = profile_name_id(s, file_ptr, &w->files, STMT_FILE_FIND,
+        if (f->file && (r = profile_name_id(s, p, file_sid, &w->files, STMT_FILE_FIND,
                                             STMT_FILE_INSERT, f->file, &file_ids[k], err)) < 0)
             return r;
     }
@@ -422,14 +425,10 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
     d->lnew = hp_xcalloc(p->nlocs + 1, sizeof(*d->lnew));
     d->fids = hp_xcalloc(p->nframes + 1, sizeof(*d->fids));
     d->file_ids = hp_xcalloc(p->nframes + 1, sizeof(*d->file_ids));
-    struct hp_map64 fn_ptr, file_ptr;
-    hp_map64_init(&fn_ptr);
-    hp_map64_init(&file_ptr);
-    /* A profile's names are its interned strings: sized once, these maps
-     * are not rehashed while they fill (a twentieth of storing its
-     * locations). */
-    hp_map64_reserve(&fn_ptr, p->strings.len);
-    hp_map64_reserve(&file_ptr, p->strings.len);
+    /* Ids of the profile's strings by their numbers, as functions and as
+     * files (profile_name_id). */
+    uint32_t *fn_sid = hp_xcalloc(p->strings.len + 1, sizeof(*fn_sid));
+    uint32_t *file_sid = hp_xcalloc(p->strings.len + 1, sizeof(*file_sid));
     for (size_t i = 0; i < p->nmappings; i++)
         if (mapping_is_object(&p->mappings[i]) &&
             (r = object_id(s, node_id, &p->mappings[i], &d->mobj[i], err)) < 0)
@@ -459,7 +458,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
                 const char *name = l->nframes ? p->frames[l->frame_off].function : NULL;
                 int64_t fid = 0;
                 if (name &&
-                    (r = profile_name_id(s, &fn_ptr, &w->functions, STMT_FUNCTION_FIND,
+                    (r = profile_name_id(s, p, fn_sid, &w->functions, STMT_FUNCTION_FIND,
                                          STMT_FUNCTION_INSERT, name, &fid, err)) < 0)
                     goto out;
                 obj = -1;
@@ -491,7 +490,7 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         }
         if (cached)
             stored_frames = cached_frames;
-        if ((r = frames_ids(s, p, l, &fn_ptr, &file_ptr, d->fids, d->file_ids, err)) < 0)
+        if ((r = frames_ids(s, p, l, fn_sid, file_sid, d->fids, d->file_ids, err)) < 0)
             goto out;
         if (has_frames && (id == 0 || !stored_frames || force_frames))
             frames_pack(p, l, d->fids, d->file_ids, &fp);
@@ -552,8 +551,8 @@ static int store_locations(struct store *s, int64_t node_id, const struct profil
         d->lid[i] = id;
     }
 out:
-    hp_map64_release(&fn_ptr);
-    hp_map64_release(&file_ptr);
+    free(fn_sid);
+    free(file_sid);
     store_pack_release(&fp);
     return r;
 }
@@ -1431,37 +1430,38 @@ static int64_t total_i64(double x)
  * function_totals_rest (migrations/0002). */
 #define FT_ROW_SHARE 100.0
 
-static int ft_entry_cmp(const void *a, const void *b)
-{
-    const struct store_ft_entry *x = a, *y = b;
-    return (x->function_id > y->function_id) - (x->function_id < y->function_id);
-}
-
 /* The packed rest: varint count, the functions' id deltas (by id), then
  * each total for all of them in turn (flat_space, cum_space, flat_objects,
  * cum_objects; zigzag), zstd-compressed against the node's previous rest
  * (`base`), chained as sample sets are. */
-static int ft_rest_insert(struct store *s, int64_t snap_id, struct store_ft_entry *e, size_t n,
-                          struct blob_base *base, struct hp_buf *err)
+static int ft_rest_insert(struct store *s, int64_t snap_id, const struct store_ft_entry *e,
+                          size_t n, struct blob_base *base, struct hp_buf *err)
 {
-    qsort(e, n, sizeof(*e), ft_entry_cmp);
+    /* In id order by a radix sort of the ids (function ids are > 0):
+     * qsort's comparator calls were a twentieth of a steady snapshot's
+     * function totals. */
+    struct hp_sort_item *o = hp_xmalloc((n + 1) * sizeof(*o));
+    for (size_t i = 0; i < n; i++)
+        o[i] = (struct hp_sort_item){ (uint64_t)e[i].function_id, i };
+    hp_radix_sort(o, n);
     struct store_pack b = { 0 };
     store_pack_u64(&b, n);
     int64_t prev = 0;
     for (size_t i = 0; i < n; i++) {
-        store_pack_u64(&b, (uint64_t)(e[i].function_id - prev));
-        prev = e[i].function_id;
+        store_pack_u64(&b, (uint64_t)(e[o[i].i].function_id - prev));
+        prev = e[o[i].i].function_id;
     }
     /* Column by column: most functions are not leaves (flat 0), and like
      * values next to each other compress better. */
     for (size_t i = 0; i < n; i++)
-        store_pack_i64(&b, e[i].flat_space);
+        store_pack_i64(&b, e[o[i].i].flat_space);
     for (size_t i = 0; i < n; i++)
-        store_pack_i64(&b, e[i].cum_space);
+        store_pack_i64(&b, e[o[i].i].cum_space);
     for (size_t i = 0; i < n; i++)
-        store_pack_i64(&b, e[i].flat_objects);
+        store_pack_i64(&b, e[o[i].i].flat_objects);
     for (size_t i = 0; i < n; i++)
-        store_pack_i64(&b, e[i].cum_objects);
+        store_pack_i64(&b, e[o[i].i].cum_objects);
+    free(o);
     int64_t id;
     int r = blob_insert(s, STMT_FTR_INSERT, NULL, snap_id, b.data, b.len, base, &id, err);
     store_pack_release(&b);

@@ -1100,6 +1100,71 @@ static void test_store_function_totals_packed_tail(void **state)
     profile_free(ps[1]);
 }
 
+/* Function totals over locations of many inlined frames (the totals keep
+ * a location's first two functions beside it and the rest apart), with a
+ * function repeated inside one location and across a stack's locations
+ * (counted once a stack), a frame without a name, allocator leaves and a
+ * stack of nothing else: every total as the oracle computes it. */
+static void test_store_function_totals_deep_inlining(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    p->scaling = PROFILE_SCALING_V2;
+    p->period = 524288;
+    struct profile_mapping m = { 0x555500000000, 0x555500100000, 0, 77, "/bin/be",
+                                 "feedface", "r-xp", PROFILE_MAP_EXEC };
+    profile_mapping_add(p, &m);
+    uint32_t a = profile_location_for_address(p, 0x555500001000),
+             b = profile_location_for_address(p, 0x555500002000),
+             c = profile_location_for_address(p, 0x555500003000),
+             d = profile_location_for_address(p, 0x555500004000),
+             e = profile_location_for_address(p, 0x555500005000);
+    struct profile_frame fa[] = { { "je_malloc", NULL, 0 } };
+    struct profile_frame fb[] = { { "vec_push", "v.h", 1 },
+                                  { NULL, NULL, 0 },
+                                  { "vec_push", "v.h", 2 },
+                                  { "Tablet::load", "t.cc", 3 },
+                                  { "Rowset::read", "r.cc", 4 } };
+    struct profile_frame fc[] = { { "Tablet::load", "t.cc", 5 },
+                                  { "helper", "h.cc", 6 },
+                                  { "Scan::run", "s.cc", 7 } };
+    struct profile_frame fd[] = { { "main", "m.cc", 8 } };
+    struct profile_frame fe[] = { { NULL, NULL, 0 }, { "Scan::run", "s.cc", 9 } };
+    profile_location_set_frames(p, a, fa, 1);
+    profile_location_set_frames(p, b, fb, 5);
+    profile_location_set_frames(p, c, fc, 3);
+    profile_location_set_frames(p, d, fd, 1);
+    profile_location_set_frames(p, e, fe, 2);
+    uint32_t all[] = { a, b, c, d, e };
+    for (size_t i = 0; i < 5; i++)
+        p->locs[all[i]].flags |= PROFILE_LOC_SYMBOLIZED;
+    p->locs[a].flags |= PROFILE_LOC_ALLOCATOR;
+    uint32_t s1[] = { a, b, c, d }, s2[] = { b, d }, s3[] = { c, b, c, d }, s4[] = { a },
+             s5[] = { e, c, d }, s6[] = { a, a, c, b, d };
+    const uint32_t *stacks[] = { s1, s2, s3, s4, s5, s6 };
+    uint32_t lens[] = { 4, 2, 4, 1, 3, 5 };
+    for (int i = 0; i < 6; i++)
+        (void)profile_sample_add(p, profile_stack_add(p, stacks[i], lens[i]), 0,
+                                 (int64_t[]){ 1 + i, 1000 * (i + 1) + 7 * i, 0, 0 });
+    profile_finish(p);
+    int64_t id = put(f->s, n, T0, p, NULL, 0);
+    size_t nwant;
+    struct ft_want *want = ft_oracle(p, &nwant);
+    /* vec_push, Tablet::load, Rowset::read, helper, Scan::run, main: the
+     * allocator's frame is trimmed from every stack that has it. */
+    assert_int_equal(nwant, 6);
+    struct ft_got g = { .want = want, .nwant = nwant };
+    assert_int_equal(store_function_totals(f->s, id, ft_check_cb, &g, NULL), 0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < nwant; i++)
+        nonzero += llround(want[i].cum_space) != 0 || llround(want[i].cum_objects) != 0;
+    assert_int_equal(g.n, nonzero);
+    assert_int_equal(nonzero, 6);
+    free(want);
+    profile_free(p);
+}
+
 /* A database from before the series index (migrations/0003: a node's ok
  * snapshots by time) is upgraded by the first writer: the index appears,
  * the version moves on, and a function's trend answers as before, every
@@ -2575,6 +2640,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_function_totals_deep_inlining, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
         cmocka_unit_test(test_store_sseries_builder),
         cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
