@@ -9,6 +9,7 @@
  * jeprof's RemoveUninterestingFrames keeps it. */
 #include "query/query.h"
 
+#include <assert.h>
 #include <math.h>
 #include <regex.h>
 #include <stdatomic.h>
@@ -62,14 +63,18 @@ struct fold_ctx {
     uint8_t *loc_match; /* 0 unknown, 1 no, 2 focus match, 4 ignore match */
     char *label; /* scratch: "function file:line" */
     size_t label_cap;
-    /* A profile's function names are interned in it: its pointer -> the
-     * same name in f->strings, direct-mapped, so that a name the stacks
-     * share is hashed once, not once a location (locations are many more
-     * than functions; interning them was a fifth of folding a stored
+    /* A profile's function names are interned in it: by its number
+     * (hp_strtab_id), the same name in f->strings, so that a name the
+     * stacks share is hashed once, not once a location (locations are many
+     * more than functions; interning them was a fifth of folding a stored
      * node's stacks for leaks). */
-    struct name_slot {
-        const char *from, *to;
-    } *name_cache;
+    const char **by_sid;
+};
+
+/* query_fold_map_resolved's names (not numbered): pointer -> the same
+ * name in f->strings, direct-mapped. */
+struct name_slot {
+    const char *from, *to;
 };
 
 #define NAME_CACHE 4096
@@ -123,12 +128,11 @@ static void location_names_make(struct fold_ctx *c, uint32_t loc)
             memcpy(c->label + nn + 2 + nf, d, nd);
             name = hp_strtab_intern(&c->f->strings, c->label, len);
         } else if (name != buf) { /* the profile's own string */
-            struct name_slot *ns = &c->name_cache[((uintptr_t)name >> 3) % NAME_CACHE];
-            if (ns->from != name) {
-                ns->from = name;
-                ns->to = hp_strtab_intern(&c->f->strings, name, strlen(name));
-            }
-            name = ns->to;
+            uint32_t sid = hp_strtab_id(&p->strings, name);
+            assert(sid < p->strings.len && p->strings.by_id[sid] == name);
+            if (!c->by_sid[sid])
+                c->by_sid[sid] = hp_strtab_intern(&c->f->strings, name, strlen(name));
+            name = c->by_sid[sid];
         } else {
             name = hp_strtab_intern(&c->f->strings, name, strlen(name));
         }
@@ -247,7 +251,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     c.loc_first = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_first));
     c.loc_count = hp_xcalloc(p->nlocs + 1, sizeof(*c.loc_count));
     c.loc_match = hp_xcalloc(p->nlocs + 1, 1);
-    c.name_cache = hp_xcalloc(NAME_CACHE, sizeof(*c.name_cache));
+    c.by_sid = hp_xcalloc(p->strings.len + 1, sizeof(*c.by_sid));
     const bool filters = c.has_focus || c.has_ignore;
 
     for (size_t si = 0; si < p->nsamples; si++) {
@@ -310,7 +314,7 @@ static int fold(const struct profile *p, const struct query_opts *o, struct quer
     free(c.locnames);
     free(c.loc_match);
     free(c.label);
-    free(c.name_cache);
+    free(c.by_sid);
     if (c.has_focus)
         regfree(&c.focus);
     if (c.has_ignore)

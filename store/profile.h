@@ -65,6 +65,9 @@ struct profile_mapping {
     uint32_t flags;
 };
 
+/* function and file are interned in the profile's strings (p->strings:
+ * profile_intern, profile_location_set_frames), so their numbers
+ * (hp_strtab_id) index tables over a profile's names. */
 struct profile_frame {
     const char *function; /* display name (demangled); NULL if unknown */
     const char *file;     /* source file; NULL if unknown */
