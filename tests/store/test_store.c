@@ -243,6 +243,26 @@ static void test_store_roundtrip_handmade(void **state)
     profile_free(in);
 }
 
+/* A snapshot of more locations than the loader's direct-mapped id cache
+ * has slots (16,384): ids that share a slot take it from each other, and
+ * every one still loads as its own location, a second time too. */
+static void test_store_roundtrip_colliding_location_ids(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-1");
+    struct gen_params gp = { .seed = 9, .nstacks = 26000, .nfuncs = 5000, .symbolize = true };
+    struct profile *in = gen_profile(&gp, NULL, NULL);
+    assert_true(in->nlocs > 16384 + 1000);
+    int64_t id = put(f->s, n, T0, in, NULL, 0);
+    for (int k = 0; k < 2; k++) {
+        struct profile *out = load(f->s, id);
+        assert_int_equal(out->nlocs, in->nlocs);
+        assert_same_profile(in, out);
+        profile_free(out);
+    }
+    profile_free(in);
+}
+
 static void test_store_roundtrip_generated(void **state)
 {
     struct fx *f = *state;
@@ -2621,6 +2641,8 @@ int main(void)
         cmocka_unit_test(test_hp_sorted_search_and_intervals),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_handmade, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_generated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_roundtrip_colliding_location_ids, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_dedup_steady_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_stack_hashes_as_stored_before, setup,
                                         teardown),
