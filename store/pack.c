@@ -35,21 +35,6 @@ void store_pack_reserve(struct store_pack *b, size_t n)
         b->data = hp_xgrow(b->data, &b->cap, b->len + n, 1);
 }
 
-void store_pack_u64(struct store_pack *b, uint64_t v)
-{
-    store_pack_reserve(b, 10);
-    while (v >= 0x80) {
-        b->data[b->len++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    b->data[b->len++] = (unsigned char)v;
-}
-
-void store_pack_i64(struct store_pack *b, int64_t v)
-{
-    store_pack_u64(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
-
 void store_pack_bytes(struct store_pack *b, const void *data, size_t n)
 {
     store_pack_reserve(b, n);

@@ -461,8 +461,25 @@ struct store_pack {
 void store_pack_release(struct store_pack *b);
 /* Room for n more bytes. */
 void store_pack_reserve(struct store_pack *b, size_t n);
-void store_pack_u64(struct store_pack *b, uint64_t v);
-void store_pack_i64(struct store_pack *b, int64_t v); /* zigzag */
+/* Inline, through a local pointer: packing a steady snapshot's samples
+ * and totals is a few hundred thousand varints, and a call each, with the
+ * length written back and read again per byte, was most of it. */
+static inline void store_pack_u64(struct store_pack *b, uint64_t v)
+{
+    if (b->cap - b->len < 10)
+        store_pack_reserve(b, 10);
+    unsigned char *w = b->data + b->len;
+    while (v >= 0x80) {
+        *w++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *w++ = (unsigned char)v;
+    b->len = (size_t)(w - b->data);
+}
+static inline void store_pack_i64(struct store_pack *b, int64_t v) /* zigzag */
+{
+    store_pack_u64(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
 void store_pack_bytes(struct store_pack *b, const void *data, size_t n);
 void store_pack_str(struct store_pack *b, const char *s); /* NULL packs as length 0 */
 /* A stack series in its packed form (sseries.c; store_sseries_unpack). */
