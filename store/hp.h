@@ -120,10 +120,11 @@ char *hp_arena_strdup(struct hp_arena *a, const char *s);
 
 /* ---- hashing ------------------------------------------------------------ */
 uint64_t hp_hash_bytes(const void *data, size_t n, uint64_t seed);
-/* A hash of bytes for in-memory tables only, never stored: four words at a
- * time in four independent chains, about three times hp_hash_bytes' speed
- * on lines of a hundred bytes and more (hp_hash_bytes' one chain waits on
- * its multiply every word). Its values may change between versions. */
+/* A hash of bytes in four words at a time in four independent chains,
+ * about three times hp_hash_bytes' speed on lines of a hundred bytes and
+ * more (hp_hash_bytes' one chain waits on its multiply every word).
+ * Stored (raw_dumps.hash, store_content_hash): it must not change
+ * (test-hp pins values). */
 uint64_t hp_hash_bytes_wide(const void *data, size_t n, uint64_t seed);
 static inline uint64_t hp_hash_u64(uint64_t x)
 {

@@ -60,6 +60,7 @@ extern const int store_nmigrations;
       " RETURNING id")                                                                         \
     X(NODE_FIND, "SELECT id FROM nodes WHERE name = ?1")                                       \
     X(RAW_FIND, "SELECT id, size FROM raw_dumps WHERE hash = ?1")                              \
+    X(RAW_FIRST_HASH, "SELECT hash FROM raw_dumps ORDER BY id LIMIT 1")                        \
     X(RAW_INSERT, "INSERT INTO raw_dumps(hash, size, base_id, data) VALUES (?1, ?2, ?3, ?4)")  \
     X(RAW_GET, "SELECT size, base_id, data FROM raw_dumps WHERE id = ?1")                      \
     X(RAW_EXISTS, "SELECT 1 FROM raw_dumps WHERE id = ?1")                                     \
@@ -655,8 +656,15 @@ bool store_ldelta_is(const void *src, size_t len);
 int store_ldelta_decode(struct store *s, const void *src, size_t len, const void *base,
                         size_t base_len, size_t size, void **ret, struct hp_buf *err);
 
-/* 16-byte content key of a raw dump: a 64-bit hash and the length. */
+/* 16-byte content key of a raw dump (raw_dumps.hash): a 64-bit hash of the
+ * bytes, then the length, both little-endian. Version 2 (what is written
+ * now): hp_hash_bytes_wide, and the length's top bit set (no dump is 2^63
+ * bytes). Version 1 (stores written before): hp_hash_bytes, a third of
+ * the speed, the bit clear. Every version-2 row came after every version-1
+ * row, so the row of the lowest id says whether any version-1 row is left. */
+#define STORE_RAW_KEY_V2 (UINT64_C(1) << 63)
 void store_content_hash(const void *data, size_t len, unsigned char ret[16]);
+void store_content_hash_v1(const void *data, size_t len, unsigned char ret[16]);
 /* The raw-dump row holding exactly these bytes (hash, size, then the bytes
  * compared): 1 found (*ret_id), 0 none, <0 error. ret_hash gets the content
  * hash either way, for an insert. */

@@ -1320,15 +1320,16 @@ static int blob_insert(struct store *s, enum store_stmt_id ins, const unsigned c
     return blob_put(s, ins, hash, key, data, len, base, &e, ret_id, err);
 }
 
-int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char ret_hash[16],
-                   int64_t *ret_id, struct hp_buf *err)
+/* The row among those of content key `key` that holds exactly raw's
+ * bytes: 1 (*ret_id), 0 none, <0 error. */
+static int raw_match(struct store *s, const unsigned char key[16], const void *raw, size_t len,
+                     int64_t *ret_id, struct hp_buf *err)
 {
-    store_content_hash(raw, len, ret_hash);
     sqlite3_stmt *st;
     int r = store_stmt(s, STMT_RAW_FIND, &st, err);
     if (r < 0)
         return r;
-    sqlite3_bind_blob(st, 1, ret_hash, 16, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
     int64_t cand[8];
     int ncand = 0;
     while ((r = store_step_row(s, st, "looking up a raw dump", err)) == 1)
@@ -1351,6 +1352,35 @@ int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char r
         }
     }
     return 0;
+}
+
+/* 1 when the store may still hold raw dumps keyed by version 1 of the
+ * content key: its first row is one (store_content_hash). */
+static int raw_v1_left(struct store *s, struct hp_buf *err)
+{
+    sqlite3_stmt *st;
+    int r = store_stmt(s, STMT_RAW_FIRST_HASH, &st, err);
+    if (r < 0)
+        return r;
+    if ((r = store_step_row(s, st, "looking up the first raw dump", err)) == 1) {
+        const unsigned char *k = sqlite3_column_blob(st, 0);
+        r = sqlite3_column_bytes(st, 0) == 16 && k && !(k[15] & 0x80);
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_raw_find(struct store *s, const void *raw, size_t len, unsigned char ret_hash[16],
+                   int64_t *ret_id, struct hp_buf *err)
+{
+    store_content_hash(raw, len, ret_hash);
+    int r = raw_match(s, ret_hash, raw, len, ret_id, err);
+    if (r != 0 || (r = raw_v1_left(s, err)) <= 0)
+        return r;
+    unsigned char v1[16];
+    store_content_hash_v1(raw, len, v1);
+    s->counts.raw_v1_lookups++;
+    return raw_match(s, v1, raw, len, ret_id, err);
 }
 
 /* A raw dump this big is compressed on a thread of its own while the

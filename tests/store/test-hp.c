@@ -311,6 +311,25 @@ static void test_hp_hash_bytes_wide_reads_every_byte(void **state)
     }
 }
 
+/* Pinned: raw_dumps.hash holds hp_hash_bytes_wide (store_content_hash),
+ * so its values must not change from version to version; these are the
+ * content keys' hashes (seed 0x9e3779b97f4a7c15) of a few inputs, the
+ * short one through hp_hash_bytes, the longer ones through all four chains
+ * and the tail. */
+static void test_hp_hash_bytes_wide_is_pinned(void **state)
+{
+    (void)state;
+    const uint64_t seed = UINT64_C(0x9e3779b97f4a7c15);
+    assert_int_equal(hp_hash_bytes_wide("", 0, seed), UINT64_C(0x6bcb9d63eb8eab8b));
+    const char *a = "heap_v2/524288\n", *b = "@ 0x1 0x2 0x3\n  t*: 1: 1024 [0: 0]\n";
+    assert_int_equal(hp_hash_bytes_wide(a, strlen(a), seed), UINT64_C(0xa978fb9cd6e45090));
+    assert_int_equal(hp_hash_bytes_wide(b, strlen(b), seed), UINT64_C(0x66beb24f6508ff5a));
+    unsigned char c[100];
+    for (int i = 0; i < 100; i++)
+        c[i] = (unsigned char)(i * 7 + 1);
+    assert_int_equal(hp_hash_bytes_wide(c, sizeof(c), seed), UINT64_C(0x86f8d8e4a1359e9c));
+}
+
 static void test_hp_map64_reserve_keeps_and_finds(void **state)
 {
     (void)state;
@@ -440,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_hp_radix_sort_matches_a_stable_sort),
         cmocka_unit_test(test_hp_strtab_numbers_strings),
         cmocka_unit_test(test_hp_hash_bytes_wide_reads_every_byte),
+        cmocka_unit_test(test_hp_hash_bytes_wide_is_pinned),
         cmocka_unit_test(test_hp_parse_hex64_uses_the_same_digits),
         cmocka_unit_test(test_hp_hex_scan_matches_scalar_decode),
         cmocka_unit_test(test_hp_utf8_clean),

@@ -2561,6 +2561,121 @@ static void test_store_stack_hashes_as_stored_before(void **state)
     sqlite3_close(db);
 }
 
+/* raw_dumps.hash of one row, and set to `key`, straight in the file. */
+static void raw_key_get(const char *db, int64_t snap, int64_t *ret_raw, unsigned char ret[16])
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "SELECT r.id, r.hash FROM snapshots s"
+                                        " JOIN raw_dumps r ON r.id = s.raw_id WHERE s.id = ?1",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(st, 1, snap);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    *ret_raw = sqlite3_column_int64(st, 0);
+    assert_int_equal(sqlite3_column_bytes(st, 1), 16);
+    memcpy(ret, sqlite3_column_blob(st, 1), 16);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+static void raw_key_set(const char *db, int64_t raw_id, const unsigned char key[16])
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, "UPDATE raw_dumps SET hash = ?1 WHERE id = ?2", -1,
+                                        &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_blob(st, 1, key, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, raw_id);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+/* The key a raw dump's row holds: version 2 (hp_hash_bytes_wide, the
+ * length's top bit set). A store written before (its rows keyed by
+ * hp_hash_bytes) still finds those dumps: an import of the same file is
+ * recognized, and the second key is computed only while such a row is
+ * left (the counter says when). */
+static void test_store_raw_content_keys(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-raw");
+    char *raw[3];
+    size_t len[3];
+    int64_t snap[3];
+    struct profile *p[3];
+    for (uint32_t h = 0; h < 3; h++) {
+        struct gen_params gp = { .seed = 4, .nstacks = 80, .nfuncs = 30, .hour = h * 5,
+                                 .symbolize = true };
+        p[h] = gen_profile(&gp, &raw[h], &len[h]);
+    }
+    snap[0] = put(f->s, n, T0, p[0], raw[0], len[0]);
+    int64_t raw0;
+    unsigned char key[16], want[16];
+    raw_key_get(f->db, snap[0], &raw0, key);
+    uint64_t h = hp_hash_bytes_wide(raw[0], len[0], UINT64_C(0x9e3779b97f4a7c15));
+    uint64_t l = (uint64_t)len[0] | (UINT64_C(1) << 63);
+    for (int i = 0; i < 8; i++) {
+        want[i] = (unsigned char)(h >> (8 * i));
+        want[8 + i] = (unsigned char)(l >> (8 * i));
+    }
+    assert_memory_equal(key, want, 16);
+    snap[1] = put(f->s, n, T0 + HOUR_MS, p[1], raw[1], len[1]);
+    struct store_write_counts wc;
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.raw_v1_lookups, 0); /* every row is keyed the new way */
+
+    /* As a store from before: the first row keyed by hp_hash_bytes. */
+    uint64_t h1 = hp_hash_bytes(raw[0], len[0], UINT64_C(0x9e3779b97f4a7c15));
+    unsigned char old[16];
+    for (int i = 0; i < 8; i++) {
+        old[i] = (unsigned char)(h1 >> (8 * i));
+        old[8 + i] = (unsigned char)((uint64_t)len[0] >> (8 * i));
+    }
+    raw_key_set(f->db, raw0, old);
+    int64_t found = 0, at = 0;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_snapshot_find_dump(f->s, n, raw[0], len[0], &found, &at, &err), 1);
+    assert_int_equal(found, snap[0]);
+    assert_int_equal(at, T0);
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.raw_v1_lookups, 1);
+    /* A row keyed the new way is found as before; a new dump is looked up
+     * both ways while the old row is there, and stored with the new key. */
+    assert_int_equal(store_snapshot_find_dump(f->s, n, raw[1], len[1], &found, &at, &err), 1);
+    assert_int_equal(found, snap[1]);
+    snap[2] = put(f->s, n, T0 + 2 * HOUR_MS, p[2], raw[2], len[2]);
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.raw_v1_lookups, 2);
+    int64_t raw2;
+    raw_key_get(f->db, snap[2], &raw2, key);
+    assert_true(key[15] & 0x80);
+    void *back;
+    size_t blen;
+    assert_int_equal(store_snapshot_raw(f->s, snap[0], &back, &blen, NULL), 0);
+    assert_int_equal(blen, len[0]);
+    assert_memory_equal(back, raw[0], len[0]);
+    free(back);
+
+    /* No old row left: one key again. */
+    raw_key_set(f->db, raw0, want);
+    assert_int_equal(store_snapshot_find_dump(f->s, n, raw[0], len[0], &found, &at, &err), 1);
+    assert_int_equal(found, snap[0]);
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.raw_v1_lookups, 2);
+    hp_buf_release(&err);
+    for (int i = 0; i < 3; i++) {
+        free(raw[i]);
+        profile_free(p[i]);
+    }
+}
+
 /* A big raw dump is compressed on a thread while the profile is stored
  * (issue 20). When the profile fails half way, that work is waited for and
  * dropped: nothing of the snapshot is stored, nothing leaks (ASan), and
@@ -2641,6 +2756,7 @@ int main(void)
         cmocka_unit_test(test_hp_sorted_search_and_intervals),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_handmade, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_generated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_raw_content_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_roundtrip_colliding_location_ids, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_dedup_steady_node, setup, teardown),
