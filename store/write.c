@@ -44,7 +44,8 @@
 struct name_ids {
     struct hp_arena arena;
     struct hp_strtab tab;
-    struct hp_map64 ids; /* interned pointer -> id */
+    uint32_t *ids; /* by the interned string's number (hp_strtab_id): id, 0 none yet */
+    size_t nids;
 };
 
 /* What a node's next row is compressed against: its previous row while
@@ -82,12 +83,13 @@ static void name_ids_init(struct name_ids *n)
 {
     hp_arena_init(&n->arena);
     hp_strtab_init(&n->tab, &n->arena);
-    hp_map64_init(&n->ids);
+    n->ids = NULL;
+    n->nids = 0;
 }
 
 static void name_ids_release(struct name_ids *n)
 {
-    hp_map64_release(&n->ids);
+    free(n->ids);
     hp_strtab_release(&n->tab);
     hp_arena_release(&n->arena);
 }
@@ -155,10 +157,9 @@ static int dict_id(struct store *s, struct name_ids *n, const char *key,
                    int nfind, int ninsert, const char *what, int64_t *ret, struct hp_buf *err)
 {
     const char *interned = hp_strtab_intern(&n->tab, key, strlen(key));
-    uint64_t slot = (uint64_t)(uintptr_t)interned;
-    uint32_t v;
-    if (hp_map64_get(&n->ids, slot, &v)) {
-        *ret = v;
+    uint32_t sid = hp_strtab_id(&n->tab, interned);
+    if (sid < n->nids && n->ids[sid]) {
+        *ret = n->ids[sid];
         return 0;
     }
     sqlite3_stmt *st;
@@ -187,7 +188,12 @@ static int dict_id(struct store *s, struct name_ids *n, const char *key,
         hp_err_printf(err, "%s: %s: id %lld out of range", s->path, what, (long long)id);
         return HP_ESTORE;
     }
-    (void)hp_map64_put(&n->ids, slot, (uint32_t)id, &v);
+    if (sid >= n->nids) { /* room up to the table's last string, the new ones 0 */
+        size_t had = n->nids;
+        n->ids = hp_xgrow(n->ids, &n->nids, n->tab.len, sizeof(*n->ids));
+        memset(n->ids + had, 0, (n->nids - had) * sizeof(*n->ids));
+    }
+    n->ids[sid] = (uint32_t)id;
     *ret = id;
     return 0;
 }
@@ -226,8 +232,8 @@ static char *object_key(int64_t node_id, const struct profile_mapping *m)
 static int64_t dict_cached(struct name_ids *n, const char *key)
 {
     const char *interned = hp_strtab_intern(&n->tab, key, strlen(key));
-    uint32_t v;
-    return hp_map64_get(&n->ids, (uint64_t)(uintptr_t)interned, &v) ? v : 0;
+    uint32_t sid = hp_strtab_id(&n->tab, interned);
+    return sid < n->nids ? n->ids[sid] : 0;
 }
 
 static int object_id(struct store *s, int64_t node_id, const struct profile_mapping *m,
