@@ -300,12 +300,13 @@ static int bench_retention(const char *dir, uint32_t hours, struct hp_buf *err)
     return same && after.file_bytes < before.file_bytes ? 0 : 1;
 }
 
-/* `store-bench --top-child DB HEAP RUNS`: section 2 in a fresh process, as
- * `query top` runs (its heap settings first): `runs` times resolve, load,
- * fold and render the bench's snapshot, and (HEAP not empty) parse the
- * same dump from its file and fold and render it. Prints best wall and
- * CPU ms, mean wall ms, output bytes, then the file's best wall and CPU. */
-static int top_child(const char *db, const char *heap, int runs)
+/* `store-bench --top-child DB HEAP RUNS OUT`: section 2 in a fresh process,
+ * as `query top` runs (its heap settings first): `runs` times resolve,
+ * load, fold and render the bench's snapshot, and (HEAP not empty) parse
+ * the same dump from its file and fold and render it. Writes to OUT the
+ * best wall and CPU ms, mean wall ms, output bytes, then the file's best
+ * wall and CPU. */
+static int top_child(const char *db, const char *heap, int runs, const char *out)
 {
     hp_heap_prepare();
     struct hp_buf err = HP_BUF_INIT(0);
@@ -347,8 +348,13 @@ static int top_child(const char *db, const char *heap, int runs)
             file_cpu = cms < file_cpu ? cms : file_cpu;
         }
     }
-    printf("%.3f %.3f %.3f %zu %.3f %.3f\n", best, cbest, sum / runs, out_len,
-           raw ? file_best : 0.0, raw ? file_cpu : 0.0);
+    FILE *f = fopen(out, "w");
+    if (!f || fprintf(f, "%.3f %.3f %.3f %zu %.3f %.3f\n", best, cbest, sum / runs, out_len,
+                      raw ? file_best : 0.0, raw ? file_cpu : 0.0) < 0 ||
+        fclose(f) != 0) {
+        fprintf(stderr, "store-bench: writing %s failed\n", out);
+        return 1;
+    }
     free(raw);
     store_close(rd);
     hp_buf_release(&err);
@@ -364,8 +370,8 @@ int main(int argc, char **argv)
     uint32_t nstacks = 20000, hours = 260, trend_hours = 8760;
     const char *query = NULL; /* the query executable, for the trend end to end */
     int runs = 10;
-    if (argc == 5 && strcmp(argv[1], "--top-child") == 0)
-        return top_child(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 6 && strcmp(argv[1], "--top-child") == 0)
+        return top_child(argv[2], argv[3], atoi(argv[4]), argv[5]);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--smoke") == 0) {
             nstacks = 500;
@@ -501,21 +507,21 @@ int main(int argc, char **argv)
     double best = 0, cbest = 0, mean = 0, file_best = 0, file_cpu = 0;
     size_t out_len = 0;
     {
-        char cmd[2048], line[512];
-        if (strchr(db, '\'')) {
-            fprintf(stderr, "store-bench: --dir must not hold a single quote\n");
-            return 2;
-        }
-        snprintf(cmd, sizeof(cmd), "'/proc/%d/exe' --top-child '%s' '%s' %d", (int)getpid(), db,
-                 keep_raw ? heap_path : "", runs);
-        FILE *c = popen(cmd, "r");
-        if (!c || !fgets(line, sizeof(line), c) ||
-            sscanf(line, "%lf %lf %lf %zu %lf %lf", &best, &cbest, &mean, &out_len, &file_best,
-                   &file_cpu) != 6 ||
-            pclose(c) != 0) {
+        char figs_path[600], nruns[16], *figs = NULL;
+        size_t figs_len;
+        snprintf(figs_path, sizeof(figs_path), "%s.top.out", db);
+        snprintf(nruns, sizeof(nruns), "%d", runs);
+        char *top_argv[] = { "/proc/self/exe", "--top-child", db, keep_raw ? heap_path : "",
+                             nruns, figs_path, NULL };
+        if (child_cpu_ms(top_argv, NULL) < 0 ||
+            hp_file_read(figs_path, 4096, &figs, &figs_len, &err) < 0 ||
+            sscanf(figs, "%lf %lf %lf %zu %lf %lf", &best, &cbest, &mean, &out_len, &file_best,
+                   &file_cpu) != 6) {
             fprintf(stderr, "store-bench: the top child failed\n");
             return 1;
         }
+        free(figs);
+        unlink(figs_path);
     }
     unlink(heap_path);
     printf("== query top NODE@T on a %u-stack snapshot (resolve + load + fold + render) ==\n",
