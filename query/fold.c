@@ -9,7 +9,6 @@
  * jeprof's RemoveUninterestingFrames keeps it. */
 #include "query/query.h"
 
-#include <assert.h>
 #include <math.h>
 #include <regex.h>
 #include <stdatomic.h>
@@ -64,7 +63,7 @@ struct fold_ctx {
     char *label; /* scratch: "function file:line" */
     size_t label_cap;
     /* A profile's function names are interned in it: by its number
-     * (hp_strtab_id), the same name in f->strings, so that a name the
+     * (profile_string_id), the same name in f->strings, so that a name the
      * stacks share is hashed once, not once a location (locations are many
      * more than functions; interning them was a fifth of folding a stored
      * node's stacks for leaks). */
@@ -128,8 +127,7 @@ static void location_names_make(struct fold_ctx *c, uint32_t loc)
             memcpy(c->label + nn + 2 + nf, d, nd);
             name = hp_strtab_intern(&c->f->strings, c->label, len);
         } else if (name != buf) { /* the profile's own string */
-            uint32_t sid = hp_strtab_id(&p->strings, name);
-            assert(sid < p->strings.len && p->strings.by_id[sid] == name);
+            uint32_t sid = profile_string_id(p, name);
             if (!c->by_sid[sid])
                 c->by_sid[sid] = hp_strtab_intern(&c->f->strings, name, strlen(name));
             name = c->by_sid[sid];

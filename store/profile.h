@@ -18,6 +18,7 @@
 #ifndef HP_PROFILE_H
 #define HP_PROFILE_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,7 +68,7 @@ struct profile_mapping {
 
 /* function and file are interned in the profile's strings (p->strings:
  * profile_intern, profile_location_set_frames), so their numbers
- * (hp_strtab_id) index tables over a profile's names. */
+ * (profile_string_id) index tables over a profile's names. */
 struct profile_frame {
     const char *function; /* display name (demangled); NULL if unknown */
     const char *file;     /* source file; NULL if unknown */
@@ -193,6 +194,16 @@ uint32_t profile_stack_add_unset(struct profile *p, uint32_t n);
 static inline const uint32_t *profile_stack_locs(const struct profile *p, uint32_t stack)
 {
     return p->stack_locs + p->stacks[stack].off;
+}
+
+/* The number of s, a string of the profile (a frame's function or file,
+ * struct profile_frame), in p->strings: an index for tables over the
+ * profile's names. */
+static inline uint32_t profile_string_id(const struct profile *p, const char *s)
+{
+    uint32_t id = hp_strtab_id(&p->strings, s);
+    assert(id < p->strings.len && p->strings.by_id[id] == s);
+    return id;
 }
 
 /* Add an all-threads sample (thread 0) or a per-thread one. Values start equal

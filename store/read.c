@@ -189,9 +189,11 @@ static inline uint32_t idset_add(struct idset *set, int64_t id)
 
 static int64_t idset_find(const struct idset *set, int64_t id)
 {
+    const struct idset_slot *slot =
+        set->cache && id > 0 ? &set->cache[(uint64_t)id % IDSET_CACHE] : NULL;
+    if (slot && slot->id == id)
+        return slot->v;
     uint32_t v;
-    if (set->cache && id > 0 && set->cache[(uint64_t)id % IDSET_CACHE].id == id)
-        return set->cache[(uint64_t)id % IDSET_CACHE].v;
     return hp_map64_get(&set->map, (uint64_t)id, &v) ? (int64_t)v : -1;
 }
 

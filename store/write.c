@@ -264,16 +264,15 @@ static struct hp_map64 *locmap_for(struct store_writer *w, int64_t obj)
 }
 
 /* Database id of a profile string (function name or file). A profile's
- * strings are interned in p->strings, so their numbers (hp_strtab_id) index
- * by_sid, which remembers each one's id (0: not looked up yet): a frame
- * that repeats a name costs an array read, not hashing its text again. */
+ * strings are numbered (profile_string_id), and by_sid, indexed by that
+ * number, remembers each one's id (0: not looked up yet): a frame that
+ * repeats a name costs an array read, not hashing its text again. */
 static int profile_name_id(struct store *s, const struct profile *p, uint32_t *by_sid,
                            struct name_ids *n, enum store_stmt_id find,
                            enum store_stmt_id insert, const char *str, int64_t *ret,
                            struct hp_buf *err)
 {
-    uint32_t sid = hp_strtab_id(&p->strings, str);
-    assert(sid < p->strings.len && p->strings.by_id[sid] == str);
+    uint32_t sid = profile_string_id(p, str);
     if (by_sid[sid]) {
         *ret = by_sid[sid];
         return 0;
@@ -564,13 +563,13 @@ out:
 }
 
 /* One stack's hash chain h over its location ids from place `from` on;
- * *known ends 0 if one of them is 0. */
+ * *known ends false if one of them is 0. */
 static inline uint64_t stack_hash_more(const uint32_t *locs, uint32_t from, uint32_t to,
-                                       const int64_t *lid, uint64_t h, uint64_t *known)
+                                       const int64_t *lid, uint64_t h, bool *known)
 {
     for (uint32_t j = from; j < to; j++) {
         uint64_t id = (uint64_t)lid[locs[j]];
-        *known &= id ? ~UINT64_C(0) : 0;
+        *known &= id != 0;
         h = hp_hash_word(h, id);
     }
     return h;
@@ -602,14 +601,14 @@ static void stack_hashes(const struct profile *p, const int64_t *lid, const uint
         uint32_t n0 = p->stacks[i[0]].n, n1 = p->stacks[i[1]].n, n2 = p->stacks[i[2]].n,
                  n3 = p->stacks[i[3]].n, m = HP_MIN(HP_MIN(n0, n1), HP_MIN(n2, n3));
         uint64_t h0 = hp_hash_begin(seed), h1 = h0, h2 = h0, h3 = h0;
-        uint64_t k0 = ~UINT64_C(0), k1 = k0, k2 = k0, k3 = k0;
+        bool k0 = true, k1 = true, k2 = true, k3 = true; /* every id known */
         for (uint32_t j = 0; j < m; j++) {
             uint64_t a = (uint64_t)lid[l0[j]], b = (uint64_t)lid[l1[j]],
                      c = (uint64_t)lid[l2[j]], d = (uint64_t)lid[l3[j]];
-            k0 &= a ? ~UINT64_C(0) : 0;
-            k1 &= b ? ~UINT64_C(0) : 0;
-            k2 &= c ? ~UINT64_C(0) : 0;
-            k3 &= d ? ~UINT64_C(0) : 0;
+            k0 &= a != 0;
+            k1 &= b != 0;
+            k2 &= c != 0;
+            k3 &= d != 0;
             h0 = hp_hash_word(h0, a);
             h1 = hp_hash_word(h1, b);
             h2 = hp_hash_word(h2, c);
@@ -626,7 +625,7 @@ static void stack_hashes(const struct profile *p, const int64_t *lid, const uint
     }
     for (; k < n; k++) {
         uint32_t i = which ? which[k] : (uint32_t)k;
-        uint64_t known = ~UINT64_C(0);
+        bool known = true;
         uint64_t h = stack_hash_more(profile_stack_locs(p, i), 0, p->stacks[i].n, lid,
                                      hp_hash_begin(seed), &known);
         ret[k] = known ? hp_hash_end(h) >> 1 : PF_NO_HASH;
