@@ -357,6 +357,9 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss);
  * span's groups become the span's series without their sample sets read
  * again. */
 void store_ssb_add_chunk(struct store_ssb *b, const struct store_ss_chunk *c);
+/* How often b renumbered its order (a slot found no room between two
+ * others): a few times per chunk at most, whatever its size. */
+uint64_t store_ssb_relabels(const struct store_ssb *b);
 void store_ssb_finish(struct store_ssb *b);
 /* The packed form (version, then chunks; varints; store_sseries_pack in
  * store-internal.h) is what stack_series rows hold, zstd-compressed. unpack

@@ -1577,6 +1577,64 @@ static void test_store_sseries_builder(void **state)
     profile_free(p);
 }
 
+/* Slots inserted in a row at one place (a chunk's first member: every
+ * slot, at the end; new stacks together in the middle or at the front)
+ * keep their order and renumber the order a few times at most: halving the
+ * gap alone renumbered a 20,000-stack member's 300 times. */
+static void test_store_sseries_builder_long_rows(void **state)
+{
+    (void)state;
+    enum { N = 20000, MID = 500, FRONT = 100 };
+    struct store_sample *sm = calloc(N + MID + FRONT, sizeof(*sm));
+    assert_non_null(sm);
+    struct store_sseries ss;
+    struct store_ssb *b = store_ssb_new(&ss);
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    p->period = 524288;
+    p->scaling = PROFILE_SCALING_V2;
+    /* member 0: stacks 1..N; member 1: 500 new ones after stack N/2;
+     * member 2: 100 new ones before all of them. */
+    size_t n = 0;
+    for (int64_t k = 1; k <= N; k++)
+        sm[n++].stack = k;
+    struct store_samples x = { .snapshot_id = 1, .profile = p, .samples = sm, .n = n };
+    store_ssb_add(b, &x);
+    assert_int_equal(store_ssb_relabels(b), 0);
+    n = 0;
+    for (int64_t k = 1; k <= N; k++) {
+        sm[n++].stack = k;
+        for (int64_t j = 0; k == N / 2 && j < MID; j++)
+            sm[n++].stack = 100000 + j;
+    }
+    x = (struct store_samples){ .snapshot_id = 2, .profile = p, .samples = sm, .n = n };
+    store_ssb_add(b, &x);
+    memmove(sm + FRONT, sm, n * sizeof(*sm));
+    for (int64_t j = 0; j < FRONT; j++)
+        sm[j].stack = 200000 + j;
+    n += FRONT;
+    x = (struct store_samples){ .snapshot_id = 3, .profile = p, .samples = sm, .n = n };
+    store_ssb_add(b, &x);
+    /* 100 in a row after the list's head halve a gap of 2^32: renumbered
+     * about every 32 of them. */
+    assert_in_range(store_ssb_relabels(b), 1, 6);
+    store_ssb_finish(b);
+    assert_int_equal(ss.nchunks, 1);
+    const struct store_ss_chunk *c = &ss.chunks[0];
+    assert_int_equal(c->nslots, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(c->slots[i].stack, sm[i].stack);
+    struct store_sample *got = calloc(n, sizeof(*got));
+    assert_non_null(got);
+    assert_int_equal(chunk_member_samples(c, 0, got), N);
+    assert_int_equal(chunk_member_samples(c, 1, got), N + MID);
+    assert_int_equal(got[N / 2].stack, 100000);
+    assert_int_equal(chunk_member_samples(c, 2, got), n);
+    free(got);
+    store_sseries_release(&ss);
+    profile_free(p);
+    free(sm);
+}
+
 static void test_store_function_series_spans_read_as_tables(void **state)
 {
     struct fx *f = *state;
@@ -2781,6 +2839,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_function_totals_deep_inlining, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
         cmocka_unit_test(test_store_sseries_builder),
+        cmocka_unit_test(test_store_sseries_builder_long_rows),
         cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_packs_a_closed_spans_series_in_one_row,
