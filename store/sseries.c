@@ -252,8 +252,64 @@ void store_ssb_add(struct store_ssb *b, const struct store_samples *ss)
     b->npos = ss->n;
 }
 
+/* Chunk c taken whole into b, which holds nothing: what adding its
+ * members one by one makes of a chunk the builder built (a chunk starts
+ * empty, and its members' adds insert its slots in its order and extend its
+ * runs), without rebuilding each member's samples and finding their slots
+ * (a span's first group: a third of replaying its groups at span close).
+ * Any chunk that decodes keeps every member's samples and their order. */
+static void ssb_adopt(struct store_ssb *b, const struct store_ss_chunk *c)
+{
+    size_t ns = c->nslots;
+    uint64_t step = UINT64_MAX / (ns + 1);
+    b->slots = hp_xgrow(b->slots, &b->slots_cap, ns + 2, sizeof(*b->slots));
+    b->runs = hp_xgrow(b->runs, &b->runs_cap, c->nruns + 1, sizeof(*b->runs));
+    b->pos_slot = hp_xgrow(b->pos_slot, &b->pos_cap, ns + 1, sizeof(*b->pos_slot));
+    hp_map64_reserve(&b->first_slot, ns);
+    uint32_t prev = HEAD, last_member = (uint32_t)c->nmembers - 1;
+    b->npos = 0;
+    for (size_t k = 0; k < ns; k++) {
+        const struct store_ss_slot *cs = &c->slots[k];
+        uint32_t s = (uint32_t)(k + 2), first;
+        b->slots[s] = (struct ssb_slot){ .stack = cs->stack, .label = step * (k + 1),
+                                         .prev = prev, .next = TAIL, .dup = NONE,
+                                         .open = NONE, .only = true };
+        b->slots[prev].next = s;
+        prev = s;
+        if (hp_map64_put(&b->first_slot, (uint64_t)cs->stack, s, &first)) {
+            /* listed twice: its slots chain in their order */
+            uint32_t t = first;
+            while (b->slots[t].dup != NONE)
+                t = b->slots[t].dup;
+            b->slots[t].dup = s;
+            b->slots[first].only = b->slots[s].only = false;
+        }
+        for (uint32_t j = 0; j < cs->nruns; j++) {
+            const struct store_ss_run *r = &c->runs[cs->run + j];
+            struct ssb_run *x = &b->runs[b->nruns];
+            x->slot = s;
+            x->first = r->first;
+            x->n = r->n;
+            memcpy(x->raw, r->raw, sizeof(x->raw));
+            b->slots[s].open = (uint32_t)b->nruns++;
+        }
+        if (cs->nruns && b->runs[b->slots[s].open].first + b->runs[b->slots[s].open].n ==
+                             last_member + 1)
+            b->pos_slot[b->npos++] = s;
+    }
+    b->slots[TAIL].prev = prev;
+    b->nslots = ns + 2;
+    b->members = hp_xgrow(b->members, &b->members_cap, c->nmembers, sizeof(*b->members));
+    memcpy(b->members, c->members, c->nmembers * sizeof(*b->members));
+    b->nmembers = c->nmembers;
+}
+
 void store_ssb_add_chunk(struct store_ssb *b, const struct store_ss_chunk *c)
 {
+    if (b->nmembers == 0 && c->nmembers) {
+        ssb_adopt(b, c);
+        return;
+    }
     /* Per slot, the first of its runs that may still cover a member: runs
      * ascend, so each slot's cursor only moves on. */
     uint32_t *cur = hp_xcalloc(c->nslots + 1, sizeof(*cur));

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/store-internal.h" /* store_sseries_pack */
 #include "store/store.h"
 #include "tests/store/gen.h"
 
@@ -1635,6 +1636,127 @@ static void test_store_sseries_builder_long_rows(void **state)
     free(sm);
 }
 
+/* Members of a made-up node for the builder: stacks 1..60 come and go,
+ * some listed twice, now and then two swapped (a new chunk), values that
+ * hold still for a while. */
+static size_t builder_member(uint32_t m, struct store_sample *sm)
+{
+    size_t n = 0;
+    for (int64_t k = 1; k <= 60; k++) {
+        uint32_t h = (uint32_t)(k * 2654435761u) ^ (m / 3 * 40503u);
+        if ((h >> 7) % 5 == 0 && k % 7 != 0)
+            continue; /* not listed this time */
+        sm[n] = (struct store_sample){ .stack = k };
+        sm[n].raw[0] = (int64_t)((h >> 3) % 3) + (m / 5);
+        sm[n].raw[1] = sm[n].raw[0] * 64;
+        n++;
+        if (k % 13 == 0 && m % 4 != 1) { /* listed twice */
+            sm[n] = sm[n - 1];
+            sm[n++].raw[0] += 1;
+        }
+    }
+    if (m % 9 == 8 && n > 4) { /* two swapped */
+        struct store_sample t = sm[1];
+        sm[1] = sm[3];
+        sm[3] = t;
+    }
+    return n;
+}
+
+static void builder_pack(struct store_sseries *ss, struct store_pack *pk)
+{
+    memset(pk, 0, sizeof(*pk));
+    store_sseries_pack(ss, pk);
+    store_sseries_release(ss);
+}
+
+static void builder_build(uint32_t from, uint32_t to, const struct profile *p,
+                          struct store_ssb *b)
+{
+    struct store_sample sm[128];
+    for (uint32_t m = from; m < to; m++) {
+        struct store_samples x = { .snapshot_id = m + 1, .profile = p, .samples = sm,
+                                   .n = builder_member(m, sm), .layout = 3 };
+        store_ssb_add(b, &x);
+    }
+}
+
+/* Replaying a built series' chunks (a span's groups at its close) gives the
+ * series they were built as, to the byte; and members added after them
+ * (in the last replayed chunk or after it) give what adding every member's
+ * samples gives. */
+static void test_store_sseries_builder_replay(void **state)
+{
+    (void)state;
+    enum { M = 40 };
+    struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
+    p->period = 524288;
+    p->scaling = PROFILE_SCALING_V2;
+    struct store_sseries all, head, again;
+    struct store_ssb *b = store_ssb_new(&all);
+    builder_build(0, M, p, b);
+    store_ssb_finish(b);
+    assert_true(all.nchunks >= 3); /* the swaps broke it */
+    b = store_ssb_new(&again);
+    for (size_t c = 0; c < all.nchunks; c++)
+        store_ssb_add_chunk(b, &all.chunks[c]);
+    store_ssb_finish(b);
+    struct store_pack want, got;
+    builder_pack(&all, &want);
+    builder_pack(&again, &got);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+    store_pack_release(&got);
+    /* members 0..cut built, replayed, the rest added as samples: cut 4 and
+     * 12 inside a chunk (stacks listed twice among the members after), 17
+     * at a chunk's start */
+    static const uint32_t cuts[] = { 4, 12, 17 };
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+        b = store_ssb_new(&head);
+        builder_build(0, cuts[k], p, b);
+        store_ssb_finish(b);
+        b = store_ssb_new(&again);
+        for (size_t c = 0; c < head.nchunks; c++)
+            store_ssb_add_chunk(b, &head.chunks[c]);
+        builder_build(cuts[k], M, p, b);
+        store_ssb_finish(b);
+        store_sseries_release(&head);
+        builder_pack(&again, &got);
+        assert_int_equal(got.len, want.len);
+        assert_memory_equal(got.data, want.data, want.len);
+        store_pack_release(&got);
+    }
+    store_pack_release(&want);
+    /* A stack listed twice, then a new one in front of it: the position of
+     * its second listing must not pass for its first's. */
+    struct store_sample sm[3] = { { .stack = 20 }, { .stack = 20 }, { .stack = 5 } };
+    struct store_samples x = { .snapshot_id = 1, .profile = p, .samples = sm, .n = 2 };
+    b = store_ssb_new(&head);
+    store_ssb_add(b, &x);
+    store_ssb_finish(b);
+    struct store_sseries direct;
+    struct store_ssb *d = store_ssb_new(&direct);
+    store_ssb_add(d, &x);
+    b = store_ssb_new(&again);
+    store_ssb_add_chunk(b, &head.chunks[0]);
+    sm[0].stack = 5;
+    sm[2].stack = 20;
+    x = (struct store_samples){ .snapshot_id = 2, .profile = p, .samples = sm, .n = 3 };
+    store_ssb_add(d, &x);
+    store_ssb_add(b, &x);
+    store_ssb_finish(d);
+    store_ssb_finish(b);
+    store_sseries_release(&head);
+    assert_int_equal(direct.nchunks, 1);
+    builder_pack(&direct, &want);
+    builder_pack(&again, &got);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.data, want.data, want.len);
+    store_pack_release(&got);
+    store_pack_release(&want);
+    profile_free(p);
+}
+
 static void test_store_function_series_spans_read_as_tables(void **state)
 {
     struct fx *f = *state;
@@ -2840,6 +2962,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_upgrade_adds_series_indexes, setup, teardown),
         cmocka_unit_test(test_store_sseries_builder),
         cmocka_unit_test(test_store_sseries_builder_long_rows),
+        cmocka_unit_test(test_store_sseries_builder_replay),
         cmocka_unit_test_setup_teardown(test_store_function_series_spans_read_as_tables, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_packs_a_closed_spans_series_in_one_row,
