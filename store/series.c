@@ -333,12 +333,19 @@ static int view_write(struct store *s, int64_t node_id, struct hp_buf *err)
     }
     free(sp);
     if (r == 0 && n) {
-        hp_qsort(ids, n, sizeof(*ids), hp_cmp_i64);
+        /* ~120k ids for a 20k-stack node: a radix sort, where qsort's
+         * comparator calls were 7% of a span close */
+        struct hp_sort_item *v = hp_xmalloc(n * sizeof(*v));
+        for (size_t k = 0; k < n; k++)
+            v[k] = (struct hp_sort_item){ (uint64_t)ids[k], 0 };
+        hp_radix_sort(v, n);
         size_t m = 1;
+        ids[0] = (int64_t)v[0].key;
         for (size_t k = 1; k < n; k++)
-            if (ids[k] != ids[m - 1])
-                ids[m++] = ids[k];
+            if (v[k].key != v[k - 1].key)
+                ids[m++] = (int64_t)v[k].key;
         n = m;
+        free(v);
     }
     struct store_pack pk = { 0 };
     void *z = NULL;
