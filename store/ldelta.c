@@ -102,6 +102,50 @@ static uint32_t *line_offsets(const unsigned char *b, size_t len, uint32_t *ret_
     return off;
 }
 
+void store_lines_release(struct store_lines *l)
+{
+    free(l->off);
+    free(l->hash);
+    *l = (struct store_lines){ 0 };
+}
+
+bool store_lines_of(const void *text, size_t len, struct store_lines *out)
+{
+    *out = (struct store_lines){ 0 };
+    if (len >= UINT32_MAX)
+        return false;
+    out->off = line_offsets(text, len, &out->n, &out->hash);
+    if (!out->off)
+        return false;
+    out->len = len;
+    out->known = true;
+    return true;
+}
+
+/* A text's lines as the encoder meets them, each with its hash: known
+ * already for the lines it copies from the base (the base's) and for the
+ * lines it looked up; computed only for the few it could not. */
+struct lines_out {
+    struct store_lines *l;
+    size_t cap, max;
+};
+
+static void lines_add(struct lines_out *o, uint32_t at, uint64_t hash)
+{
+    struct store_lines *l = o->l;
+    if (!l || l->n == o->max) {
+        o->l = NULL; /* too many for a line delta: not kept */
+        return;
+    }
+    if (l->n + 2 > o->cap) {
+        o->cap = HP_MAX(o->cap * 2, (size_t)l->n + 2);
+        l->off = hp_xrealloc(l->off, o->cap * sizeof(*l->off));
+        l->hash = hp_xrealloc(l->hash, o->cap * sizeof(*l->hash));
+    }
+    l->off[l->n] = at;
+    l->hash[l->n++] = hash;
+}
+
 struct seq {
     uint32_t lit_off, lit; /* literal bytes [lit_off, lit_off + lit) */
     uint32_t count;        /* then this many base lines */
@@ -109,17 +153,28 @@ struct seq {
 };
 
 int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                        const void *base, size_t base_len, struct store_zbuf *reuse, void **ret,
+                        const void *base, size_t base_len, const struct store_lines *base_lines,
+                        struct store_lines *ret_lines, struct store_zbuf *reuse, void **ret,
                         size_t *ret_len, struct hp_buf *err)
 {
     const unsigned char *s = src, *b = base;
+    if (ret_lines)
+        *ret_lines = (struct store_lines){ 0 };
     if (len >= UINT32_MAX || base_len >= UINT32_MAX)
         return 0;
     uint32_t nb;
     uint64_t *bh;
-    uint32_t *bo = line_offsets(b, base_len, &nb, &bh);
-    if (!bo)
-        return 0;
+    uint32_t *bo;
+    bool own = !base_lines || !base_lines->known || base_lines->len != base_len;
+    if (own) {
+        if (!(bo = line_offsets(b, base_len, &nb, &bh)))
+            return 0;
+    } else {
+        bo = base_lines->off;
+        bh = base_lines->hash;
+        nb = base_lines->n;
+    }
+    struct lines_out lo = { .l = ret_lines, .max = lines_max(len) };
     /* Base lines by content; of equal lines the first (put keeps it). Each
      * slot fetched a few puts ahead: every put is a cache miss in a table
      * of 40,000 lines (a 4.4 MB dump), and were a fifth of the encoding. */
@@ -132,7 +187,6 @@ int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t 
             hp_map64_prefetch(&lines, bh[i + LINE_PREFETCH]);
         (void)hp_map64_put(&lines, bh[i], i, &old);
     }
-    free(bh);
     size_t nseq = 0, seq_cap = 0, lit_bytes = 0, max = lines_max(len);
     struct seq *seq = NULL;
     uint32_t next = 0; /* the predicted base line of the next line */
@@ -142,17 +196,20 @@ int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t 
         const unsigned char *nl = memchr(s + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - s) + 1 : len, n = end - pos;
         uint32_t m = UINT32_MAX, i;
+        uint64_t h = 0;
         if (next < nb && bo[next + 1] - bo[next] == n && memcmp(s + pos, b + bo[next], n) == 0)
             m = next;
-        else if (hp_map64_get(&lines, hp_hash_bytes_wide(s + pos, n, 0), &i) &&
+        else if (hp_map64_get(&lines, h = hp_hash_bytes_wide(s + pos, n, 0), &i) &&
                  bo[i + 1] - bo[i] == n &&
                  memcmp(s + pos, b + bo[i], n) == 0)
             m = i;
         if (m == UINT32_MAX) { /* a literal line: its old one stood here */
+            lines_add(&lo, (uint32_t)pos, h);
             pos = end;
             next++;
             continue;
         }
+        lines_add(&lo, (uint32_t)pos, bh[m]);
         if (nseq == max) {
             r = 0;
             goto out;
@@ -165,6 +222,11 @@ int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t 
             size_t bl = bo[m + k + 1] - bo[m + k];
             if (len - pos < bl || memcmp(s + pos, b + bo[m + k], bl) != 0)
                 break;
+            if (b[bo[m + k + 1] - 1] == '\n' || pos + bl == len)
+                lines_add(&lo, (uint32_t)pos, bh[m + k]);
+            else
+                lo.l = NULL; /* the base's last line, without its newline, starts one of
+                                src's: src's lines are not the copied ones */
             pos += bl;
             k++;
         }
@@ -215,7 +277,21 @@ int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t 
 out:
     free(seq);
     hp_map64_release(&lines);
-    free(bo);
+    if (own) {
+        free(bo);
+        free(bh);
+    }
+    if (ret_lines) {
+        if (r == 1 && lo.l) {
+            if (!ret_lines->off)
+                ret_lines->off = hp_xmalloc(sizeof(*ret_lines->off)); /* no lines */
+            ret_lines->off[ret_lines->n] = (uint32_t)len;
+            ret_lines->len = len;
+            ret_lines->known = true;
+        } else {
+            store_lines_release(ret_lines);
+        }
+    }
     return r;
 }
 

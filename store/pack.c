@@ -84,6 +84,7 @@ static unsigned window_log_for(size_t n)
 
 static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
                         const void *base, size_t base_len, bool text, bool plain_literals,
+                        const struct store_lines *base_lines, struct store_lines *ret_lines,
                         struct store_zbuf *reuse, void **ret, size_t *ret_len,
                         struct hp_buf *err);
 
@@ -100,14 +101,16 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
                         size_t base_len, bool text, void **ret, size_t *ret_len,
                         struct hp_buf *err)
 {
-    return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, NULL, ret,
+    return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, NULL, NULL,
+                        NULL, ret,
                         ret_len, err);
 }
 
 int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
                             size_t *ret_len, struct hp_buf *err)
 {
-    return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, NULL, ret,
+    return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, NULL, NULL, NULL,
+                        ret,
                         ret_len, err);
 }
 
@@ -126,19 +129,31 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err)
 {
-    return compress_ctx(c, path, src, len, base, base_len, text, false, reuse, ret, ret_len,
-                        err);
+    return compress_ctx(c, path, src, len, base, base_len, text, false, NULL, NULL, reuse, ret,
+                        ret_len, err);
+}
+
+int store_text_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                             const void *base, size_t base_len,
+                             const struct store_lines *base_lines, struct store_lines *ret_lines,
+                             struct store_zbuf *reuse, void **ret, size_t *ret_len,
+                             struct hp_buf *err)
+{
+    return compress_ctx(c, path, src, len, base, base_len, true, false, base_lines, ret_lines,
+                        reuse, ret, ret_len, err);
 }
 
 static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
                         const void *base, size_t base_len, bool text, bool plain_literals,
+                        const struct store_lines *base_lines, struct store_lines *ret_lines,
                         struct store_zbuf *reuse, void **ret, size_t *ret_len,
                         struct hp_buf *err)
 {
     /* Text against a base: a line delta (ldelta.c), unless its lines are
      * too many and short for one. */
     if (text && base && base_len) {
-        int r = store_ldelta_encode(c, path, src, len, base, base_len, reuse, ret, ret_len, err);
+        int r = store_ldelta_encode(c, path, src, len, base, base_len, base_lines, ret_lines,
+                                    reuse, ret, ret_len, err);
         if (r != 0)
             return r < 0 ? r : 0;
     }

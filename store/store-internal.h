@@ -633,6 +633,14 @@ int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              const void *base, size_t base_len, bool text,
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err);
+struct store_lines;
+/* The same for text against a base, with the base's lines when known and
+ * src's lines back (store_ldelta_encode). */
+int store_text_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
+                             const void *base, size_t base_len,
+                             const struct store_lines *base_lines, struct store_lines *ret_lines,
+                             struct store_zbuf *reuse, void **ret, size_t *ret_len,
+                             struct hp_buf *err);
 /* n bytes of room in b (its contents are not kept): b->data. */
 void *store_zbuf_reserve(struct store_zbuf *b, size_t n);
 /* Decompress exactly `size` bytes (the stored size), with the same base. */
@@ -641,14 +649,34 @@ int store_zstd_decompress(struct store *s, const void *src, size_t len, const vo
 
 /* ---- ldelta.c: a raw dump as a line delta of the previous one ---- */
 
+/* The lines of a text of `len` bytes: line i is [off[i], off[i + 1]),
+ * newline included (off[n] == len), hash[i] its hp_hash_bytes_wide (seed
+ * 0). `known` false: not computed (or too many lines for a line delta). */
+struct store_lines {
+    uint32_t *off;
+    uint64_t *hash;
+    uint32_t n;
+    size_t len;
+    bool known;
+};
+void store_lines_release(struct store_lines *l);
+/* The lines of text (what the encoder computes for a base it has no table
+ * for): false when they are too many and short for a line delta. */
+bool store_lines_of(const void *text, size_t len, struct store_lines *out);
+
 /* Encode text `src` against `base` (ldelta.c says how), into reuse's buffer
  * when given (as store_zstd_compress_with), else a new one. Returns 1 done,
  * 0 when the text's lines are too many and short for a line delta (nothing
  * written: compress it otherwise), <0 error. store_zstd_compress_with calls
- * it for text against a base; store_zstd_decompress decodes it. */
+ * it for text against a base; store_zstd_decompress decodes it.
+ * base_lines (may be NULL): the base's lines when the caller has them (the
+ * writer keeps those of a node's previous dump), else they are computed;
+ * ret_lines (may be NULL): with 1, src's lines, to pass when src is the
+ * next base (not known when src has too many). */
 int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                        const void *base, size_t base_len, struct store_zbuf *reuse,
-                        void **ret, size_t *ret_len, struct hp_buf *err);
+                        const void *base, size_t base_len, const struct store_lines *base_lines,
+                        struct store_lines *ret_lines, struct store_zbuf *reuse, void **ret,
+                        size_t *ret_len, struct hp_buf *err);
 /* Whether stored bytes are a line delta (else a zstd frame). */
 bool store_ldelta_is(const void *src, size_t len);
 /* Decode exactly `size` bytes from a line delta against `base`:

@@ -19,6 +19,8 @@
 struct fx {
     struct store s; /* what decoding uses of a store: its path and zstd context */
     ZSTD_CCtx *c;
+    unsigned lines_given, lines_carried; /* by both_ways: encodings that gave lines, and
+                                            that then used a base's given lines */
 };
 
 static int setup(void **state)
@@ -60,10 +62,45 @@ static size_t both_ways(struct fx *f, const char *src, size_t len, const char *b
 {
     void *z = NULL;
     size_t zlen = 0, ld = 0;
-    int r = store_ldelta_encode(f->c, "test.db", src, len, base, base_len, NULL, &z, &zlen, NULL);
+    struct store_lines got, want, carried;
+    int r = store_ldelta_encode(f->c, "test.db", src, len, base, base_len, NULL, &got, NULL, &z,
+                                &zlen, NULL);
     assert_true(r == 0 || r == 1);
     if (r == 1) {
         ld = zlen;
+        /* src's lines come back as splitting and hashing src gives them
+         * (or not at all: a base's last line without its newline that
+         * starts a line of src) */
+        bool split = store_lines_of(src, len, &want);
+        if (got.known) {
+            f->lines_given++;
+            assert_true(split);
+            assert_int_equal(got.n, want.n);
+            assert_int_equal(got.len, len);
+            assert_memory_equal(got.off, want.off, ((size_t)want.n + 1) * sizeof(*want.off));
+            if (want.n)
+                assert_memory_equal(got.hash, want.hash, want.n * sizeof(*want.hash));
+        }
+        store_lines_release(&want);
+        /* with the base's lines as an encoding gave them (the base encoded
+         * against src), the same bytes */
+        void *z2 = NULL;
+        size_t zlen2 = 0;
+        void *zb = NULL;
+        size_t zblen = 0;
+        if (store_ldelta_encode(f->c, "test.db", base, base_len, src, len, NULL, &carried, NULL,
+                                &zb, &zblen, NULL) == 1) {
+            free(zb);
+            assert_int_equal(store_ldelta_encode(f->c, "test.db", src, len, base, base_len,
+                                                 &carried, NULL, NULL, &z2, &zlen2, NULL),
+                             1);
+            assert_int_equal(zlen2, zlen);
+            assert_memory_equal(z2, z, zlen);
+            free(z2);
+            f->lines_carried += carried.known;
+            store_lines_release(&carried);
+        }
+        store_lines_release(&got);
         assert_reads_back(f, z, zlen, true, src, len, base, base_len);
     }
     /* What store_zstd_compress_with writes for text: the same, or zstd when
@@ -103,6 +140,9 @@ static void test_ldelta_edges_read_back_exact(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_true(both_ways_str(f, cases[i][0], cases[i][1]) > 0);
+    /* all but "the base has none": its last line, without the newline,
+     * is copied as the start of a line of src */
+    assert_int_equal(f->lines_given, sizeof(cases) / sizeof(cases[0]) - 1);
     /* Binary: NULs and no newlines at all. */
     char bin[300], bbin[300];
     for (size_t i = 0; i < sizeof(bin); i++) {
@@ -206,6 +246,8 @@ static void test_ldelta_heap_dumps(void **state)
         profile_free(gen_profile(&gp, &raw[h], &len[h]));
     }
     size_t ld = both_ways(f, raw[1], len[1], raw[0], len[0]);
+    assert_int_equal(f->lines_given, 1);
+    assert_int_equal(f->lines_carried, 1);
     void *z;
     size_t zlen;
     assert_int_equal(store_zstd_compress_with(f->c, "test.db", raw[1], len[1], raw[0], len[0],
