@@ -740,6 +740,10 @@ int store_usage_get(struct store *s, struct store_usage *ret, struct hp_buf *err
  * stacks should come from the first two. */
 struct store_write_counts {
     uint64_t stacks_cached, stacks_by_node, stacks_by_hash, stacks_inserted;
+    /* Of those cached, the locations and stacks taken from the same place
+     * in the node's previous snapshot (its key there the same) without a
+     * cache lookup. */
+    uint64_t locations_by_place, stacks_by_place;
     /* Raw dumps also looked up by the hash stores wrote before version 2
      * of the content key (store_content_hash): only while such rows remain. */
     uint64_t raw_v1_lookups;

@@ -2685,6 +2685,58 @@ static void test_store_writer_after_foreign_reclaim(void **state)
     free(raw);
 }
 
+/* A node's next snapshot takes its locations and stacks from the same
+ * places in its previous one when their keys there are the same (the
+ * writer's node_memo); wherever they moved, changed or are new, it looks
+ * them up. Every snapshot reads back as it was stored. */
+static void test_store_writer_by_place(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-place");
+    struct gen_params gp = { .seed = 9, .nstacks = 300, .nfuncs = 100, .symbolize = true };
+    struct profile *a = gen_profile(&gp, NULL, NULL);
+    /* The first snapshot of a writer is not looked up before the write
+     * lock (nothing is cached): places are known from the second on. */
+    (void)put(f->s, n, T0 - HOUR_MS, a, NULL, 0);
+    (void)put(f->s, n, T0, a, NULL, 0);
+    struct store_write_counts c0, c1;
+    store_write_counts_get(f->s, &c0);
+    assert_int_equal(c0.stacks_by_place, 0);
+    int64_t id = put(f->s, n, T0 + HOUR_MS, a, NULL, 0); /* the same: all by place */
+    store_write_counts_get(f->s, &c1);
+    assert_int_equal(c1.stacks_by_place - c0.stacks_by_place, a->nstacks);
+    assert_int_equal(c1.locations_by_place - c0.locations_by_place, a->nlocs);
+    struct profile *out = load(f->s, id);
+    assert_same_profile(a, out);
+    profile_free(out);
+    /* 20 hours on (stacks replaced, places shifted), the same with fewer
+     * stacks, another binary's profile, then the first again */
+    struct gen_params next[] = {
+        { .seed = 9, .nstacks = 300, .nfuncs = 100, .hour = 20, .symbolize = true },
+        { .seed = 9, .nstacks = 120, .nfuncs = 100, .hour = 20, .symbolize = true },
+        { .seed = 10, .nstacks = 300, .nfuncs = 100, .symbolize = true },
+        gp,
+    };
+    for (size_t k = 0; k < sizeof(next) / sizeof(next[0]); k++) {
+        struct profile *p = gen_profile(&next[k], NULL, NULL);
+        store_write_counts_get(f->s, &c0);
+        id = put(f->s, n, T0 + (int64_t)(k + 2) * HOUR_MS, p, NULL, 0);
+        store_write_counts_get(f->s, &c1);
+        uint64_t by_place = c1.stacks_by_place - c0.stacks_by_place;
+        if (k == 0)
+            assert_in_range(by_place, 1, p->nstacks - 1); /* some, not all */
+        else if (k == 1)
+            assert_in_range(by_place, 1, p->nstacks);
+        else
+            assert_int_equal(by_place, 0); /* after another binary's */
+        out = load(f->s, id);
+        assert_same_profile(p, out);
+        profile_free(out);
+        profile_free(p);
+    }
+    profile_free(a);
+}
+
 static uint64_t test_varint(const unsigned char **p, const unsigned char *end)
 {
     uint64_t v = 0;
@@ -2944,6 +2996,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_after_foreign_reclaim, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
         cmocka_unit_test(test_hp_i64_add_sat),
