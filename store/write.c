@@ -66,33 +66,52 @@ struct blob_base {
     struct store_lines lines, key_lines;
 };
 
+/* What the writer's caches said of a profile before the write lock was
+ * taken (stacks_prefetch): each location's id, each stack's hash over them
+ * and its id. While the caches are the ones it read (s->writer_gen
+ * unchanged: nothing dropped them, they only grew), store_locations and
+ * store_stacks would find every one of these again, so they take them
+ * from here instead of looking a steady node's locations and stacks up,
+ * and hashing its stacks, a second time under the lock. */
+#define PF_NO_HASH UINT64_MAX
+struct prefetch {
+    uint64_t gen;   /* s->writer_gen when looked up */
+    int64_t *lid;   /* per location: cached id, 0 not cached; NULL: nothing prefetched */
+    bool *lsym;     /* per location: cached as having its frames stored */
+    uint64_t *hash; /* per stack: hash over lid, PF_NO_HASH when a location was not cached */
+    uint32_t *sid;  /* per stack: its id from the cache or the lookup; 0 with a hash: none stored */
+    int64_t *lobj;  /* per location: the key it was looked up by (node_memo), */
+    uint64_t *laddr; /* lobj 0 when its object is not cached */
+};
+
+static void prefetch_release(struct prefetch *pf)
+{
+    free(pf->lid);
+    free(pf->lsym);
+    free(pf->hash);
+    free(pf->sid);
+    free(pf->lobj);
+    free(pf->laddr);
+    *pf = (struct prefetch){ 0 };
+}
+
 /* A node's previous snapshot as the writer resolved it, by position:
  * successive dumps of one process list mostly the same locations and
  * stacks in the same order, so stacks_prefetch takes a location's id (and
  * whether its frames are stored) and a stack's id from the same place in
  * the previous snapshot when its key there is the same, where it looked up
  * three cache maps, most lookups a cache miss (a sixth of the writer's
- * thread on a steady 20k-stack node). Recorded after a commit; it lives
- * in the writer, which a reset drops, so its ids are those the caches
- * hold. */
+ * thread on a steady 20k-stack node). It is that snapshot's prefetch, with
+ * the ids it stored (node_memo_take); it lives in the writer, which a
+ * reset drops, so its ids are those the caches hold. */
 struct node_memo {
-    size_t nlocs, nstacks, locs_cap, stacks_cap;
-    int64_t *obj;   /* per location: its object (-1: named), 0: not known */
-    uint64_t *addr; /* per location: its address (named: its function's id) */
-    int64_t *lid;   /* per location: its id */
-    bool *lsym;     /* per location: its frames stored */
-    uint64_t *hash; /* per stack: hash over its location ids, PF_NO_HASH: not known */
-    uint32_t *sid;  /* per stack: its id */
+    struct prefetch pf; /* lid: every location's id; sid with hash: the stack's id */
+    size_t nlocs, nstacks;
 };
 
 static void node_memo_clear(struct node_memo *m)
 {
-    free(m->obj);
-    free(m->addr);
-    free(m->lid);
-    free(m->lsym);
-    free(m->hash);
-    free(m->sid);
+    prefetch_release(&m->pf);
     *m = (struct node_memo){ 0 };
 }
 
@@ -384,35 +403,6 @@ struct derived {
     int64_t ss_id;  /* sample set row */
     double totals[PV_COUNT];
 };
-
-/* What the writer's caches said of a profile before the write lock was
- * taken (stacks_prefetch): each location's id, each stack's hash over them
- * and its id. While the caches are the ones it read (s->writer_gen
- * unchanged: nothing dropped them, they only grew), store_locations and
- * store_stacks would find every one of these again, so they take them
- * from here instead of looking a steady node's locations and stacks up,
- * and hashing its stacks, a second time under the lock. */
-#define PF_NO_HASH UINT64_MAX
-struct prefetch {
-    uint64_t gen;   /* s->writer_gen when looked up */
-    int64_t *lid;   /* per location: cached id, 0 not cached; NULL: nothing prefetched */
-    bool *lsym;     /* per location: cached as having its frames stored */
-    uint64_t *hash; /* per stack: hash over lid, PF_NO_HASH when a location was not cached */
-    uint32_t *sid;  /* per stack: its id from the cache or the lookup; 0 with a hash: none stored */
-    int64_t *lobj;  /* per location: the key it was looked up by (node_memo), */
-    uint64_t *laddr; /* lobj 0 when its object is not cached */
-};
-
-static void prefetch_release(struct prefetch *pf)
-{
-    free(pf->lid);
-    free(pf->lsym);
-    free(pf->hash);
-    free(pf->sid);
-    free(pf->lobj);
-    free(pf->laddr);
-    *pf = (struct prefetch){ 0 };
-}
 
 /* pf when its ids may be used, else NULL. */
 static const struct prefetch *prefetch_valid(const struct store *s, const struct prefetch *pf)
@@ -1017,9 +1007,10 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
     size_t mlocs = mm ? HP_MIN(mm->nlocs, p->nlocs) : 0;
     bool *known = hp_xcalloc(p->nlocs + 1, sizeof(*known));
     for (size_t i = 0; i < mlocs; i++)
-        if (lobj[i] && mm->obj[i] == lobj[i] && mm->addr[i] == addr[i] && mm->lid[i]) {
-            d.lid[i] = mm->lid[i];
-            pf->lsym[i] = mm->lsym[i];
+        if (lobj[i] && mm->pf.lobj[i] == lobj[i] && mm->pf.laddr[i] == addr[i] &&
+            mm->pf.lid[i]) {
+            d.lid[i] = mm->pf.lid[i];
+            pf->lsym[i] = mm->pf.lsym[i];
             known[i] = true;
             s->counts.locations_by_place++;
         }
@@ -1055,12 +1046,12 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
         uint32_t v;
         size_t a = i + WRITE_PREFETCH;
         if (a < p->nstacks && pf->hash[a] != PF_NO_HASH &&
-            !(a < mstacks && mm->hash[a] == pf->hash[a]))
+            !(a < mstacks && mm->pf.hash[a] == pf->hash[a]))
             hp_map64_prefetch(&w->stacks, pf->hash[a]);
         if (h == PF_NO_HASH)
             continue;
-        if (i < mstacks && mm->hash[i] == h) { /* the previous snapshot's stack here */
-            pf->sid[i] = mm->sid[i];
+        if (i < mstacks && mm->pf.hash[i] == h) { /* the previous snapshot's stack here */
+            pf->sid[i] = mm->pf.sid[i];
             s->counts.stacks_by_place++;
         } else if (hp_map64_get(&w->stacks, h, &v)) {
             pf->sid[i] = v;
@@ -1762,47 +1753,27 @@ out:
     return r;
 }
 
-/* After a commit: profile p's locations and stacks as stored (d), by
- * position, for the node's next snapshot (struct node_memo). With no
- * usable prefetch the keys are not known: nothing is kept. */
-static void node_memo_record(struct node_memo *m, const struct profile *p,
-                             const struct prefetch *pf, const struct derived *d)
+/* After a commit: the snapshot's prefetch pf, with the ids d stored,
+ * becomes node memo m (pf and d->lid are taken). A stack's id is kept
+ * where its hash was known. No usable prefetch (the node's first snapshot
+ * in this writer, or the caches were reset since): no memo. */
+static void node_memo_take(struct node_memo *m, const struct profile *p, struct prefetch *pf,
+                           struct derived *d)
 {
-    if (!pf || !pf->lobj) {
-        node_memo_clear(m);
+    node_memo_clear(m);
+    if (!pf || !pf->lobj)
         return;
-    }
-    size_t nl = p->nlocs, ns = p->nstacks;
-    if (nl > m->locs_cap) {
-        m->locs_cap = HP_MAX(nl, m->locs_cap * 5 / 4);
-        free(m->obj);
-        free(m->addr);
-        free(m->lid);
-        free(m->lsym);
-        m->obj = hp_xmalloc(m->locs_cap * sizeof(*m->obj));
-        m->addr = hp_xmalloc(m->locs_cap * sizeof(*m->addr));
-        m->lid = hp_xmalloc(m->locs_cap * sizeof(*m->lid));
-        m->lsym = hp_xmalloc(m->locs_cap * sizeof(*m->lsym));
-    }
-    if (ns > m->stacks_cap) {
-        m->stacks_cap = HP_MAX(ns, m->stacks_cap * 5 / 4);
-        free(m->hash);
-        free(m->sid);
-        m->hash = hp_xmalloc(m->stacks_cap * sizeof(*m->hash));
-        m->sid = hp_xmalloc(m->stacks_cap * sizeof(*m->sid));
-    }
-    m->nlocs = nl;
-    m->nstacks = ns;
-    if (nl) {
-        memcpy(m->obj, pf->lobj, nl * sizeof(*m->obj));
-        memcpy(m->addr, pf->laddr, nl * sizeof(*m->addr));
-        memcpy(m->lid, d->lid, nl * sizeof(*m->lid));
-        memcpy(m->lsym, pf->lsym, nl * sizeof(*m->lsym));
-    }
-    for (size_t i = 0; i < ns; i++) {
-        bool ok = pf->hash[i] != PF_NO_HASH && d->sid[i] > 0 && d->sid[i] <= UINT32_MAX;
-        m->hash[i] = ok ? pf->hash[i] : PF_NO_HASH;
-        m->sid[i] = ok ? (uint32_t)d->sid[i] : 0;
+    m->pf = *pf;
+    *pf = (struct prefetch){ 0 };
+    free(m->pf.lid);
+    m->pf.lid = d->lid; /* every location's, the uncached ones' too */
+    d->lid = NULL;
+    m->nlocs = p->nlocs;
+    m->nstacks = p->nstacks;
+    for (size_t i = 0; i < p->nstacks; i++) {
+        bool ok = m->pf.hash[i] != PF_NO_HASH && d->sid[i] > 0 && d->sid[i] <= UINT32_MAX;
+        m->pf.hash[i] = ok ? m->pf.hash[i] : PF_NO_HASH;
+        m->pf.sid[i] = ok ? (uint32_t)d->sid[i] : 0;
     }
 }
 
@@ -2003,7 +1974,7 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
         goto out;
     *ret_id = snap_id;
     if (p)
-        node_memo_record(&nb->memo, p, prefetch_valid(s, &pf), &d);
+        node_memo_take(&nb->memo, p, prefetch_valid(s, &pf) ? &pf : NULL, &d);
     goto out;
 fail:
     (void)raw_finish(s, nb, &rj, true, &raw_id, err);
