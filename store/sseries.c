@@ -102,7 +102,7 @@ static void relabel(struct store_ssb *b)
  * its successor's when that is nearer. Halving alone ran out of room after
  * 64 slots in a row at one place, and a chunk's first member inserts all
  * its slots in a row at the end: a 20k-stack member relabelled the whole
- * list 300 times (over half of building a group's series). */
+ * list hundreds of times (over half of building a group's series). */
 #define SSB_LABEL_STEP (UINT64_C(1) << 32)
 
 static uint32_t slot_insert_after(struct store_ssb *b, uint32_t p, int64_t stack)
