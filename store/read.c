@@ -1620,7 +1620,7 @@ int store_stack_view_get(struct store *s, int64_t node_id, struct store_stack_vi
 
 /* How stored addresses become this snapshot's runtime addresses and
  * names: its mappings, with their objects, in stored order. */
-static uint64_t layout_hash(const struct profile *p, const int64_t *mobj)
+uint64_t store_layout_hash(const struct profile *p, const int64_t *mobj)
 {
     uint64_t h = hp_hash_bytes(&p->nmappings, sizeof(p->nmappings), 0x6c61796f7574u);
     for (size_t i = 0; i < p->nmappings; i++) {
@@ -1654,7 +1654,7 @@ int store_snapshots_samples(struct store *s, const int64_t *ids, size_t n, store
         if (r == 0) {
             struct store_samples ss = { .snapshot_id = ids[k], .profile = ld.p,
                                         .samples = sm, .n = ns,
-                                        .layout = layout_hash(ld.p, mobj) };
+                                        .layout = store_layout_hash(ld.p, mobj) };
             r = cb(&ss, ctx);
         }
         free(sm);

@@ -167,7 +167,18 @@ static int sseries_feed(struct store *s, int64_t node_id, const int64_t *ids, si
             if (j < nrows && rows[j].first_id == ids[z])
                 break;
         }
+        /* Built as the writer stored them (the group just completed), or
+         * from their sample sets. */
+        struct store_sseries built;
+        if (store_writer_group_take(s, node_id, ids + k, z - k, &built)) {
+            for (size_t c = 0; c < built.nchunks; c++)
+                store_ssb_add_chunk(b, &built.chunks[c]);
+            store_sseries_release(&built);
+            s->counts.sseries_groups_kept++;
+            continue;
+        }
         r = store_snapshots_samples(s, ids + k, z - k, ssb_cb, b, err);
+        s->counts.sseries_sets_read += z - k;
     }
     free(rows);
     return r;
@@ -485,10 +496,11 @@ int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct 
         sqlite3_bind_int64(st, 2, snap_id);
         return store_step_done(s, st, "opening a span", err);
     }
-    if (n + 1 >= STORE_SPAN_SNAPSHOTS)
-        return (r = span_close(s, node_id, first, snap_id, err)) < 0
-                   ? r
-                   : spans_reclose(s, node_id, err);
+    if (n + 1 >= STORE_SPAN_SNAPSHOTS) {
+        r = span_close(s, node_id, first, snap_id, err);
+        store_writer_group_drop(s, node_id); /* taken, or not what it held */
+        return r < 0 ? r : spans_reclose(s, node_id, err);
+    }
     if ((r = store_stmt(s, STMT_FS_SPAN_SET, &st, err)) < 0)
         return r;
     sqlite3_bind_int64(st, 1, node_id);
@@ -505,6 +517,7 @@ int store_fseries_add(struct store *s, int64_t node_id, int64_t snap_id, struct 
     if ((r = span_members(s, node_id, first, snap_id, &ids, &nids, err)) == 0)
         r = sseries_groups(s, node_id, ids, nids, err);
     free(ids);
+    store_writer_group_drop(s, node_id); /* taken, or not what it held */
     return r;
 }
 
@@ -549,6 +562,9 @@ static int span_exec(struct store *s, enum store_stmt_id id, int64_t node_id, in
 int store_fseries_dissolve(struct store *s, int64_t snap_id, bool drop, struct hp_buf *err)
 {
     int64_t node_id, first, last;
+    /* A member changes (re-derived) or goes: what the writer built of the
+     * open group's samples may be of it. */
+    store_writer_group_drop(s, 0);
     /* A failed attempt that goes was no member; one that a reindex turns
      * into a profile becomes one. */
     int state, r = span_of_snapshot(s, snap_id, drop, &node_id, &first, &last, &state, err);

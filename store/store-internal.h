@@ -739,6 +739,18 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
  * that at most this many of a node's newest snapshots are read from their
  * sample sets. A closed span's series is one row. */
 #define STORE_SSERIES_SNAPSHOTS 32
+/* A snapshot's layout as store_snapshots_samples gives it (struct
+ * store_samples): a hash of its mappings with their objects (mobj). */
+uint64_t store_layout_hash(const struct profile *p, const int64_t *mobj);
+/* The stack series builder the writer feeds each snapshot of a node it has
+ * cached as it stores it (write.c), for series.c: with 1, *out holds the
+ * series of exactly snapshots ids[0..n) of node_id, as built from their
+ * sample sets (release it); 0 when the writer's builder holds other
+ * snapshots or none. Either way the builder starts over. */
+int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
+                            struct store_sseries *out);
+/* Drop node_id's builder (every node's with 0): its members changed. */
+void store_writer_group_drop(struct store *s, int64_t node_id);
 /* A node's stack view (view.c) holds the stacks of its newest this many
  * closed spans: 768 hourly snapshots, 32 days, what `query leaks` reads
  * by default and more. */

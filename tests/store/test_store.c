@@ -1480,6 +1480,38 @@ static void test_store_retain_packs_a_closed_spans_series_in_one_row(void **stat
     assert_int_equal(res.spans_closed, 0);
 }
 
+/* A member of the open group re-derived through the writer's own handle
+ * (store_snapshot_reindex): what the writer built of the group as it
+ * stored its snapshots is not what their sample sets say now; it is
+ * dropped (the re-derivation starts the writer's caches over, and
+ * store_fseries_dissolve drops it too), and the group's row is built from
+ * the sample sets and reads as they do. */
+static void test_store_group_row_after_reindex(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-regroup");
+    int64_t ids[32];
+    struct gen_params gp = { .seed = 5, .nstacks = 60, .nfuncs = 30, .symbolize = true };
+    for (int h = 0; h < 32; h++) {
+        if (h == 10) {
+            struct gen_params other = { .seed = 6, .nstacks = 50, .nfuncs = 30,
+                                        .symbolize = true };
+            struct profile *q = gen_profile(&other, NULL, NULL);
+            assert_int_equal(store_snapshot_reindex(f->s, ids[3], q, NULL), 0);
+            profile_free(q);
+        }
+        gp.hour = (uint32_t)h % 5;
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        ids[h] = put(f->s, n, T0 + h * HOUR_MS, p, NULL, 0);
+        profile_free(p);
+    }
+    struct store_write_counts wc;
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.sseries_groups_kept, 0);
+    assert_int_equal(wc.sseries_sets_read, 32);
+    assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 1);
+}
+
 /* A span whose row cannot be built (a member without its sample set)
  * keeps its groups' rows, which still hold their own members. */
 static void test_store_span_row_unbuilt_keeps_group_rows(void **state)
@@ -1773,7 +1805,13 @@ static void test_store_function_series_spans_read_as_tables(void **state)
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 0 AND n = 40"), 1);
     /* Stack series: one row per closed span, and the open span's one
-     * complete group of 32; each reads as its sample sets. */
+     * complete group of 32; each reads as its sample sets. The writer
+     * built every group as it stored its snapshots (a span's last group
+     * too, at its close): no sample set was read back for them. */
+    struct store_write_counts wc;
+    store_write_counts_get(f->s, &wc);
+    assert_int_equal(wc.sseries_groups_kept, 2 * (SPAN / 32) + 1);
+    assert_int_equal(wc.sseries_sets_read, 0);
     assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 + 1);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_series s"
                                        " JOIN function_series_spans p ON p.node_id = s.node_id"
@@ -3020,6 +3058,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_retain_packs_a_closed_spans_series_in_one_row,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_group_row_after_reindex, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_span_row_unbuilt_keeps_group_rows, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
