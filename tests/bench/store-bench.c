@@ -51,6 +51,7 @@
 
 #include "collector/ingest/ingest.h"
 #include "query/query.h"
+#include "store/store-internal.h" /* STORE_SSERIES_SNAPSHOTS, STORE_SPAN_SNAPSHOTS */
 #include "store/store.h"
 #include "tests/store/gen.h"
 
@@ -129,6 +130,54 @@ static size_t render_top(const struct profile *p)
     hp_buf_release(&out);
     hp_buf_release(&err);
     return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Where the ingest's mean goes: a steady snapshot (the median of those that
+ * complete nothing), and what more a snapshot that completes a group of
+ * the open span (its stack series) and one that closes a span (function
+ * and stack series, the node's view) take, from cpu[h] of hour h (the
+ * first snapshot opened the node's first span). */
+static void ingest_breakdown(const double *cpu, uint32_t hours)
+{
+    double *steady = hp_xmalloc((hours + 1) * sizeof(*steady));
+    size_t n = 0, ngroup = 0, nspan = 0;
+    for (uint32_t h = 1; h < hours; h++)
+        if ((h + 1) % STORE_SSERIES_SNAPSHOTS != 0)
+            steady[n++] = cpu[h];
+    if (!n) {
+        free(steady);
+        return;
+    }
+    qsort(steady, n, sizeof(*steady), cmp_double);
+    double med = steady[n / 2], group = 0, span = 0;
+    for (uint32_t h = 1; h < hours; h++) {
+        if ((h + 1) % STORE_SPAN_SNAPSHOTS == 0) {
+            span += cpu[h] - med;
+            nspan++;
+        } else if ((h + 1) % STORE_SSERIES_SNAPSHOTS == 0) {
+            group += cpu[h] - med;
+            ngroup++;
+        }
+    }
+    printf("  of which: a steady snapshot %.1f ms (median); the first %.0f ms", med, cpu[0]);
+    if (ngroup)
+        printf("; a group of %d completing %.0f ms more", STORE_SSERIES_SNAPSHOTS,
+               group / (double)ngroup);
+    if (nspan)
+        printf("; a span of %d closing %.0f ms more", STORE_SPAN_SNAPSHOTS, span / (double)nspan);
+    if (ngroup && nspan)
+        printf(" (%.1f ms a snapshot over a span)",
+               (group / (double)ngroup * (STORE_SPAN_SNAPSHOTS / STORE_SSERIES_SNAPSHOTS - 1) +
+                span / (double)nspan) /
+                   STORE_SPAN_SNAPSHOTS);
+    printf("\n");
+    free(steady);
 }
 
 static double cpu_ms(void)
@@ -414,6 +463,7 @@ int main(int argc, char **argv)
     /* 1. steady node */
     printf("== steady node: %u hourly snapshots of %u stacks ==\n", hours, nstacks);
     double ingest_ms = 0, ingest_cpu = 0, gen_ms = 0;
+    double *snap_cpu = hp_xcalloc(hours + 1, sizeof(*snap_cpu));
     char *keep_raw = NULL;
     size_t keep_len = 0;
     int64_t raw_total = 0, gz_total = 0, after_first = 0, raw_first = 0;
@@ -432,7 +482,8 @@ int main(int argc, char **argv)
                                   &last_id, &err) < 0)
             die("insert", &err);
         ingest_ms += ms_since(t0);
-        ingest_cpu += cpu_ms() - c0;
+        snap_cpu[h] = cpu_ms() - c0;
+        ingest_cpu += snap_cpu[h];
         if (h == 0) {
             store_close(s); /* checkpoint, so the file holds the first snapshot */
             if (store_open(db, STORE_OPEN_WRITE, &s, &err) < 0)
@@ -473,6 +524,8 @@ int main(int argc, char **argv)
     printf("ingest: %.1f ms CPU per snapshot = %.1f snapshots/s on one core (target >= 50/s); "
            "%.1f ms wall; generating each profile took %.1f ms (not counted)\n",
            ingest_cpu / hours, 1000.0 * hours / ingest_cpu, ingest_ms / hours, gen_ms / hours);
+    ingest_breakdown(snap_cpu, hours);
+    free(snap_cpu);
     /* The node's stack view (store/view.c) is one row a node, written
      * again at each span close: in the per-snapshot figure above (spread
      * over these snapshots), once in a year. */
