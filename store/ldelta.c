@@ -130,18 +130,24 @@ struct lines_out {
     size_t cap, max;
 };
 
-static void lines_add(struct lines_out *o, uint32_t at, uint64_t hash)
+static void lines_grow(struct lines_out *o)
+{
+    struct store_lines *l = o->l;
+    o->cap = HP_MAX(o->cap * 2, (size_t)l->n + 2);
+    l->off = hp_xrealloc(l->off, o->cap * sizeof(*l->off));
+    l->hash = hp_xrealloc(l->hash, o->cap * sizeof(*l->hash));
+}
+
+/* Inline: a call a line was 1.7% of a steady snapshot's instructions. */
+static inline void lines_add(struct lines_out *o, uint32_t at, uint64_t hash)
 {
     struct store_lines *l = o->l;
     if (!l || l->n == o->max) {
         o->l = NULL; /* too many for a line delta: not kept */
         return;
     }
-    if (l->n + 2 > o->cap) {
-        o->cap = HP_MAX(o->cap * 2, (size_t)l->n + 2);
-        l->off = hp_xrealloc(l->off, o->cap * sizeof(*l->off));
-        l->hash = hp_xrealloc(l->hash, o->cap * sizeof(*l->hash));
-    }
+    if (l->n + 2 > o->cap)
+        lines_grow(o);
     l->off[l->n] = at;
     l->hash[l->n++] = hash;
 }
@@ -175,6 +181,11 @@ int store_ldelta_encode(ZSTD_CCtx *c, const char *path, const void *src, size_t 
         nb = base_lines->n;
     }
     struct lines_out lo = { .l = ret_lines, .max = lines_max(len) };
+    if (ret_lines) { /* room for as many lines as the base has, and some */
+        lo.cap = HP_MIN((size_t)nb + nb / 16 + 16, lo.max + 1);
+        ret_lines->off = hp_xmalloc(lo.cap * sizeof(*ret_lines->off));
+        ret_lines->hash = hp_xmalloc(lo.cap * sizeof(*ret_lines->hash));
+    }
     /* Base lines by content; of equal lines the first (put keeps it). Each
      * slot fetched a few puts ahead: every put is a cache miss in a table
      * of 40,000 lines (a 4.4 MB dump), and were a fifth of the encoding. */
