@@ -293,9 +293,7 @@ out:
         free(bh);
     }
     if (ret_lines) {
-        if (r == 1 && lo.l) {
-            if (!ret_lines->off)
-                ret_lines->off = hp_xmalloc(sizeof(*ret_lines->off)); /* no lines */
+        if (r == 1 && lo.l) { /* room for off[n]: lines_add keeps two places spare */
             ret_lines->off[ret_lines->n] = (uint32_t)len;
             ret_lines->len = len;
             ret_lines->known = true;

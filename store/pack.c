@@ -102,16 +102,14 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
                         struct hp_buf *err)
 {
     return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, NULL, NULL,
-                        NULL, ret,
-                        ret_len, err);
+                        NULL, ret, ret_len, err);
 }
 
 int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
                             size_t *ret_len, struct hp_buf *err)
 {
     return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, NULL, NULL, NULL,
-                        ret,
-                        ret_len, err);
+                        ret, ret_len, err);
 }
 
 void *store_zbuf_reserve(struct store_zbuf *b, size_t n)

@@ -745,8 +745,8 @@ uint64_t store_layout_hash(const struct profile *p, const int64_t *mobj);
 /* The stack series builder the writer feeds each snapshot of a node it has
  * cached as it stores it (write.c), for series.c: with 1, *out holds the
  * series of exactly snapshots ids[0..n) of node_id, as built from their
- * sample sets (release it); 0 when the writer's builder holds other
- * snapshots or none. Either way the builder starts over. */
+ * sample sets (release it), and the builder starts over; 0 when it holds
+ * other snapshots or none (series.c drops it at every group's end). */
 int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
                             struct store_sseries *out);
 /* Drop node_id's builder (every node's with 0): its members changed. */

@@ -158,6 +158,16 @@ struct store_writer {
     uint64_t tick;
 };
 
+/* The writer's slot of node_id when it has one, without loading it
+ * (node_base does that). */
+static struct node_base *node_cached(struct store_writer *w, int64_t node_id)
+{
+    for (int i = 0; w && i < NODE_BASES; i++)
+        if (w->bases[i].node_id == node_id)
+            return &w->bases[i];
+    return NULL;
+}
+
 static void name_ids_init(struct name_ids *n)
 {
     hp_arena_init(&n->arena);
@@ -1025,10 +1035,8 @@ static int stacks_prefetch(struct store *s, int64_t node_id, const struct profil
     }
     /* The previous snapshot's location at the same place, when it is this
      * one (node_memo): its id and frames from there. */
-    const struct node_memo *mm = NULL;
-    for (int k = 0; k < NODE_BASES; k++)
-        if (w->bases[k].node_id == node_id && w->bases[k].memo.nlocs + w->bases[k].memo.nstacks)
-            mm = &w->bases[k].memo;
+    const struct node_base *cached = node_cached(w, node_id);
+    const struct node_memo *mm = cached && cached->memo.pf.lid ? &cached->memo : NULL;
     size_t mlocs = mm ? HP_MIN(mm->nlocs, p->nlocs) : 0;
     bool *known = hp_xcalloc(p->nlocs + 1, sizeof(*known));
     for (size_t i = 0; i < mlocs; i++)
@@ -1311,11 +1319,16 @@ struct blob_enc {
     struct store_lines lines; /* a raw dump's, when its encoding gave them */
 };
 
-static void blob_enc_release(struct blob_enc *e)
+static void blob_enc_free_z(struct blob_enc *e)
 {
     if (!e->borrowed)
         free(e->z);
     e->z = NULL;
+}
+
+static void blob_enc_release(struct blob_enc *e)
+{
+    blob_enc_free_z(e);
     store_lines_release(&e->lines);
 }
 
@@ -1352,9 +1365,7 @@ static int blob_encode(ZSTD_CCtx *c, const char *path, enum store_stmt_id ins, c
             e->depth = chain ? base->depth + 1 : 1;
             return 0;
         }
-        if (!e->borrowed)
-            free(e->z);
-        e->z = NULL; /* its lines stay: they are the dump's, however stored */
+        blob_enc_free_z(e); /* its lines stay: they are the dump's, however stored */
     }
     return store_zstd_compress_with(c, path, data, len, NULL, 0, ins == STMT_RAW_INSERT, reuse,
                                     &e->z, &e->zlen, err);
@@ -1395,7 +1406,8 @@ static int blob_put(struct store *s, enum store_stmt_id ins, const unsigned char
             memcpy(next.data, data, len);
         next.len = len;
         next.depth = e->depth;
-        if (e->lines.known && e->lines.len == len) {
+        if (e->lines.known) { /* data's: the encoding of these bytes gave them */
+            assert(e->lines.len == len);
             next.lines = e->lines;
             e->lines = (struct store_lines){ 0 };
         }
@@ -1826,29 +1838,19 @@ static void node_group_feed(struct node_group *g, int64_t snap_id, const struct 
     g->ids[g->n++] = snap_id;
 }
 
-static struct node_group *node_group_of(struct store *s, int64_t node_id)
-{
-    for (int i = 0; s->w && i < NODE_BASES; i++)
-        if (s->w->bases[i].node_id == node_id)
-            return &s->w->bases[i].group;
-    return NULL;
-}
-
 int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
                             struct store_sseries *out)
 {
-    struct node_group *g = node_group_of(s, node_id);
-    if (!g || !g->b)
+    struct node_base *nb = node_cached(s->w, node_id);
+    struct node_group *g = nb ? &nb->group : NULL;
+    if (!g || !g->b || g->n != n || memcmp(g->ids, ids, n * sizeof(*ids)) != 0)
         return 0;
-    bool same = g->n == n && memcmp(g->ids, ids, n * sizeof(*ids)) == 0;
-    if (same) {
-        store_ssb_finish(g->b);
-        *out = g->out;
-        g->b = NULL;
-        g->out = (struct store_sseries){ 0 };
-    }
+    store_ssb_finish(g->b);
+    *out = g->out;
+    g->b = NULL;
+    g->out = (struct store_sseries){ 0 };
     node_group_drop(g);
-    return same;
+    return 1;
 }
 
 void store_writer_group_drop(struct store *s, int64_t node_id)
