@@ -683,6 +683,9 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
         /* Counted per stack, then placed: each stack's in the order given. */
         const struct query_leak_series *q = b->ser;
         uint32_t *off = b->roff = scratch(&b->sa, S + 1, sizeof(*b->roff));
+        /* One dictionary (no restart mapped the binaries elsewhere) is taken
+         * whole (leaks_index): its entry e is stack e, no map to look up. */
+        const bool whole = q->ndicts == 1;
         for (size_t i = 0; i < q->nruns; i++) {
             const struct query_leak_run *x = &q->runs[i];
             if (x->dict >= q->ndicts || x->entry >= q->dicts[x->dict]->nentries ||
@@ -691,7 +694,7 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
                                    "mistake, not the data's)");
                 return HP_ECORRUPT;
             }
-            off[b->smap[x->dict][x->entry] + 1] += x->value != 0;
+            off[(whole ? x->entry : b->smap[x->dict][x->entry]) + 1] += x->value != 0;
         }
         for (size_t s = 0; s < S; s++)
             off[s + 1] += off[s];
@@ -704,7 +707,7 @@ static int leaks_runs(struct leaks_build *b, struct hp_buf *err)
             const struct query_leak_run *x = &q->runs[i];
             if (x->value == 0)
                 continue;
-            uint32_t k = at[b->smap[x->dict][x->entry]]++;
+            uint32_t k = at[whole ? x->entry : b->smap[x->dict][x->entry]]++;
             b->runs[k] = (struct crun){ x->t, x->t + x->n, x->value };
             b->rvar[k] = x->var;
         }
