@@ -51,6 +51,35 @@ static const char *const default_busy[] = {
     NULL,
 };
 
+/* The other figures leaks reads of a snapshot (query_leak_figure_wanted):
+ * the process's resident size (leaks_idle), its id and start time
+ * (restart_reason), and a `*uptime_seconds` (uptime_figure). */
+static const char fig_rss[] = "process_rss_bytes";
+static const char fig_rss_prom[] = "process_resident_memory_bytes";
+static const char fig_pid[] = "proc_pid";
+static const char *const fig_start[] = { "process_start_time_seconds", "proc_start_time_seconds" };
+
+static bool uptime_figure(const char *n)
+{
+    size_t nl = strlen(n);
+    return nl >= 14 && strcmp(n + nl - 14, "uptime_seconds") == 0 && !strchr(n, '{');
+}
+
+bool query_leak_figure_wanted(const struct query_leak_opts *o, const char *name)
+{
+    const char *const *busy = o->busy_figures ? o->busy_figures : default_busy;
+    for (size_t i = 0; busy[i]; i++)
+        if (strcmp(busy[i], name) == 0)
+            return true;
+    if (strcmp(name, fig_rss) == 0 || strcmp(name, fig_rss_prom) == 0 ||
+        strcmp(name, fig_pid) == 0 || uptime_figure(name))
+        return true;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(fig_start); i++)
+        if (strcmp(name, fig_start[i]) == 0)
+            return true;
+    return false;
+}
+
 void query_leak_opts_init(struct query_leak_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -349,7 +378,7 @@ static int64_t snap_pid(const struct query_snapshot *s)
     double x;
     if (s->pid > 0)
         return s->pid;
-    if (query_figure_find(s->figures, s->nfigures, "proc_pid", &x) && x > 0 && x < 1e15)
+    if (query_figure_find(s->figures, s->nfigures, fig_pid, &x) && x > 0 && x < 1e15)
         return (int64_t)x;
     return 0;
 }
@@ -362,20 +391,16 @@ static int64_t snap_pid(const struct query_snapshot *s)
  * figure and the dump are fetched moments apart). */
 static double snap_start(const struct query_snapshot *s, double *ret_slack)
 {
-    static const char *const exact[] = { "process_start_time_seconds",
-                                         "proc_start_time_seconds" };
     double x;
     *ret_slack = 1;
     if (s->process_start_s > 0)
         return (double)s->process_start_s;
-    for (size_t i = 0; i < HP_ARRAY_SIZE(exact); i++)
-        if (query_figure_find(s->figures, s->nfigures, exact[i], &x) && x > 0)
+    for (size_t i = 0; i < HP_ARRAY_SIZE(fig_start); i++)
+        if (query_figure_find(s->figures, s->nfigures, fig_start[i], &x) && x > 0)
             return x;
     for (size_t i = 0; i < s->nfigures; i++) {
         const char *n = s->figures[i].name;
-        size_t nl = n ? strlen(n) : 0;
-        if (nl >= 14 && strcmp(n + nl - 14, "uptime_seconds") == 0 && !strchr(n, '{') &&
-            s->figures[i].value >= 0) {
+        if (n && uptime_figure(n) && s->figures[i].value >= 0) {
             *ret_slack = 60;
             return (double)s->time_s - s->figures[i].value;
         }
@@ -804,8 +829,8 @@ static void leaks_idle(struct leaks_build *b)
     for (size_t t = 0; t < b->T && L->has_busy; t++) {
         const struct query_snapshot *s = &b->snaps[b->ord[t].i];
         double process = b->total[t], rss;
-        if ((query_figure_find(s->figures, s->nfigures, "process_rss_bytes", &rss) ||
-             query_figure_find(s->figures, s->nfigures, "process_resident_memory_bytes", &rss)) &&
+        if ((query_figure_find(s->figures, s->nfigures, fig_rss, &rss) ||
+             query_figure_find(s->figures, s->nfigures, fig_rss_prom, &rss)) &&
             rss > process)
             process = rss;
         b->idle[t] = b->busy_known[t] && b->busy[t] <= HP_MIN(o->idle_bytes, o->idle_share * process);

@@ -380,6 +380,10 @@ struct query_leak_opts {
 };
 
 void query_leak_opts_init(struct query_leak_opts *o);
+/* Whether leaks with options o reads a node figure of this name: the busy
+ * ones, the process's resident size, id, start time and uptime. A store's
+ * node reports dozens of figures a snapshot; leaks needs these. */
+bool query_leak_figure_wanted(const struct query_leak_opts *o, const char *name);
 
 struct query_leak_row {
     const char *name;          /* function rows */

@@ -291,9 +291,10 @@ int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb,
 }
 
 int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
-                     store_node_stat_cb cb, void *ctx, struct hp_buf *err)
+                     store_stat_want_cb want, void *want_ctx, store_node_stat_cb cb, void *ctx,
+                     struct hp_buf *err)
 {
-    return s->be->node_stats(s, node_id, since_ms, until_ms, cb, ctx, err);
+    return s->be->node_stats(s, node_id, since_ms, until_ms, want, want_ctx, cb, ctx, err);
 }
 
 int store_sseries_spans(struct store *s, int64_t node_id, struct store_span **ret,

@@ -528,10 +528,14 @@ int store_snapshot_stats(struct store *s, int64_t snapshot_id, store_stat_cb cb,
 /* Statistics of every snapshot of a node taken in [since_ms, until_ms], by
  * snapshot id and then in the order the node reported them: one statement
  * (a round trip on PostgreSQL) where store_snapshot_stats takes one a
- * snapshot. */
+ * snapshot. With `want`, only the statistics whose name it wants (asked
+ * once per name): a node reports dozens of memory figures each time and
+ * an analysis may read a few. */
 typedef int (*store_node_stat_cb)(int64_t snapshot_id, const struct store_stat *stat, void *ctx);
+typedef bool (*store_stat_want_cb)(const char *name, void *ctx);
 int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t until_ms,
-                     store_node_stat_cb cb, void *ctx, struct hp_buf *err) HP_MUST_CHECK;
+                     store_stat_want_cb want, void *want_ctx, store_node_stat_cb cb, void *ctx,
+                     struct hp_buf *err) HP_MUST_CHECK;
 
 /* ---- retention -------------------------------------------------------------- */
 

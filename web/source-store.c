@@ -271,7 +271,7 @@ static void figures_of_node(struct store *s, int64_t node_id,
         at[i] = ord[i].at;
     }
     struct figures_batch b = { ids, at, fc, n };
-    bool ok = store_node_stats(s, node_id, lo, hi, batch_stat_cb, &b, NULL) == 0;
+    bool ok = store_node_stats(s, node_id, lo, hi, NULL, NULL, batch_stat_cb, &b, NULL) == 0;
     for (size_t i = 0; i < n; i++) {
         if (!ok) /* figures are optional: the snapshots still show */
             fc[i].ntrk = fc[i].nraw = 0;

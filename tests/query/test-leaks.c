@@ -648,10 +648,49 @@ static void test_leaks_sampling_walk_is_not_growth(void **state)
     qt_tmpdir_remove(dir);
 }
 
+/* The figures leaks reads of a stored node are the ones it asks the store
+ * for (query_leak_figure_wanted): the busy trackers, the process's size,
+ * id, start time and uptime; not the dozens of other memory figures a
+ * node reports. A name leaks reads but does not ask for is lost. */
+static void test_leaks_wants_the_figures_it_reads(void **state)
+{
+    (void)state;
+    struct query_leak_opts o;
+    query_leak_opts_init(&o);
+    const char *read[] = {
+        "memory_query_trackers_sum_bytes", "memory_load_trackers_sum_bytes",
+        "doris_be_memory_query_trackers_sum_bytes", "doris_be_memory_load_trackers_sum_bytes",
+        "starrocks_be_query_mem_bytes", "starrocks_be_load_mem_bytes",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"query\"}",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"load\"}",
+        "process_rss_bytes", "process_resident_memory_bytes", "proc_pid",
+        "process_start_time_seconds", "proc_start_time_seconds", "doris_be_uptime_seconds",
+        "uptime_seconds",
+    };
+    for (size_t i = 0; i < sizeof(read) / sizeof(read[0]); i++)
+        if (!query_leak_figure_wanted(&o, read[i]))
+            fail_msg("not asked for: %s", read[i]);
+    const char *other[] = {
+        "doris_be_memory_jemalloc_allocated_bytes", "memory_metadata_trackers_sum_bytes",
+        "mem_tracker_current_bytes{type=\"overview\",label=\"cache\"}",
+        "starrocks_be_process_mem_bytes", "uptime_seconds{job=\"be\"}", "uptime_secs", "",
+    };
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+        if (query_leak_figure_wanted(&o, other[i]))
+            fail_msg("asked for: %s", other[i]);
+    /* A busy list of the caller's replaces the built-in one. */
+    const char *const mine[] = { "my_query_bytes", NULL };
+    o.busy_figures = mine;
+    assert_true(query_leak_figure_wanted(&o, "my_query_bytes"));
+    assert_false(query_leak_figure_wanted(&o, "memory_query_trackers_sum_bytes"));
+    assert_true(query_leak_figure_wanted(&o, "process_rss_bytes"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leaks_statistics),
+        cmocka_unit_test(test_leaks_wants_the_figures_it_reads),
         cmocka_unit_test(test_leaks_names_growing_paths),
         cmocka_unit_test(test_leaks_flags_growth_while_idle),
         cmocka_unit_test(test_leaks_series_shapes),

@@ -793,8 +793,8 @@ static void test_store_node_stats_one_call(void **state)
                          0);
     }
     struct node_stat_seen seen = { 0 };
-    assert_int_equal(store_node_stats(f->s, a, T0 + HOUR_MS, T0 + 3 * HOUR_MS, node_stat_cb,
-                                      &seen, NULL),
+    assert_int_equal(store_node_stats(f->s, a, T0 + HOUR_MS, T0 + 3 * HOUR_MS, NULL, NULL,
+                                      node_stat_cb, &seen, NULL),
                      0);
     /* Snapshots 1 and 3 of be-a (0 is before the window, 2 is be-b's). */
     assert_int_equal(seen.n, 4);
@@ -897,8 +897,8 @@ static void test_store_node_stats_by_id_then_report_order(void **state)
                          0);
     }
     struct node_stat_named seen = { 0 };
-    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, node_stat_name_cb, &seen,
-                                      NULL),
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, NULL, NULL,
+                                      node_stat_name_cb, &seen, NULL),
                      0);
     assert_int_equal(seen.n, 9);
     const char *want[9] = { "zeta:bytes", "alpha:-", "mid:count",  /* id[0] */
@@ -907,6 +907,126 @@ static void test_store_node_stats_by_id_then_report_order(void **state)
     for (int i = 0; i < 9; i++) {
         assert_int_equal(seen.snap[i], id[i / 3]);
         assert_string_equal(seen.name[i], want[i]);
+    }
+}
+
+struct want_names {
+    const char *const *names;
+    int asked[8];
+};
+
+static bool want_named(const char *name, void *ctx)
+{
+    struct want_names *w = ctx;
+    for (int i = 0; w->names[i]; i++)
+        if (strcmp(w->names[i], name) == 0) {
+            w->asked[i]++;
+            return true;
+        }
+    w->asked[7]++;
+    return false;
+}
+
+/* With a wanted-names filter: only those statistics, in the same order as
+ * without one (by snapshot id, then as reported), each name asked once
+ * however many snapshots report it; a filter that wants nothing gives
+ * nothing. */
+static void test_store_node_stats_wanted_names_only(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = node(f->s, "be-a"), id[3];
+    const int64_t at[3] = { T0, T0 + 2 * HOUR_MS, T0 + HOUR_MS };
+    for (int k = 0; k < 3; k++) {
+        struct store_stat fwd[] = { { "zeta", "bytes", 1 + k }, { "alpha", NULL, 2 + k },
+                                    { "mid", "count", 3 + k }, { "other", NULL, 4 + k } };
+        struct store_stat rev[] = { fwd[3], fwd[2], fwd[1], fwd[0] };
+        assert_int_equal(store_snapshot_attempt_record(f->s, a, at[k], STORE_STATUS_INACTIVE,
+                                                       "off", NULL, 0, NULL, k == 1 ? rev : fwd,
+                                                       4, &id[k], NULL),
+                         0);
+    }
+    const char *const names[] = { "zeta", "mid", NULL };
+    struct want_names w = { names, { 0 } };
+    struct node_stat_named seen = { 0 };
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, want_named, &w,
+                                      node_stat_name_cb, &seen, NULL),
+                     0);
+    assert_int_equal(seen.n, 6);
+    const char *want[6] = { "zeta:bytes", "mid:count", /* id[0] */
+                            "mid:count",  "zeta:bytes", /* id[1], reversed */
+                            "zeta:bytes", "mid:count" }; /* id[2] */
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(seen.snap[i], id[i / 2]);
+        assert_string_equal(seen.name[i], want[i]);
+    }
+    assert_int_equal(w.asked[0], 1);
+    assert_int_equal(w.asked[1], 1);
+    assert_int_equal(w.asked[7], 2); /* alpha and other, once each */
+    const char *const none[] = { NULL };
+    struct want_names w0 = { none, { 0 } };
+    struct node_stat_named seen0 = { 0 };
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, want_named, &w0,
+                                      node_stat_name_cb, &seen0, NULL),
+                     0);
+    assert_int_equal(seen0.n, 0);
+}
+
+struct stat_rows {
+    int n;
+    int64_t snap[64];
+    double value[64];
+};
+
+static int stat_rows_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
+{
+    struct stat_rows *r = ctx;
+    assert_true(r->n < 64);
+    r->snap[r->n] = snapshot_id;
+    r->value[r->n++] = st->value;
+    return 0;
+}
+
+static bool want_all(const char *name, void *ctx)
+{
+    (void)name;
+    ++*(int *)ctx;
+    return true;
+}
+
+/* More wanted names than the statement looks for in SQL (28): the rows
+ * are filtered after reading, and read as without a filter. */
+static void test_store_node_stats_many_wanted_names(void **state)
+{
+    struct fx *f = *state;
+    int64_t a = node(f->s, "be-a"), id[2];
+    struct store_stat stats[30];
+    char names[30][16];
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 30; i++) {
+            snprintf(names[i], sizeof(names[i]), "fig_%02d", (i * 7 + k) % 30);
+            stats[i] = (struct store_stat){ names[i], "bytes", 100.0 * k + i };
+        }
+        assert_int_equal(store_snapshot_attempt_record(f->s, a, T0 + k * HOUR_MS,
+                                                       STORE_STATUS_INACTIVE, "off", NULL, 0,
+                                                       NULL, stats, 30, &id[k], NULL),
+                         0);
+    }
+    struct stat_rows plain = { 0 }, filtered = { 0 };
+    int asked = 0;
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, NULL, NULL, stat_rows_cb, &plain,
+                                      NULL),
+                     0);
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, want_all, &asked, stat_rows_cb,
+                                      &filtered, NULL),
+                     0);
+    assert_int_equal(asked, 30);
+    assert_int_equal(plain.n, 60);
+    assert_int_equal(filtered.n, 60);
+    for (int i = 0; i < 60; i++) {
+        assert_int_equal(filtered.snap[i], id[i / 30]);
+        assert_int_equal(filtered.snap[i], plain.snap[i]);
+        assert_true(filtered.value[i] == plain.value[i]);
+        assert_true(plain.value[i] == 100.0 * (i / 30) + i % 30); /* as reported */
     }
 }
 
@@ -3046,6 +3166,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_snapshots_ok_as_the_list_says, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_node_stats_by_id_then_report_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_node_stats_wanted_names_only, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_node_stats_many_wanted_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_and_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_function_totals_packed_tail, setup, teardown),
