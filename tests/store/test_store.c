@@ -764,15 +764,15 @@ static void test_store_stats_in_order(void **state)
 }
 
 struct node_stat_seen {
-    int64_t snap[16];
-    double value[16];
+    int64_t snap[64];
+    double value[64];
     int n;
 };
 
 static int node_stat_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
 {
     struct node_stat_seen *s = ctx;
-    assert_true(s->n < 16);
+    assert_true(s->n < 64);
     s->snap[s->n] = snapshot_id;
     s->value[s->n++] = st->value;
     return 0;
@@ -971,21 +971,6 @@ static void test_store_node_stats_wanted_names_only(void **state)
     assert_int_equal(seen0.n, 0);
 }
 
-struct stat_rows {
-    int n;
-    int64_t snap[64];
-    double value[64];
-};
-
-static int stat_rows_cb(int64_t snapshot_id, const struct store_stat *st, void *ctx)
-{
-    struct stat_rows *r = ctx;
-    assert_true(r->n < 64);
-    r->snap[r->n] = snapshot_id;
-    r->value[r->n++] = st->value;
-    return 0;
-}
-
 static bool want_all(const char *name, void *ctx)
 {
     (void)name;
@@ -1011,12 +996,12 @@ static void test_store_node_stats_many_wanted_names(void **state)
                                                        NULL, stats, 30, &id[k], NULL),
                          0);
     }
-    struct stat_rows plain = { 0 }, filtered = { 0 };
+    struct node_stat_seen plain = { 0 }, filtered = { 0 };
     int asked = 0;
-    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, NULL, NULL, stat_rows_cb, &plain,
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, NULL, NULL, node_stat_cb, &plain,
                                       NULL),
                      0);
-    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, want_all, &asked, stat_rows_cb,
+    assert_int_equal(store_node_stats(f->s, a, T0, T0 + HOUR_MS, want_all, &asked, node_stat_cb,
                                       &filtered, NULL),
                      0);
     assert_int_equal(asked, 30);
