@@ -1363,7 +1363,7 @@ static int64_t vres_loc(struct vres *c, uint32_t x)
         return -1; /* a named location: the profile's way */
     struct rsb *b = c->b;
     uint64_t addr = runtime_address(c->maps, c->nmaps, c->pm, vl->object_id, vl->address);
-    uint32_t mapping = profile_mapping_find(c->p0, addr);
+    uint32_t mapping = UINT32_MAX; /* found when a frame is labelled by its address */
     uint32_t k = rsb_loc(b, vl->flags), nn = vl->nframes ? vl->nframes : 1;
     for (uint32_t q = 0; q < nn; q++) {
         /* Frames are innermost first: names outermost first. */
@@ -1380,6 +1380,8 @@ static int64_t vres_loc(struct vres *c, uint32_t x)
             rsb_name(b, c->fn_copy[fx].s, c->fn_copy[fx].len, true);
         } else {
             char buf[512];
+            if (mapping == UINT32_MAX)
+                mapping = profile_mapping_find(c->p0, addr);
             const char *l = profile_address_label(c->p0, addr, mapping, buf, sizeof(buf), true);
             rsb_name(b, l, strlen(l), false);
         }
