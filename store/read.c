@@ -2596,19 +2596,22 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
     /* The rows without their names, in no particular order: a join with
      * stat_names a row, and sorting in SQL, took 1.2 ms of a node's 720
      * snapshots (0.24 ms without). The names come in a range scan or two
-     * (a node's statistics were named together), and the rows are put in
-     * snapshot and report order here. */
+     * (a node's statistics were named together), or with a filter from the
+     * one read of all names that chose the wanted ones, and the rows are
+     * put in snapshot and report order here. */
     sqlite3_stmt *st;
     struct nstat_row *rows = NULL;
     struct nstat_name *names = NULL;
     struct idset ids = { 0 };
     size_t n = 0, cap = 0;
-    /* With a filter: the ids of the wanted names, each name asked once. Up
-     * to NSTAT_SOME of them are looked for in SQL, so that the rows of the
-     * others never leave SQLite (a node's dozens of figures a snapshot cost
-     * more to step through than the rest of `query leaks`). */
+    /* With a filter: the wanted names (each asked once) are the first of
+     * the set's ids, their names kept from that read. Up to NSTAT_SOME of
+     * them are looked for in SQL, so that the rows of the others never
+     * leave SQLite (a node's dozens of figures a snapshot cost more to step
+     * through than the rest of `query leaks`); the rows of more get ids of
+     * their own here, without names, and are dropped below. */
     enum { NSTAT_SOME = 28 }; /* PostgreSQL's shim binds 32 parameters at most */
-    int64_t *wanted = NULL;
+    struct nstat_name *wanted = NULL;
     size_t nwanted = 0, wanted_cap = 0;
     int r = 0;
     if (want) {
@@ -2618,49 +2621,45 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
             const char *nm = (const char *)sqlite3_column_text(st, 1);
             if (want(nm ? nm : "", want_ctx)) {
                 wanted = hp_xgrow(wanted, &wanted_cap, nwanted + 1, sizeof(*wanted));
-                wanted[nwanted++] = sqlite3_column_int64(st, 0);
+                (void)nstat_name_cb(wanted, nwanted++, st, err);
+                (void)idset_add(&ids, sqlite3_column_int64(st, 0));
             }
         }
         sqlite3_reset(st);
-        if (r < 0) {
-            free(wanted);
-            return r;
-        }
-        hp_qsort(wanted, nwanted, sizeof(*wanted), hp_cmp_i64);
     }
     bool some = want && nwanted <= NSTAT_SOME;
-    if ((r = store_stmt(s, some ? STMT_NODE_STATS_SOME : STMT_NODE_STATS_LIST, &st, err)) < 0) {
-        free(wanted);
-        return r;
-    }
-    sqlite3_bind_int64(st, 1, node_id);
-    sqlite3_bind_int64(st, 2, since_ms);
-    sqlite3_bind_int64(st, 3, until_ms);
-    for (int k = 0; some && k < NSTAT_SOME; k++) /* ids are positive: -1 is none */
-        sqlite3_bind_int64(st, 4 + k, (size_t)k < nwanted ? wanted[k] : -1);
-    while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
-        rows = hp_xgrow(rows, &cap, n + 1, sizeof(*rows));
-        rows[n++] = (struct nstat_row){
-            sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-            idset_add(&ids, sqlite3_column_int64(st, 2)),
-            sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3)
-        };
-    }
-    sqlite3_reset(st);
-    names = hp_xcalloc(ids.n + 1, sizeof(*names));
     if (r == 0)
+        r = store_stmt(s, some ? STMT_NODE_STATS_SOME : STMT_NODE_STATS_LIST, &st, err);
+    if (r == 0) {
+        sqlite3_bind_int64(st, 1, node_id);
+        sqlite3_bind_int64(st, 2, since_ms);
+        sqlite3_bind_int64(st, 3, until_ms);
+        for (int k = 0; some && k < NSTAT_SOME; k++) /* ids are positive: -1 is none */
+            sqlite3_bind_int64(st, 4 + k, (size_t)k < nwanted ? ids.ids[k] : -1);
+        while ((r = store_step_row(s, st, "reading statistics", err)) == 1) {
+            rows = hp_xgrow(rows, &cap, n + 1, sizeof(*rows));
+            rows[n++] = (struct nstat_row){
+                sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                idset_add(&ids, sqlite3_column_int64(st, 2)),
+                sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3)
+            };
+        }
+        sqlite3_reset(st);
+    }
+    names = hp_xcalloc(ids.n + 1, sizeof(*names));
+    if (want) {
+        if (nwanted)
+            memcpy(names, wanted, nwanted * sizeof(*names));
+    } else if (r == 0) {
         r = range_fetch(s, STMT_STAT_NAMES_RANGE, &ids, NULL, nstat_name_cb, names, err);
-    /* The rows of wanted names only (a statistic without its name row is
-     * dropped, as the join did), each name asked once; then by snapshot id
-     * and seq: radix sorts, seq first (stable). */
-    bool *keep = hp_xcalloc(ids.n + 1, sizeof(*keep));
-    for (size_t i = 0; r == 0 && i < ids.n; i++)
-        keep[i] = names[i].name &&
-                  (!want || bsearch(&ids.ids[i], wanted, nwanted, sizeof(*wanted), hp_cmp_i64));
+    }
+    /* The rows of named statistics only (wanted ones; without a filter, a
+     * statistic without its name row is dropped, as the join did); then by
+     * snapshot id and seq: radix sorts, seq first (stable). */
     struct hp_sort_item *v = hp_xmalloc((n + 1) * sizeof(*v));
     size_t nk = 0;
     for (size_t i = 0; r == 0 && i < n; i++)
-        if (keep[rows[i].name])
+        if (names[rows[i].name].name)
             v[nk++].i = i;
     for (int pass = 0; r == 0 && pass < 2; pass++) {
         for (size_t i = 0; i < nk; i++) {
@@ -2675,8 +2674,7 @@ int store_node_stats(struct store *s, int64_t node_id, int64_t since_ms, int64_t
         r = cb(x->snapshot_id, &stat, ctx);
     }
     free(v);
-    free(keep);
-    free(wanted);
+    free(wanted); /* its names are names' */
     free(rows);
     for (size_t i = 0; i < ids.n; i++) {
         free(names[i].name);

@@ -263,7 +263,7 @@ extern const int store_nmigrations;
       " WHERE s.node_id = ?1 AND s.taken_at BETWEEN ?2 AND ?3"                                 \
       " AND st.stat_id IN (?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "        \
       "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)")            \
-    X(STAT_NAMES_ALL, "SELECT id, name FROM stat_names")                                       \
+    X(STAT_NAMES_ALL, "SELECT id, name, unit FROM stat_names")                                 \
     X(STATS_LIST,                                                                              \
       "SELECT n.name, n.unit, st.value FROM node_stats st JOIN stat_names n"                   \
       " ON n.id = st.stat_id WHERE st.snapshot_id = ?1 ORDER BY st.seq")                       \
