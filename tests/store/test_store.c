@@ -927,6 +927,15 @@ static bool want_named(const char *name, void *ctx)
     return false;
 }
 
+/* Node a's statistics of the first two hours whose names w wants. */
+static void stats_wanted(struct store *s, int64_t a, struct want_names *w,
+                         struct node_stat_named *seen)
+{
+    assert_int_equal(store_node_stats(s, a, T0, T0 + 2 * HOUR_MS, want_named, w,
+                                      node_stat_name_cb, seen, NULL),
+                     0);
+}
+
 /* With a wanted-names filter: only those statistics, in the same order as
  * without one (by snapshot id, then as reported), each name asked once
  * however many snapshots report it; a filter that wants nothing gives
@@ -948,9 +957,7 @@ static void test_store_node_stats_wanted_names_only(void **state)
     const char *const names[] = { "zeta", "mid", NULL };
     struct want_names w = { names, { 0 } };
     struct node_stat_named seen = { 0 };
-    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, want_named, &w,
-                                      node_stat_name_cb, &seen, NULL),
-                     0);
+    stats_wanted(f->s, a, &w, &seen);
     assert_int_equal(seen.n, 6);
     const char *want[6] = { "zeta:bytes", "mid:count", /* id[0] */
                             "mid:count",  "zeta:bytes", /* id[1], reversed */
@@ -965,9 +972,7 @@ static void test_store_node_stats_wanted_names_only(void **state)
     const char *const none[] = { NULL };
     struct want_names w0 = { none, { 0 } };
     struct node_stat_named seen0 = { 0 };
-    assert_int_equal(store_node_stats(f->s, a, T0, T0 + 2 * HOUR_MS, want_named, &w0,
-                                      node_stat_name_cb, &seen0, NULL),
-                     0);
+    stats_wanted(f->s, a, &w0, &seen0);
     assert_int_equal(seen0.n, 0);
 }
 
