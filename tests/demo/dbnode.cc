@@ -30,6 +30,15 @@
  * tablets at a rate per minute, so a leak grows along the clock whether the
  * ticks come from the backdated past (15 minutes each) or from the live
  * demo (seconds each), and a time fit sees one straight line.
+ *
+ * Every block a cache turns over is at least 8 sample periods (scale/2 =
+ * 512 KiB at lg_prof_sample:16), so jemalloc samples it with probability
+ * 1 - e^-8 and a steady cache's estimate stays put. With blocks of 2
+ * periods (scale/4, until this was written) one block in 55 went unsampled;
+ * a cache of 48 that turns over within the history then walks by whole
+ * blocks, and about one story run in a few hundred walked up past the leak
+ * test's 3 sigma on a steady node (query/INTERNALS.md §4).
+ * tests/demo/test-sampling.sh checks the sizes on real dumps.
  * Output: "ready http=PORT brpc=PORT" on stdout once listening.
  *
  *   dbnode --kind doris|starrocks --role ROLE --dir DIR [--port P] [--brpc-port P]
@@ -139,7 +148,7 @@ public:
     NOINLINE void init_from_pb(size_t columns)
     {
         for (size_t i = 0; i < columns; i++)
-            _columns.emplace_back(DEMO_BLOCK(demo::opt.scale / 4, &demo::trackers.metadata));
+            _columns.emplace_back(DEMO_BLOCK(demo::opt.scale / 2, &demo::trackers.metadata));
     }
     std::vector<demo::BlockPtr> _columns;
 };
@@ -150,8 +159,7 @@ public:
     NOINLINE std::shared_ptr<TabletSchema> insert(uint64_t key)
     {
         auto s = std::make_shared<TabletSchema>();
-        s->init_from_pb(2); /* 2 column groups of scale/4: few, large blocks
-                             * keep sampling noise off a steady cache */
+        s->init_from_pb(1); /* one column group of scale/2: see the header */
         _cache[key] = s;
         if (demo::opt.role != demo::Role::leak)
             while (_cache.size() > 24)
@@ -230,7 +238,7 @@ public:
     NOINLINE void _init_columns(size_t columns)
     {
         for (size_t i = 0; i < columns; i++)
-            _cols.emplace_back(DEMO_BLOCK(demo::opt.scale / 4, &demo::trackers.metadata));
+            _cols.emplace_back(DEMO_BLOCK(demo::opt.scale / 2, &demo::trackers.metadata));
     }
     std::vector<demo::BlockPtr> _cols;
 };
@@ -242,7 +250,7 @@ public:
     NOINLINE void cache_tablet_metadata(uint64_t key)
     {
         auto s = std::make_shared<TabletSchema>();
-        s->_init_columns(2);
+        s->_init_columns(1); /* one column group of scale/2: see the header */
         _cache[key] = s;
         if (demo::opt.role != demo::Role::leak)
             while (_cache.size() > 24)
