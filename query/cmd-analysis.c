@@ -21,7 +21,9 @@
  * Leaks over the store read no profiles (query/stored.h, the path the web
  * API's /leaks takes too); the answer is the folded path's, bit for bit
  * (tests/query/test-stored.c compares them); HEAPFLEET_LEAKS_VIA=profiles
- * in the environment takes the folded path instead, for that comparison. */
+ * in the environment takes the folded path instead, for that comparison,
+ * =samples reads every snapshot from its sample set, =uncached resolves
+ * each node's stacks on their own (no stack cache, stored.h). */
 #include "query/cli.h"
 #include "query/stored.h"
 #include "collector/ingest/ingest.h"
@@ -77,6 +79,7 @@ struct ainput {
     size_t nnodes_in_scope, nodes_in_scope_cap;
     int64_t since_ms;       /* --since as a time: snapshots taken from it on */
     unsigned stored_flags;  /* leaks: query_stored_fill's flags */
+    bool stack_cache;       /* leaks: a stack cache per worker (stored.h) */
     /* The node figures the analysis reads (store_node_stats' filter), or
      * NULL for all of them. */
     store_stat_want_cb stat_want;
@@ -727,8 +730,9 @@ struct leaks_pool {
  * transaction as its series: one view of the node, and listing a fleet's
  * snapshots (72,000 for 100 nodes x 720 h: a sixth of the command's wall
  * time on two cores) is shared among the workers. */
-static void leaks_one(const struct leaks_pool *p, struct store *st, size_t k,
-                      struct query_snapshot *group, struct leaks_node *ret)
+static void leaks_one(const struct leaks_pool *p, struct store *st,
+                      struct query_stack_cache *cache, size_t k, struct query_snapshot *group,
+                      struct leaks_node *ret)
 {
     struct ainput *in = p->in;
     const struct query_leak_opts *lo = p->lo;
@@ -749,7 +753,8 @@ static void leaks_one(const struct leaks_pool *p, struct store *st, size_t k,
     }
     struct query_stored *qs = NULL;
     if (ret->fill_rc == 0 && g && st)
-        ret->fill_rc = query_stored_fill(st, &in->c.qo, group, g, in->stored_flags, &qs, &e);
+        ret->fill_rc =
+            query_stored_fill(st, &in->c.qo, group, g, in->stored_flags, cache, &qs, &e);
     if (ret->fill_rc == 0 && g)
         ret->build_rc = query_leaks_build(group, g, lo, &ret->res, &e);
     query_stored_free(qs);
@@ -769,6 +774,7 @@ static void *leaks_worker(void *arg)
     struct hp_buf e = HP_BUF_INIT(0);
     int orc = store_open(in->c.db, STORE_OPEN_READ | STORE_OPEN_ONE_PASS, &st, &e);
     struct query_snapshot *group = hp_xcalloc(in->nfiles + 1, sizeof(*group));
+    struct query_stack_cache *cache = in->stack_cache ? query_stack_cache_new() : NULL;
     for (size_t k; (k = atomic_fetch_add(&p->next, 1)) < p->nn;) {
         if (orc < 0) {
             p->out[k] = (struct leaks_node){ .fill_rc = orc,
@@ -776,8 +782,9 @@ static void *leaks_worker(void *arg)
                                                                 e.data ? e.len : 1) };
             continue;
         }
-        leaks_one(p, st, k, group, &p->out[k]);
+        leaks_one(p, st, cache, k, group, &p->out[k]);
     }
+    query_stack_cache_free(cache);
     free(group);
     store_close(st);
     hp_buf_release(&e);
@@ -809,8 +816,11 @@ static void leaks_pool_run(struct leaks_pool *p)
     }
     if (!started) {
         struct query_snapshot *group = hp_xcalloc(in->nfiles + 1, sizeof(*group));
+        struct query_stack_cache *cache =
+            in->st && in->stack_cache ? query_stack_cache_new() : NULL;
         for (size_t k = 0; k < p->nn; k++)
-            leaks_one(p, in->st, k, group, &p->out[k]);
+            leaks_one(p, in->st, cache, k, group, &p->out[k]);
+        query_stack_cache_free(cache);
         free(group);
     }
     for (size_t i = 0; i < started; i++)
@@ -868,6 +878,9 @@ int query_cmd_leaks(int argc, char **argv)
     in.by_ids = !(via && strcmp(via, "profiles") == 0);
     /* "samples": the store's path, every snapshot from its sample set. */
     in.stored_flags = via && strcmp(via, "samples") == 0 ? QUERY_STORED_SAMPLE_SETS : 0;
+    /* "uncached": the store's path, each node's stacks resolved on their
+     * own (no stack cache shared from node to node). */
+    in.stack_cache = !(via && strcmp(via, "uncached") == 0);
     in.per_node = in.by_ids && !in.nfiles && !in.dir;
     struct query_leak_opts lo;
     query_leak_opts_init(&lo);

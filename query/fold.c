@@ -346,6 +346,29 @@ bool query_fold_resolved_ok(const struct query_opts *o)
            !o->with_lines;
 }
 
+uint32_t query_resolved_first_kept(const struct profile_resolved *r, size_t i,
+                                   bool keep_allocator)
+{
+    const uint32_t *locs = r->locs + r->stack_off[i];
+    uint32_t nl = r->stack_off[i + 1] - r->stack_off[i], first = 0;
+    if (!keep_allocator)
+        while (first < nl && (r->loc[locs[first]].flags & PROFILE_LOC_ALLOCATOR))
+            first++;
+    return first == nl ? (nl ? nl - 1 : 0) : first;
+}
+
+/* A stack of stored zero values folded into the entry of names seq[0..n)
+ * (h: their hash so far, hp_hash_word per name): the entry's number. */
+static int32_t entry_add(struct query_folded *f, const char *const *seq, size_t n, uint64_t h,
+                         const double zvar[PV_COUNT])
+{
+    struct query_fold_entry *e = entry_for(f, seq, n, hp_hash_end(h));
+    for (int v = 0; v < PV_COUNT; v++)
+        e->var[v] += zvar[v];
+    e->count++;
+    return (int32_t)(e - f->entries);
+}
+
 int query_fold_map_resolved(const struct profile_resolved *r, const struct query_opts *o,
                             struct query_folded **ret, int32_t **ret_entry_of,
                             struct hp_buf *err)
@@ -375,12 +398,8 @@ int query_fold_map_resolved(const struct profile_resolved *r, const struct query
     query_sample_variance(&zp, &zs, zvar);
     for (size_t i = 0; i < r->nstacks; i++) {
         const uint32_t *locs = r->locs + r->stack_off[i];
-        uint32_t nl = r->stack_off[i + 1] - r->stack_off[i], first = 0;
-        if (!o->keep_allocator)
-            while (first < nl && (r->loc[locs[first]].flags & PROFILE_LOC_ALLOCATOR))
-                first++;
-        if (first == nl)
-            first = nl ? nl - 1 : 0;
+        uint32_t nl = r->stack_off[i + 1] - r->stack_off[i];
+        uint32_t first = query_resolved_first_kept(r, i, o->keep_allocator);
         size_t n = 0;
         uint64_t h = hp_hash_begin(SEQ_SEED);
         for (uint32_t k = nl; k-- > first;) {
@@ -408,20 +427,56 @@ int query_fold_map_resolved(const struct profile_resolved *r, const struct query
                 h = hp_hash_word(h, (uint64_t)(uintptr_t)names[j]);
             }
         }
-        if (n == 0) {
-            entry_of[i] = -1;
-            continue;
-        }
-        struct query_fold_entry *e = entry_for(f, seq, n, hp_hash_end(h));
-        entry_of[i] = (int32_t)(e - f->entries);
-        for (int v = 0; v < PV_COUNT; v++)
-            e->var[v] += zvar[v];
-        e->count++;
+        entry_of[i] = n ? entry_add(f, seq, n, h, zvar) : -1;
     }
     free(loc_first);
     free(locnames);
     free(seq);
     free(cache);
+    *ret = f;
+    *ret_entry_of = entry_of;
+    return 0;
+}
+
+int query_fold_map_ids(const struct hp_strtab *names, const uint32_t *const *seq,
+                       const uint32_t *len, size_t n, enum profile_scaling scaling,
+                       uint64_t period, struct query_folded **ret, int32_t **ret_entry_of)
+{
+    struct query_folded *f = folded_new();
+    hp_map64_reserve(&f->index, n);
+    f->entries = hp_xgrow(f->entries, &f->entries_cap, n + 1, sizeof(*f->entries));
+    f->scaling = scaling;
+    f->period = period;
+    int32_t *entry_of = hp_xmalloc((n + 1) * sizeof(*entry_of));
+    /* Per name of `names`: the same name in f->strings, interned the first
+     * time a stack lists it, as query_fold_map_resolved interns them. */
+    const char **to = hp_xcalloc(names->len + 1, sizeof(*to));
+    const char **sq = NULL;
+    size_t sq_cap = 0;
+    struct profile zp = { .scaling = scaling, .period = period };
+    struct profile_sample zs = { 0 };
+    double zvar[PV_COUNT];
+    query_sample_variance(&zp, &zs, zvar);
+    for (size_t i = 0; i < n; i++) {
+        if (!len[i]) {
+            entry_of[i] = -1;
+            continue;
+        }
+        sq = hp_xgrow(sq, &sq_cap, len[i], sizeof(*sq));
+        uint64_t h = hp_hash_begin(SEQ_SEED);
+        for (uint32_t k = 0; k < len[i]; k++) {
+            uint32_t id = seq[i][k];
+            if (!to[id]) {
+                const char *s = names->by_id[id];
+                to[id] = hp_strtab_intern(&f->strings, s, strlen(s));
+            }
+            sq[k] = to[id];
+            h = hp_hash_word(h, (uint64_t)(uintptr_t)to[id]);
+        }
+        entry_of[i] = entry_add(f, sq, len[i], h, zvar);
+    }
+    free(to);
+    free(sq);
     *ret = f;
     *ret_entry_of = entry_of;
     return 0;

@@ -111,6 +111,20 @@ bool query_fold_resolved_ok(const struct query_opts *o);
 int query_fold_map_resolved(const struct profile_resolved *r, const struct query_opts *o,
                             struct query_folded **ret, int32_t **ret_entry_of,
                             struct hp_buf *err) HP_MUST_CHECK;
+/* Where stack i of r starts being folded: its first location (leaf first)
+ * past the allocator's own frames, unless keep_allocator; the last one if
+ * all are the allocator's. */
+uint32_t query_resolved_first_kept(const struct profile_resolved *r, size_t i,
+                                   bool keep_allocator);
+/* Stacks given as their names by function, outermost first, allocator
+ * frames trimmed, each name by its number in `names` (hp_strtab_id): stack
+ * i is seq[i][0 .. len[i]), one of length 0 dropped (entry_of -1). The
+ * dictionary and entry_of query_fold_map_resolved gives for stacks resolved
+ * to the same names, which it interns in the same order: the stack
+ * cache's way (query/stored.c), over stacks resolved for other nodes. */
+int query_fold_map_ids(const struct hp_strtab *names, const uint32_t *const *seq,
+                       const uint32_t *len, size_t n, enum profile_scaling scaling,
+                       uint64_t period, struct query_folded **ret, int32_t **ret_entry_of);
 void query_folded_free(struct query_folded *f);
 static inline const char *const *query_fold_frames(const struct query_folded *f,
                                                    const struct query_fold_entry *e)

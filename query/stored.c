@@ -9,7 +9,12 @@
  * and folded into a dictionary (store_stacks_load, query_fold_map). Each
  * run is un-sampled once; stacks folded into one entry are summed place by
  * place in sample order, as query_fold sums them. The answer is the folded
- * path's, bit for bit (tests/query/test-stored.c compares them). */
+ * path's, bit for bit (tests/query/test-stored.c compares them).
+ *
+ * Over a fleet, a worker's stack cache (stored.h) keeps each stack's names
+ * by function from one node to the next: nodes on one build share their
+ * stored stacks, so a stack is resolved once a build and each node reads
+ * its node's view (and resolves) only for the stacks it has not seen. */
 #include "query/stored.h"
 #include "query/query.h"
 #include "store/store.h"
@@ -500,6 +505,199 @@ static void pr_scratch_release(struct pr_scratch *ps)
     free(ps->last);
 }
 
+/* ---- the stack cache (stored.h) ---- */
+
+struct query_stack_cache {
+    struct hp_arena arena;
+    struct hp_strtab names;
+    struct hp_map64 at; /* stored stack id -> its number here */
+    /* Stack k's names by function (numbers in `names`), outermost first,
+     * allocator frames trimmed as keep_allocator says: ids[off[k] ..
+     * off[k + 1]). */
+    uint32_t *off, *ids;
+    size_t n, off_cap, nids, ids_cap;
+    int keep_allocator; /* -1 until the first node */
+    size_t lookups, hits, nodes;
+    bool gave_up;
+};
+
+/* When to give up (stored.h): after this many nodes, if fewer than one
+ * stack in ten was found; and never more names than this (64 MiB). */
+#define SCACHE_TRY_NODES 4
+#define SCACHE_MAX_IDS (UINT32_C(16) << 20)
+
+struct query_stack_cache *query_stack_cache_new(void)
+{
+    struct query_stack_cache *c = hp_xcalloc(1, sizeof(*c));
+    hp_arena_init(&c->arena);
+    hp_strtab_init(&c->names, &c->arena);
+    hp_map64_init(&c->at);
+    c->keep_allocator = -1;
+    c->off = hp_xgrow(c->off, &c->off_cap, 1, sizeof(*c->off));
+    c->off[0] = 0;
+    return c;
+}
+
+static void scache_drop(struct query_stack_cache *c)
+{
+    hp_map64_release(&c->at);
+    hp_strtab_release(&c->names);
+    hp_arena_release(&c->arena);
+    free(c->off);
+    free(c->ids);
+    c->off = c->ids = NULL;
+}
+
+void query_stack_cache_free(struct query_stack_cache *c)
+{
+    if (!c)
+        return;
+    if (!c->gave_up)
+        scache_drop(c);
+    free(c);
+}
+
+void query_stack_cache_counts(const struct query_stack_cache *c, size_t *ret_lookups,
+                              size_t *ret_hits, bool *ret_gave_up)
+{
+    *ret_lookups = c->lookups;
+    *ret_hits = c->hits;
+    *ret_gave_up = c->gave_up;
+}
+
+/* A node read: give up if the fleet shares no stacks (stored.h). */
+static void scache_node_done(struct query_stack_cache *c)
+{
+    if (c->gave_up || ++c->nodes < SCACHE_TRY_NODES || c->hits * 10 >= c->lookups)
+        return;
+    scache_drop(c);
+    c->gave_up = true;
+}
+
+/* The node's stack view, read the first time it is wanted. */
+struct lazy_view {
+    struct store_stack_view v;
+    bool tried, have;
+};
+
+static int view_want(struct store *st, int64_t node_id, bool no_series, struct lazy_view *lv,
+                     struct hp_buf *err)
+{
+    if (lv->tried || node_id <= 0 || no_series)
+        return 0;
+    lv->tried = true;
+    int v = store_stack_view_get(st, node_id, &lv->v, err);
+    if (v < 0 && v != HP_ENOTFOUND)
+        return v;
+    lv->have = v == 0;
+    return 0;
+}
+
+/* Stacks sids[0..n) of snapshot `at` folded by function (as
+ * query_fold_map_resolved folds them) through cache c: those it holds are
+ * not resolved again; the others are resolved (the view read then), kept
+ * where they can be, and folded with the rest. */
+static int fold_via_cache(struct store *st, int64_t at, int64_t node_id, bool no_series,
+                          const int64_t *sids, size_t n, const struct query_opts *o,
+                          enum profile_scaling scaling, uint64_t period, struct lazy_view *lv,
+                          struct query_stack_cache *c, struct query_folded **ret_dict,
+                          int32_t **ret_entry_of, struct hp_buf *err)
+{
+    uint32_t *k_of = hp_xmalloc((n + 1) * sizeof(*k_of));
+    int64_t *miss = hp_xmalloc((n + 1) * sizeof(*miss));
+    uint32_t *miss_at = hp_xmalloc((n + 1) * sizeof(*miss_at));
+    size_t nmiss = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!hp_map64_get(&c->at, (uint64_t)sids[i], &k_of[i])) {
+            k_of[i] = UINT32_MAX;
+            miss_at[nmiss] = (uint32_t)i;
+            miss[nmiss++] = sids[i];
+        }
+    c->lookups += n;
+    c->hits += n - nmiss;
+    /* The rest resolved; each one's names (per location, numbered once)
+     * kept in c, or in own[] when a frame is labelled by its address. */
+    struct profile_resolved *res = NULL;
+    uint32_t *own = NULL, *own_off = NULL, *own_len = NULL, *loc_first = NULL, *loc_ids = NULL;
+    size_t nown = 0, own_cap = 0, nloc_ids = 0, loc_ids_cap = 0;
+    int rc = 0;
+    if (nmiss && (rc = view_want(st, node_id, no_series, lv, err)) == 0)
+        rc = store_stacks_resolve(st, at, miss, nmiss, 0, lv->have ? &lv->v : NULL, &res, err);
+    if (rc == 0 && nmiss) {
+        own_off = hp_xmalloc((nmiss + 1) * sizeof(*own_off));
+        own_len = hp_xmalloc((nmiss + 1) * sizeof(*own_len));
+        loc_first = hp_xcalloc(res->nlocs + 1, sizeof(*loc_first));
+        for (size_t j = 0; j < nmiss; j++) {
+            const uint32_t *locs = res->locs + res->stack_off[j];
+            uint32_t nl = res->stack_off[j + 1] - res->stack_off[j];
+            uint32_t first = query_resolved_first_kept(res, j, o->keep_allocator);
+            bool keep = c->nids < SCACHE_MAX_IDS;
+            size_t at0 = nown;
+            for (uint32_t k = nl; k-- > first;) {
+                const struct profile_rloc *l = &res->loc[locs[k]];
+                if (!loc_first[locs[k]]) {
+                    loc_ids = hp_xgrow(loc_ids, &loc_ids_cap, nloc_ids + l->nnames + 1,
+                                       sizeof(*loc_ids));
+                    loc_first[locs[k]] = (uint32_t)nloc_ids + 1;
+                    for (uint32_t q = 0; q < l->nnames; q++) {
+                        const struct profile_rname *nm = &res->names[l->name_off + q];
+                        loc_ids[nloc_ids++] = hp_strtab_id(
+                            &c->names, hp_strtab_intern(&c->names, nm->s, nm->len));
+                    }
+                }
+                keep = keep && !l->by_address;
+                own = hp_xgrow(own, &own_cap, nown + l->nnames + 1, sizeof(*own));
+                memcpy(own + nown, loc_ids + loc_first[locs[k]] - 1, l->nnames * sizeof(*own));
+                nown += l->nnames;
+            }
+            own_off[j] = (uint32_t)at0;
+            own_len[j] = (uint32_t)(nown - at0);
+            if (!keep)
+                continue;
+            /* Kept: its names move to c (own[] keeps the ones that stay). */
+            size_t len = nown - at0;
+            c->ids = hp_xgrow(c->ids, &c->ids_cap, c->nids + len + 1, sizeof(*c->ids));
+            memcpy(c->ids + c->nids, own + at0, len * sizeof(*own));
+            c->nids += len;
+            c->off = hp_xgrow(c->off, &c->off_cap, c->n + 2, sizeof(*c->off));
+            c->off[++c->n] = (uint32_t)c->nids;
+            uint32_t old;
+            (void)hp_map64_put(&c->at, (uint64_t)miss[j], (uint32_t)(c->n - 1), &old);
+            k_of[miss_at[j]] = (uint32_t)(c->n - 1);
+            nown = at0;
+        }
+    }
+    if (rc == 0) {
+        const uint32_t **seq = hp_xmalloc((n + 1) * sizeof(*seq));
+        uint32_t *len = hp_xmalloc((n + 1) * sizeof(*len));
+        for (size_t i = 0, j = 0; i < n; i++) {
+            bool missed = j < nmiss && miss_at[j] == i;
+            if (k_of[i] != UINT32_MAX) {
+                seq[i] = c->ids + c->off[k_of[i]];
+                len[i] = c->off[k_of[i] + 1] - c->off[k_of[i]];
+            } else { /* not kept */
+                seq[i] = own + own_off[j];
+                len[i] = own_len[j];
+            }
+            j += missed;
+        }
+        rc = query_fold_map_ids(&c->names, seq, len, n, scaling, period, ret_dict,
+                                ret_entry_of);
+        free(seq);
+        free(len);
+    }
+    profile_resolved_free(res);
+    free(k_of);
+    free(miss);
+    free(miss_at);
+    free(own);
+    free(own_off);
+    free(own_len);
+    free(loc_first);
+    free(loc_ids);
+    return rc;
+}
+
 static int time_cmp(const void *a, const void *b, void *ctx)
 {
     const struct query_snapshot *g = ctx;
@@ -516,7 +714,8 @@ static int time_cmp(const void *a, const void *b, void *ctx)
  * dictionary, in the order the folded profiles would show them. */
 int query_stored_fill(struct store *st, const struct query_opts *o,
                       struct query_snapshot *group, size_t g, unsigned flags,
-                      struct query_stored **ret, struct hp_buf *err)
+                      struct query_stack_cache *cache, struct query_stored **ret,
+                      struct hp_buf *err)
 {
     struct query_stored *nd = hp_xcalloc(1, sizeof(*nd));
     hp_arena_init(&nd->arena);
@@ -550,15 +749,13 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
     if (rc == 0)
         rc = stretches_read(&r, err);
     /* The node's stack view: the rows that resolve the stacks of its newest
-     * closed spans, in one read (store_stacks_load takes what it holds). */
-    struct store_stack_view view = { 0 };
-    bool have_view = false;
-    if (rc == 0 && node_id > 0 && !r.no_series) {
-        int v = store_stack_view_get(st, node_id, &view, err);
-        if (v < 0 && v != HP_ENOTFOUND)
-            rc = v;
-        have_view = v == 0;
-    }
+     * closed spans, in one read (store_stacks_load takes what it holds),
+     * when a stack is to be resolved. */
+    struct lazy_view lv = { 0 };
+    if (cache && !cache->gave_up && cache->keep_allocator < 0)
+        cache->keep_allocator = o->keep_allocator;
+    bool cached = cache && !cache->gave_up && cache->keep_allocator == o->keep_allocator &&
+                  query_fold_resolved_ok(o);
     if (rc == 0)
         hp_qsort(r.pieces, r.npieces, sizeof(*r.pieces), piece_cmp);
     /* Pieces cut where the layout changes, then per stretch of one layout
@@ -597,21 +794,29 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         struct query_folded *dict = NULL;
         int32_t *entry_of = NULL;
         int64_t at = group[r.ord[first->t0]].id;
-        if (query_fold_resolved_ok(o)) {
+        if (cached) {
+            const struct store_ss_member *m0 = &first->c->members[first->m0];
+            rc = fold_via_cache(st, at, node_id, r.no_series, sids, r.nls, o,
+                                (enum profile_scaling)m0->scaling, m0->period, &lv, cache, &dict,
+                                &entry_of, err);
+        } else if (query_fold_resolved_ok(o)) {
             /* By function: what folding reads of the stacks, straight from
              * the view where it holds them (building a profile of them all
              * and folding it was a third of leaks over a store). */
             struct profile_resolved *res = NULL;
-            rc = store_stacks_resolve(st, at, sids, r.nls, 0, have_view ? &view : NULL, &res,
-                                      err);
+            if ((rc = view_want(st, node_id, r.no_series, &lv, err)) == 0)
+                rc = store_stacks_resolve(st, at, sids, r.nls, 0, lv.have ? &lv.v : NULL, &res,
+                                          err);
             if (rc == 0)
                 rc = query_fold_map_resolved(res, o, &dict, &entry_of, err);
             profile_resolved_free(res);
         } else {
             /* By function and line (file names only then), or filtered. */
             struct profile *p = NULL;
-            rc = store_stacks_load(st, at, sids, r.nls, o->with_lines ? 0 : STORE_STACKS_NO_FILES,
-                                   have_view ? &view : NULL, &p, err);
+            if ((rc = view_want(st, node_id, r.no_series, &lv, err)) == 0)
+                rc = store_stacks_load(st, at, sids, r.nls,
+                                       o->with_lines ? 0 : STORE_STACKS_NO_FILES,
+                                       lv.have ? &lv.v : NULL, &p, err);
             if (rc == 0)
                 rc = query_fold_map(p, o, &dict, &entry_of, err);
             profile_free(p);
@@ -630,7 +835,9 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         free(entry_of);
     }
     pr_scratch_release(&ps);
-    store_stack_view_release(&view);
+    store_stack_view_release(&lv.v);
+    if (cached && rc == 0)
+        scache_node_done(cache);
     if (rc == 0) {
         nd->series = (struct query_leak_series){ (const struct query_folded *const *)nd->dicts,
                                                  nd->ndicts, nd->runs, nd->nruns, g };

@@ -32,9 +32,31 @@ struct query_stored;
  * flags: QUERY_STORED_SAMPLE_SETS reads every snapshot from its sample set
  * (the stack series unused: what a test compares them with). */
 #define QUERY_STORED_SAMPLE_SETS 1u
+/* cache (NULL: none): the stack cache of the caller's thread, for a run
+ * over many nodes (query_stack_cache_new). */
+struct query_stack_cache;
 int query_stored_fill(struct store *st, const struct query_opts *o,
                       struct query_snapshot *snaps, size_t n, unsigned flags,
-                      struct query_stored **ret, struct hp_buf *err) HP_MUST_CHECK;
+                      struct query_stack_cache *cache, struct query_stored **ret,
+                      struct hp_buf *err) HP_MUST_CHECK;
+
+/* Stacks resolved and folded by function, kept from one node to the next.
+ * Nodes that run one build of the binaries share their stored stacks (the
+ * store keeps a location as its object and file-relative address), so a
+ * fleet's stacks are resolved once a build, not once a node. A stack with
+ * a frame labelled by its address is not kept (the label is where that
+ * process mapped it). The cache gives itself up (and its memory) after a
+ * few nodes of which hardly a stack was met before: a fleet whose nodes
+ * share nothing pays a few nodes' copies for it, no more.
+ *
+ * A copy of names as they were when read: one command's run over a fleet,
+ * not kept across commands (a location symbolized again afterwards would
+ * not show). One per thread: it is not locked. */
+struct query_stack_cache *query_stack_cache_new(void);
+void query_stack_cache_free(struct query_stack_cache *c);
+/* Stacks looked up and found, for tests and the bench. */
+void query_stack_cache_counts(const struct query_stack_cache *c, size_t *ret_lookups,
+                              size_t *ret_hits, bool *ret_gave_up);
 void query_stored_free(struct query_stored *qs);
 /* How many of the snapshots query_stored_fill read came from stored stack
  * series (closed spans' groups) and how many from their sample sets. */

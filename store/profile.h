@@ -252,6 +252,8 @@ struct profile_rname {
 struct profile_rloc {
     uint32_t flags;             /* PROFILE_LOC_* */
     uint32_t name_off, nnames;  /* names[name_off ..], outermost first */
+    bool by_address;            /* a name is the address's label ("0x..."): it
+                                 * depends on where the process mapped it */
 };
 struct profile_resolved {
     size_t nstacks;

@@ -1245,7 +1245,7 @@ static uint32_t rsb_loc(struct rsb *b, uint32_t flags)
 {
     struct profile_resolved *r = b->r;
     r->loc = hp_xgrow(r->loc, &b->loc_cap, r->nlocs + 1, sizeof(*r->loc));
-    r->loc[r->nlocs] = (struct profile_rloc){ flags, (uint32_t)r->nnames, 0 };
+    r->loc[r->nlocs] = (struct profile_rloc){ flags, (uint32_t)r->nnames, 0, false };
     return (uint32_t)r->nlocs++;
 }
 
@@ -1303,6 +1303,8 @@ static int64_t rloc_of_profile(struct rsb *b, const struct profile *p, uint32_t 
         char buf[512];
         const char *name = profile_frame_label(p, loc, fi, buf, sizeof(buf), true);
         rsb_name(b, name, strlen(name), name != buf);
+        if (!(fi < l->nframes && p->frames[l->frame_off + fi].function))
+            b->r->loc[k].by_address = true;
     }
     int64_t at = check && !(l->flags & PROFILE_LOC_NAMED) ? rsb_at(b, l->address, k) : k;
     if (at >= 0)
@@ -1384,6 +1386,7 @@ static int64_t vres_loc(struct vres *c, uint32_t x)
                 mapping = profile_mapping_find(c->p0, addr);
             const char *l = profile_address_label(c->p0, addr, mapping, buf, sizeof(buf), true);
             rsb_name(b, l, strlen(l), false);
+            b->r->loc[k].by_address = true;
         }
     }
     int64_t at = rsb_at(b, addr, k);

@@ -487,7 +487,7 @@ static int load_stored(void *ctx, const struct query_opts *o, struct query_snaps
     int r = get_conn(w, &slot, err);
     if (r < 0)
         return r;
-    r = query_stored_fill(w->conn[slot], o, snaps, n, 0, ret, err);
+    r = query_stored_fill(w->conn[slot], o, snaps, n, 0, NULL, ret, err);
     if (r < 0)
         unname_store(w->conn[slot], err);
     put_conn(w, slot);

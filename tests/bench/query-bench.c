@@ -20,8 +20,12 @@
  *        stored runs are short there; and over 10 nodes whose snapshots
  *        carry 50 node figures each (DB.figs50), as a Doris or StarRocks
  *        node's memory metrics make, where the main database has the two
- *        leaks reads: what a node's other figures cost it. Also run without
- *        a command when --db is given.
+ *        leaks reads: what a node's other figures cost it. Every node of
+ *        the main database runs its own build of the binaries (nothing to
+ *        share: the worst case); DB.builds2 is the same fleet on two builds
+ *        (another 20 minutes to write), run with the stack cache and
+ *        without it (HEAPFLEET_LEAKS_VIA=uncached) in turn. Also run
+ *        without a command when --db is given.
  *
  * --smoke: the diff, and stored-leaks over 3 nodes x 24 h x 200 stacks in a
  * temporary folder: seconds; meson suite bench-smoke runs it.
@@ -318,12 +322,26 @@ static void bench_fleet(const struct synth *s)
 
 /* ---- leaks over a database: `query leaks --db` end to end ---- */
 
-/* A database of `nodes` nodes x `hours` hourly snapshots of `stacks`-stack
- * symbolized profiles (tests/store/gen.c, drifting from hour to hour), with
- * the two tracker figures leaks reads for "idle". Written once: an existing
- * file is reused (the full size takes minutes to write). */
-static int stored_db(const char *db, int nodes, int hours, uint32_t stacks, int churn, int nfig)
+/* What a bench database holds: `nodes` nodes x `hours` hourly snapshots of
+ * `stacks`-stack symbolized profiles (tests/store/gen.c, drifting from hour
+ * to hour); churn: the share (%) of counts that also move each hour; nfig:
+ * node figures a snapshot; builds: 0, every node runs its own build of the
+ * binaries (the fleet's worst case: nothing to share), else the nodes run
+ * this many builds, node n build n % builds, as a fleet on a version or
+ * two does. */
+struct dbshape {
+    int nodes, hours;
+    uint32_t stacks;
+    int churn, nfig, builds;
+};
+
+/* A database of shape `sh`, with the two tracker figures leaks reads for
+ * "idle". Written once: an existing file is reused (the full size takes
+ * minutes to write). */
+static int stored_db(const char *db, const struct dbshape *sh)
 {
+    int nodes = sh->nodes, hours = sh->hours, churn = sh->churn, nfig = sh->nfig;
+    uint32_t stacks = sh->stacks;
     struct stat sb;
     struct hp_buf err = HP_BUF_INIT(0);
     struct store *st = NULL;
@@ -359,7 +377,8 @@ static int stored_db(const char *db, int nodes, int hours, uint32_t stacks, int 
             goto fail;
         for (int h = 0; h < hours; h++) {
             struct gen_params gp = { .seed = 1000 + (uint64_t)n, .nstacks = stacks,
-                                     .nfuncs = 2000, .hour = (uint32_t)h, .symbolize = true };
+                                     .nfuncs = 2000, .hour = (uint32_t)h, .symbolize = true,
+                                     .build = sh->builds ? 1 + (uint64_t)(n % sh->builds) : 0 };
             char *raw;
             size_t raw_len;
             struct profile *p = gen_profile(&gp, &raw, &raw_len);
@@ -460,11 +479,12 @@ static double child_cpu_ms(char *const *argv, const char *out, double *ret_wall)
            (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
 }
 
-static int bench_stored_leaks(const char *query, const char *db, int nodes, int hours,
-                              uint32_t stacks, int churn, int nfig, int runs, double goal_ms,
-                              double *ret_best)
+static int bench_stored_leaks(const char *query, const char *db, const struct dbshape *sh,
+                              int runs, double goal_ms, double *ret_best)
 {
-    if (stored_db(db, nodes, hours, stacks, churn, nfig) < 0)
+    int nodes = sh->nodes, hours = sh->hours, churn = sh->churn, nfig = sh->nfig;
+    uint32_t stacks = sh->stacks;
+    if (stored_db(db, sh) < 0)
         return 1;
     char *out = hp_xasprintf("%s.leaks.txt", db);
     /* CPU time with one worker (the goal); wall time with one and with
@@ -472,19 +492,29 @@ static int bench_stored_leaks(const char *query, const char *db, int nodes, int 
     char *argv[] = { (char *)query, "leaks", "--db", (char *)db, "--top", "0", "--jobs", "1",
                      NULL };
     char *argv_n[] = { (char *)query, "leaks", "--db", (char *)db, "--top", "0", NULL };
-    double best = 1e18, wall1 = 1e18, walln = 1e18, w;
+    double best = 1e18, wall1 = 1e18, walln = 1e18, uncached = 1e18, w;
     for (int i = 0; i < runs; i++) {
         best = HP_MIN(best, child_cpu_ms(argv, out, &w));
         wall1 = HP_MIN(wall1, w);
         (void)child_cpu_ms(argv_n, out, &w);
         walln = HP_MIN(walln, w);
+        if (sh->builds) {
+            /* In turn, each node's stacks resolved on their own: what the
+             * stack cache saves a fleet on a build or two. */
+            setenv("HEAPFLEET_LEAKS_VIA", "uncached", 1);
+            uncached = HP_MIN(uncached, child_cpu_ms(argv, out, NULL));
+            unsetenv("HEAPFLEET_LEAKS_VIA");
+        }
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     char goal[48] = "";
     if (goal_ms > 0)
         snprintf(goal, sizeof(goal), "; goal < %.0f ms", goal_ms);
     char shape[64] = "";
-    if (churn)
+    if (sh->builds)
+        snprintf(shape, sizeof(shape), ", %d build%s shared by the nodes", sh->builds,
+                 sh->builds > 1 ? "s" : "");
+    else if (churn)
         snprintf(shape, sizeof(shape), ", counts moving hourly");
     else if (nfig > 2)
         snprintf(shape, sizeof(shape), ", %d node figures a snapshot", nfig);
@@ -493,7 +523,14 @@ static int bench_stored_leaks(const char *query, const char *db, int nodes, int 
            nodes, hours, stacks, shape, best, runs, goal, wall1, walln, ncpu);
     if (ret_best)
         *ret_best = best;
-    if (nfig > 2) {
+    if (sh->builds) {
+        printf("leaks --db, the same without the stack cache (each node's stacks resolved on "
+               "their own): %.0f ms CPU; with it %.2fx of that\n",
+               uncached, best / uncached);
+        printf("RESULT\tquery leaks --db, %d nodes x %d h, %d builds shared\t%.0f\tms CPU\t"
+               "< %.0f\tuncached, ms CPU\t%.0f\n",
+               nodes, hours, sh->builds, best, goal_ms, uncached);
+    } else if (nfig > 2) {
         printf("RESULT\tquery leaks --db, %d nodes x %d h, %d node figures a snapshot\t%.0f\t"
                "ms CPU\t-\t-\t-\n",
                nodes, hours, nfig, best);
@@ -544,7 +581,8 @@ int main(int argc, char **argv)
         }
         char *path = hp_xasprintf("%s/leaks.db", dir);
         bench_diff(&s, NULL);
-        int r = bench_stored_leaks(query, path, 3, 24, 200, 0, 2, 1, 1000, NULL);
+        const struct dbshape tiny = { 3, 24, 200, 0, 2, 0 };
+        int r = bench_stored_leaks(query, path, &tiny, 1, 1000, NULL);
         char *cmd = hp_xasprintf("rm -rf '%s'", dir);
         if (system(cmd) != 0)
             r = 1;
@@ -565,12 +603,20 @@ int main(int argc, char **argv)
     if ((!only && db) || (only && strcmp(only, "stored-leaks") == 0)) {
         const char *path = db ? db : "/tmp/hf-query-bench-leaks.db";
         double main_ms = 0, figs_ms = 0;
-        r = bench_stored_leaks(query, path, 100, 720, 1000, 0, 2, 3, 1000, &main_ms);
+        const struct dbshape full = { 100, 720, 1000, 0, 2, 0 }, churn40 = { 10, 720, 1000, 40, 2, 0 },
+                             figs50 = { 10, 720, 1000, 0, 50, 0 }, fleet = { 100, 720, 1000, 0, 2, 2 };
+        r = bench_stored_leaks(query, path, &full, 3, 1000, &main_ms);
+        /* The same fleet on two builds of the binaries (the main database
+         * gives each node its own: nothing a node resolved serves another). */
+        char *shared = hp_xasprintf("%s.builds2", path);
+        if (r == 0)
+            r = bench_stored_leaks(query, shared, &fleet, 3, 1000, NULL);
+        free(shared);
         /* The same shape where 40% of the counts move every hour, so runs
          * are short: a tenth of the nodes, no goal of its own. */
         char *churny = hp_xasprintf("%s.churn40", path);
         if (r == 0)
-            r = bench_stored_leaks(query, churny, 10, 720, 1000, 40, 2, 3, 0, NULL);
+            r = bench_stored_leaks(query, churny, &churn40, 3, 0, NULL);
         free(churny);
         /* And where each snapshot carries 50 node figures, as a Doris or
          * StarRocks node's memory metrics make (the main database has the
@@ -578,7 +624,7 @@ int main(int argc, char **argv)
          * run in turn (this host's speed moves within minutes). */
         char *figs = hp_xasprintf("%s.figs50", path);
         if (r == 0)
-            r = bench_stored_leaks(query, figs, 10, 720, 1000, 0, 50, 3, 0, &figs_ms);
+            r = bench_stored_leaks(query, figs, &figs50, 3, 0, &figs_ms);
         if (r == 0) {
             char *out = hp_xasprintf("%s.leaks.txt", figs);
             char *am[] = { (char *)query, "leaks", "--db", (char *)path, "--top", "0", "--jobs",

@@ -8,7 +8,8 @@
 #    1,000 nodes. Times are CPU time of the single-threaded core.
 # 2. `query leaks --db` over 100 nodes x 720 hourly 1,000-stack snapshots,
 #    end to end, CPU time (the database, $QUERY_BENCH_DB or
-#    /tmp/hf-query-bench-leaks.db, is written on the first run: ~15 min).
+#    /tmp/hf-query-bench-leaks.db, is written on the first run: ~15 min;
+#    its variants another ~25 min).
 # 3. End to end, side by side with jeprof on the same two 20k-stack heap_v2
 #    files: `query diff A B` (parse, fold, diff, render) against
 #    `jeprof --text --base=A BINARY B`, wall time, and the ratio.

@@ -419,6 +419,8 @@ static const struct gen_node {
 };
 #define GEN_HOURS_MAX 30
 
+static void grow_some(struct profile *p, uint32_t h);
+
 /* Hour h of generated node k (deterministic). */
 static struct profile *gen_node_profile(size_t k, uint32_t h)
 {
@@ -429,10 +431,16 @@ static struct profile *gen_node_profile(size_t k, uint32_t h)
                              .load_bias = 0x555500000000u + (epoch << 24),
                              .symbolize = gen_nodes[k].symbolize };
     struct profile *p = gen_profile(&gp, NULL, NULL);
-    /* Every 40th sample grows with the hours: leak suspects. Others
-     * gain a 4 MiB block every 6 hours: beyond sampling noise only
-     * by their exact variance (blocks of 8 periods are all
-     * recorded), not by the value x period bound. */
+    grow_some(p, h);
+    return p;
+}
+
+/* Every 40th sample of p grows with the hours h: leak suspects. Others
+ * gain a 4 MiB block every 6 hours: beyond sampling noise only by their
+ * exact variance (blocks of 8 periods are all recorded), not by the value
+ * x period bound. */
+static void grow_some(struct profile *p, uint32_t h)
+{
     for (size_t i = 0; i < p->nsamples; i++) {
         int64_t *raw = p->samples[i].raw;
         if (i % 40 == 3)
@@ -444,7 +452,6 @@ static struct profile *gen_node_profile(size_t k, uint32_t h)
         }
     }
     profile_unsample(p);
-    return p;
 }
 
 /* The generated nodes' snapshots from t0 on, hourly; only hours h of node k
@@ -899,8 +906,8 @@ static void test_stored_leaks_spans_path_equals_profiles_path(void **state)
     for (unsigned fl = 0; fl < 2; fl++) {
         struct query_stored *qs = NULL;
         size_t from_series, from_samples;
-        if (query_stored_fill(st, &qo, snaps, H + 1, fl ? QUERY_STORED_SAMPLE_SETS : 0, &qs,
-                              &err) < 0)
+        if (query_stored_fill(st, &qo, snaps, H + 1, fl ? QUERY_STORED_SAMPLE_SETS : 0, NULL,
+                              &qs, &err) < 0)
             fail_msg("fill: %.*s", (int)err.len, err.data);
         query_stored_counts(qs, &from_series, &from_samples);
         assert_int_equal(from_series, fl ? 0 : 9 * 32);
@@ -934,6 +941,143 @@ static void test_stored_leaks_spans_path_equals_profiles_path(void **state)
     qt_tmpdir_remove(dir);
 }
 
+/* Nodes on one build of the binaries share their stored stacks, and
+ * `query leaks` over them resolves a stack once for all of them (the
+ * stack cache, query/stored.h). Nodes of two builds, symbolized or not
+ * (a frame labelled by its address says where that process mapped it: a
+ * node's own, never taken from another), over a closed span, a group of
+ * the open one and its newest snapshots: the answers are the folded
+ * profiles', byte for byte, and the cache served most stacks. */
+/* A node's snapshots listed (store_snapshots_list) as leaks takes them. */
+struct node_snaps {
+    const char *node;
+    struct query_snapshot *snaps;
+    size_t n, cap;
+};
+
+static int node_snaps_cb(const struct store_snapshot_info *si, void *ctx)
+{
+    struct node_snaps *ns = ctx;
+    ns->snaps = hp_xgrow(ns->snaps, &ns->cap, ns->n + 1, sizeof(*ns->snaps));
+    ns->snaps[ns->n++] = (struct query_snapshot){ .node = ns->node, .id = si->id,
+                                                  .time_s = si->taken_at / 1000 };
+    return 0;
+}
+
+static const struct sb_node {
+    const char *name;
+    uint64_t build, bias;
+    bool symbolize;
+} sb_nodes[] = {
+    { "b1-a", 1, 0, true },
+    { "b1-b", 1, 0x7000000, true },
+    { "b3-bare-a", 3, 0, false }, /* build 3 is never symbolized */
+    { "b3-bare-b", 3, 0x3000000, false },
+    { "b1-c", 1, 0, true },
+    { "b2-a", 2, 0, true },
+};
+enum { SB_HOURS = 170, SB_STACKS = 150 };
+
+static void test_stored_leaks_shared_build(void **state)
+{
+    (void)state;
+    char *dir = qt_tmpdir(), *db = qt_path(dir, "builds.db");
+    int64_t t0 = (hp_wall_ms() / 3600000 - SB_HOURS - 2) * INT64_C(3600000);
+    struct store *st = NULL;
+    struct hp_buf err = HP_BUF_INIT(0);
+    assert_int_equal(store_open(db, STORE_OPEN_WRITE, &st, &err), 0);
+    int64_t node_id[HP_ARRAY_SIZE(sb_nodes)], id;
+    for (size_t k = 0; k < HP_ARRAY_SIZE(sb_nodes); k++) {
+        struct store_node_info ni = { .name = sb_nodes[k].name, .kind = "doris" };
+        assert_int_equal(store_node_upsert(st, &ni, &node_id[k], &err), 0);
+        for (uint32_t h = 0; h < SB_HOURS; h++) {
+            struct gen_params gp = { .seed = 50 + k, .build = sb_nodes[k].build,
+                                     .nstacks = SB_STACKS, .nfuncs = 120, .hour = h,
+                                     .load_bias = 0x555500000000u + sb_nodes[k].bias,
+                                     .symbolize = sb_nodes[k].symbolize };
+            struct profile *p = gen_profile(&gp, NULL, NULL);
+            grow_some(p, h);
+            struct store_stat stats[] = {
+                { "memory_query_trackers_sum_bytes", "bytes", h % 3 ? 0 : 4e9 },
+                { "memory_load_trackers_sum_bytes", "bytes", 0 },
+            };
+            if (store_snapshot_insert(st, node_id[k], t0 + (int64_t)h * 3600000, p, NULL, 0,
+                                      NULL, stats, 2, &id, &err) < 0)
+                fail_msg("insert: %.*s", (int)err.len, err.data);
+            profile_free(p);
+        }
+    }
+    store_close(st);
+    /* One build's nodes share their stacks in the store. */
+    /* One build's nodes share their stacks in the store: each build's
+     * twice SB_STACKS at most (its paths), where nodes sharing nothing would
+     * make 6 x (SB_STACKS + ~130 of the hour). */
+    assert_true(db_count(db, "SELECT count(*) FROM stacks") <= 3 * 2 * SB_STACKS);
+    const char *dbs[] = { db };
+    static const char *const variants[][12] = {
+        { "leaks", "--top", "0", "--jobs", "1", NULL },
+        { "leaks", "--top", "0", "--jobs", "1", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--jobs", "1", "--sample", "inuse_objects", NULL },
+        { "leaks", "--top", "0", "--jobs", "1", "--keep-allocator", "--format", "json", NULL },
+        { "leaks", "--top", "0", "--jobs", "2", "--since", "30h", NULL },
+    };
+    const char *const marks[] = { "rate_per_hour", "/h ", NULL };
+    assert_int_equal(same_both_paths(dbs, 1, variants, HP_ARRAY_SIZE(variants),
+                                     "HEAPFLEET_LEAKS_VIA=profiles", marks),
+                     HP_ARRAY_SIZE(variants));
+    assert_int_equal(same_both_paths(dbs, 1, variants, 2, "HEAPFLEET_LEAKS_VIA=uncached", marks),
+                     2);
+    /* Suspects of the bare nodes were among them, named by addresses. */
+    char *out = qt_path(dir, "leaks.txt");
+    char *text = leaks_text(db, out);
+    const char *bare = strstr(text, "Node b3-bare-b");
+    assert_non_null(bare);
+    assert_non_null(strstr(bare, " 0x"));
+    free(text);
+    unlink(out);
+    free(out);
+
+    /* One cache over the nodes in turn, as a worker reads them: after the
+     * first node of a build, its stacks are found. */
+    struct query_stack_cache *cache = query_stack_cache_new();
+    struct query_opts qo;
+    query_opts_init(&qo);
+    assert_int_equal(store_open(db, STORE_OPEN_READ, &st, &err), 0);
+    size_t lookups = 0, hits = 0, lookups0 = 0, hits0 = 0;
+    bool gave_up = true;
+    for (size_t k = 0; k < HP_ARRAY_SIZE(sb_nodes); k++) {
+        struct node_snaps ns = { .node = sb_nodes[k].name };
+        assert_int_equal(store_snapshots_list(st, node_id[k], 0, INT64_MAX, false,
+                                              node_snaps_cb, &ns, &err),
+                         0);
+        assert_int_equal(ns.n, SB_HOURS);
+        struct query_stored *qs = NULL;
+        if (query_stored_fill(st, &qo, ns.snaps, ns.n, 0, cache, &qs, &err) < 0)
+            fail_msg("fill: %.*s", (int)err.len, err.data);
+        query_stored_free(qs);
+        query_stack_cache_counts(cache, &lookups, &hits, &gave_up);
+        size_t l = lookups - lookups0, f = hits - hits0;
+        printf("# %s: %zu stacks looked up, %zu found\n", sb_nodes[k].name, l, f);
+        /* b1-b and b1-c after b1-a (symbolized, build 1): the build's
+         * SB_STACKS found, and most of the paths of the hour; a bare
+         * node's are never kept, and b2-a's build is new. */
+        if (k == 1 || k == 4)
+            assert_true(f >= SB_STACKS && f * 10 > l * 8);
+        else
+            assert_int_equal(f, 0);
+        lookups0 = lookups;
+        hits0 = hits;
+        free(ns.snaps);
+    }
+    assert_false(gave_up);
+    query_stack_cache_free(cache);
+    store_close(st);
+    hp_buf_release(&err);
+    unlink(db);
+    free(db);
+    qt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -950,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_stored_help_is_per_command),
         cmocka_unit_test(test_stored_leaks_jobs_same_answers),
         cmocka_unit_test(test_stored_leaks_spans_path_equals_profiles_path),
+        cmocka_unit_test(test_stored_leaks_shared_build),
     };
     /* One test (meson test query-leaks-jobs: the threads suite). */
     if (getenv("QT_FILTER"))

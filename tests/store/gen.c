@@ -42,23 +42,28 @@ static int cmp_fa(const void *a, const void *b)
 
 struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t *ret_raw_len)
 {
-    uint64_t code = gp->seed * 7919 + 1;
+    uint64_t b = gp->build ? gp->build : gp->seed;
+    uint64_t code = b * 7919 + 1;
     struct profile *p = profile_new(PROFILE_FORMAT_JEMALLOC);
     p->scaling = PROFILE_SCALING_V2;
     p->period = 524288;
     p->time_ns = (int64_t)(1763798400 + gp->hour * 3600) * 1000000000;
     p->hint = profile_intern(p, "jemalloc heap_v2", 16);
     uint64_t bias = gp->load_bias;
-    /* Each seed is its own build of the binaries. */
-    char bid0[48], bid2[48];
+    /* Each seed is its own build of the binaries, unless a build is given.
+     * The second library has no build id (an object known by its path on
+     * its host only), except in a given build: a fleet's libraries carry
+     * theirs (Debian's do). */
+    char bid0[48], bid1[48], bid2[48];
+    snprintf(bid1, sizeof(bid1), "77e1c0de5eed000011112222%016llx", (unsigned long long)b);
     snprintf(bid0, sizeof(bid0), "4f1c2a9e8d7b6a5f4e3d2c1b0a998877%08llx",
-             (unsigned long long)(gp->seed & 0xffffffff));
+             (unsigned long long)(b & 0xffffffff));
     snprintf(bid2, sizeof(bid2), "a1b2c3d4e5f60718293a4b5c6d7e8f90%08llx",
-             (unsigned long long)(gp->seed & 0xffffffff));
+             (unsigned long long)(b & 0xffffffff));
     struct profile_mapping maps[3] = {
         { MAIN_START + bias, MAIN_START + bias + 0x4000000, 0, 1001, mod_name[0],
           bid0, "r-xp", PROFILE_MAP_EXEC },
-        { LIB1_START + bias, LIB1_START + bias + 0x200000, 0x1000, 1002 + gp->seed * 10, mod_name[1], NULL,
+        { LIB1_START + bias, LIB1_START + bias + 0x200000, 0x1000, 1002 + b * 10, mod_name[1], gp->build ? bid1 : NULL,
           "r-xp", PROFILE_MAP_EXEC },
         { LIB2_START + bias, LIB2_START + bias + 0x100000, 0x2000, 1003, mod_name[2],
           bid2, "r-xp", PROFILE_MAP_EXEC },
@@ -87,7 +92,7 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
                                 verbs[(r >> 48) % 10], f % 97);
     }
 
-    uint64_t rs = gp->seed * 104729 + 7;
+    uint64_t rs = b * 104729 + 7;
     uint32_t nthreads = gp->nthreads;
     for (uint32_t t = 0; t < nthreads; t++) {
         int64_t zero[PV_COUNT] = { 0 };
@@ -102,10 +107,16 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
     struct hp_buf body = HP_BUF_INIT(0);
     uint32_t locs[40];
     for (uint32_t i = 0; i < gp->nstacks; i++) {
-        /* Stack identity: mostly stable; ~0.5% replaced per hour. */
+        /* Stack identity: mostly stable; ~0.5% replaced per hour, by a
+         * path of its own (each seed its own build), or in a given build by
+         * the build's other path to the same place (one per stack, listed
+         * where the stack is), as a fleet's nodes on one version take the
+         * same other paths through the same code. */
         uint64_t ss = rs + i * 0x9e37;
         uint64_t hr = rnd(&hs);
-        if (hr % 200 == 0)
+        if (hr % 200 == 0 && gp->build)
+            ss = rs + (gp->nstacks + i) * 0x9e37;
+        else if (hr % 200 == 0)
             ss += (uint64_t)gp->hour << 32;
         uint32_t depth = 8 + (uint32_t)(rnd(&ss) % 25);
         uint32_t n = 0;
@@ -123,7 +134,7 @@ struct profile *gen_profile(const struct gen_params *gp, char **ret_raw, size_t 
         }
         uint32_t st = profile_stack_add(p, locs, n);
         int64_t v[PV_COUNT];
-        uint64_t vs = ss ^ 0x55;
+        uint64_t vs = ss ^ 0x55 ^ (gp->build ? gp->seed * 0x2545f4914f6cdd1dULL : 0);
         int64_t size = 16 << (rnd(&vs) % 12);
         int64_t cnt = 1 + (int64_t)(rnd(&vs) % 40);
         if (hr % 33 == 1)

@@ -20,6 +20,9 @@ struct gen_params {
     uint32_t nthreads;  /* per-thread breakdown (0: none) */
     uint64_t load_bias; /* ASLR: where the main binary is mapped */
     bool symbolize;     /* attach frames (else addresses only) */
+    uint64_t build;     /* nonzero: the code, its build ids and call tree are
+                         * this build's, shared by every seed given it; the
+                         * seed keeps the node's values and drift */
 };
 
 /* A finished profile; *ret_raw (malloc'd) is the same profile as jemalloc
