@@ -574,19 +574,21 @@ static void scache_node_done(struct query_stack_cache *c)
     c->gave_up = true;
 }
 
-/* The node's stack view, read the first time it is wanted. */
+/* Node node_id's stack view, read the first time it is wanted (never
+ * with no_series: every snapshot from its sample set). */
 struct lazy_view {
+    int64_t node_id;
+    bool no_series;
     struct store_stack_view v;
     bool tried, have;
 };
 
-static int view_want(struct store *st, int64_t node_id, bool no_series, struct lazy_view *lv,
-                     struct hp_buf *err)
+static int view_want(struct store *st, struct lazy_view *lv, struct hp_buf *err)
 {
-    if (lv->tried || node_id <= 0 || no_series)
+    if (lv->tried || lv->node_id <= 0 || lv->no_series)
         return 0;
     lv->tried = true;
-    int v = store_stack_view_get(st, node_id, &lv->v, err);
+    int v = store_stack_view_get(st, lv->node_id, &lv->v, err);
     if (v < 0 && v != HP_ENOTFOUND)
         return v;
     lv->have = v == 0;
@@ -597,8 +599,8 @@ static int view_want(struct store *st, int64_t node_id, bool no_series, struct l
  * query_fold_map_resolved folds them) through cache c: those it holds are
  * not resolved again; the others are resolved (the view read then), kept
  * where they can be, and folded with the rest. */
-static int fold_via_cache(struct store *st, int64_t at, int64_t node_id, bool no_series,
-                          const int64_t *sids, size_t n, const struct query_opts *o,
+static int fold_via_cache(struct store *st, int64_t at, const int64_t *sids, size_t n,
+                          const struct query_opts *o,
                           enum profile_scaling scaling, uint64_t period, struct lazy_view *lv,
                           struct query_stack_cache *c, struct query_folded **ret_dict,
                           int32_t **ret_entry_of, struct hp_buf *err)
@@ -621,7 +623,7 @@ static int fold_via_cache(struct store *st, int64_t at, int64_t node_id, bool no
     uint32_t *own = NULL, *own_off = NULL, *own_len = NULL, *loc_first = NULL, *loc_ids = NULL;
     size_t nown = 0, own_cap = 0, nloc_ids = 0, loc_ids_cap = 0;
     int rc = 0;
-    if (nmiss && (rc = view_want(st, node_id, no_series, lv, err)) == 0)
+    if (nmiss && (rc = view_want(st, lv, err)) == 0)
         rc = store_stacks_resolve(st, at, miss, nmiss, 0, lv->have ? &lv->v : NULL, &res, err);
     if (rc == 0 && nmiss) {
         own_off = hp_xmalloc((nmiss + 1) * sizeof(*own_off));
@@ -751,7 +753,7 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
     /* The node's stack view: the rows that resolve the stacks of its newest
      * closed spans, in one read (store_stacks_load takes what it holds),
      * when a stack is to be resolved. */
-    struct lazy_view lv = { 0 };
+    struct lazy_view lv = { .node_id = node_id, .no_series = r.no_series };
     if (cache && !cache->gave_up && cache->keep_allocator < 0)
         cache->keep_allocator = o->keep_allocator;
     bool cached = cache && !cache->gave_up && cache->keep_allocator == o->keep_allocator &&
@@ -796,15 +798,14 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         int64_t at = group[r.ord[first->t0]].id;
         if (cached) {
             const struct store_ss_member *m0 = &first->c->members[first->m0];
-            rc = fold_via_cache(st, at, node_id, r.no_series, sids, r.nls, o,
-                                (enum profile_scaling)m0->scaling, m0->period, &lv, cache, &dict,
-                                &entry_of, err);
+            rc = fold_via_cache(st, at, sids, r.nls, o, (enum profile_scaling)m0->scaling,
+                                m0->period, &lv, cache, &dict, &entry_of, err);
         } else if (query_fold_resolved_ok(o)) {
             /* By function: what folding reads of the stacks, straight from
              * the view where it holds them (building a profile of them all
              * and folding it was a third of leaks over a store). */
             struct profile_resolved *res = NULL;
-            if ((rc = view_want(st, node_id, r.no_series, &lv, err)) == 0)
+            if ((rc = view_want(st, &lv, err)) == 0)
                 rc = store_stacks_resolve(st, at, sids, r.nls, 0, lv.have ? &lv.v : NULL, &res,
                                           err);
             if (rc == 0)
@@ -813,7 +814,7 @@ int query_stored_fill(struct store *st, const struct query_opts *o,
         } else {
             /* By function and line (file names only then), or filtered. */
             struct profile *p = NULL;
-            if ((rc = view_want(st, node_id, r.no_series, &lv, err)) == 0)
+            if ((rc = view_want(st, &lv, err)) == 0)
                 rc = store_stacks_load(st, at, sids, r.nls,
                                        o->with_lines ? 0 : STORE_STACKS_NO_FILES,
                                        lv.have ? &lv.v : NULL, &p, err);

@@ -943,27 +943,11 @@ static void test_stored_leaks_spans_path_equals_profiles_path(void **state)
 
 /* Nodes on one build of the binaries share their stored stacks, and
  * `query leaks` over them resolves a stack once for all of them (the
- * stack cache, query/stored.h). Nodes of two builds, symbolized or not
+ * stack cache, query/stored.h). Nodes of three builds, symbolized or not
  * (a frame labelled by its address says where that process mapped it: a
  * node's own, never taken from another), over a closed span, a group of
  * the open one and its newest snapshots: the answers are the folded
  * profiles', byte for byte, and the cache served most stacks. */
-/* A node's snapshots listed (store_snapshots_list) as leaks takes them. */
-struct node_snaps {
-    const char *node;
-    struct query_snapshot *snaps;
-    size_t n, cap;
-};
-
-static int node_snaps_cb(const struct store_snapshot_info *si, void *ctx)
-{
-    struct node_snaps *ns = ctx;
-    ns->snaps = hp_xgrow(ns->snaps, &ns->cap, ns->n + 1, sizeof(*ns->snaps));
-    ns->snaps[ns->n++] = (struct query_snapshot){ .node = ns->node, .id = si->id,
-                                                  .time_s = si->taken_at / 1000 };
-    return 0;
-}
-
 static const struct sb_node {
     const char *name;
     uint64_t build, bias;
@@ -1008,7 +992,6 @@ static void test_stored_leaks_shared_build(void **state)
         }
     }
     store_close(st);
-    /* One build's nodes share their stacks in the store. */
     /* One build's nodes share their stacks in the store: each build's
      * twice SB_STACKS at most (its paths), where nodes sharing nothing would
      * make 6 x (SB_STACKS + ~130 of the hour). */
@@ -1045,14 +1028,15 @@ static void test_stored_leaks_shared_build(void **state)
     assert_int_equal(store_open(db, STORE_OPEN_READ, &st, &err), 0);
     size_t lookups = 0, hits = 0, lookups0 = 0, hits0 = 0;
     bool gave_up = true;
+    struct query_snapshot snaps[SB_HOURS];
     for (size_t k = 0; k < HP_ARRAY_SIZE(sb_nodes); k++) {
-        struct node_snaps ns = { .node = sb_nodes[k].name };
-        assert_int_equal(store_snapshots_list(st, node_id[k], 0, INT64_MAX, false,
-                                              node_snaps_cb, &ns, &err),
-                         0);
-        assert_int_equal(ns.n, SB_HOURS);
+        /* Node k's snapshots, ids in the order they were inserted. */
+        for (uint32_t h = 0; h < SB_HOURS; h++)
+            snaps[h] = (struct query_snapshot){ .node = sb_nodes[k].name,
+                                                .id = (int64_t)(k * SB_HOURS + h + 1),
+                                                .time_s = t0 / 1000 + h * 3600 };
         struct query_stored *qs = NULL;
-        if (query_stored_fill(st, &qo, ns.snaps, ns.n, 0, cache, &qs, &err) < 0)
+        if (query_stored_fill(st, &qo, snaps, SB_HOURS, 0, cache, &qs, &err) < 0)
             fail_msg("fill: %.*s", (int)err.len, err.data);
         query_stored_free(qs);
         query_stack_cache_counts(cache, &lookups, &hits, &gave_up);
@@ -1067,7 +1051,6 @@ static void test_stored_leaks_shared_build(void **state)
             assert_int_equal(f, 0);
         lookups0 = lookups;
         hits0 = hits;
-        free(ns.snaps);
     }
     assert_false(gave_up);
     query_stack_cache_free(cache);
