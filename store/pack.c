@@ -84,6 +84,7 @@ static unsigned window_log_for(size_t n)
 
 static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
                         const void *base, size_t base_len, bool text, bool plain_literals,
+                        int level,
                         const struct store_lines *base_lines, struct store_lines *ret_lines,
                         struct store_zbuf *reuse, void **ret, size_t *ret_len,
                         struct hp_buf *err);
@@ -101,14 +102,14 @@ int store_zstd_compress(struct store *s, const void *src, size_t len, const void
                         size_t base_len, bool text, void **ret, size_t *ret_len,
                         struct hp_buf *err)
 {
-    return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, NULL, NULL,
+    return compress_ctx(cctx_of(s), s->path, src, len, base, base_len, text, false, 0, NULL, NULL,
                         NULL, ret, ret_len, err);
 }
 
 int store_zstd_compress_hot(struct store *s, const void *src, size_t len, void **ret,
                             size_t *ret_len, struct hp_buf *err)
 {
-    return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, NULL, NULL, NULL,
+    return compress_ctx(cctx_of(s), s->path, src, len, NULL, 0, false, true, 0, NULL, NULL, NULL,
                         ret, ret_len, err);
 }
 
@@ -123,12 +124,12 @@ void *store_zbuf_reserve(struct store_zbuf *b, size_t n)
 }
 
 int store_zstd_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
-                             const void *base, size_t base_len, bool text,
+                             const void *base, size_t base_len, bool text, int level,
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err)
 {
-    return compress_ctx(c, path, src, len, base, base_len, text, false, NULL, NULL, reuse, ret,
-                        ret_len, err);
+    return compress_ctx(c, path, src, len, base, base_len, text, false, level, NULL, NULL, reuse,
+                        ret, ret_len, err);
 }
 
 int store_text_compress_with(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
@@ -137,12 +138,13 @@ int store_text_compress_with(ZSTD_CCtx *c, const char *path, const void *src, si
                              struct store_zbuf *reuse, void **ret, size_t *ret_len,
                              struct hp_buf *err)
 {
-    return compress_ctx(c, path, src, len, base, base_len, true, false, base_lines, ret_lines,
+    return compress_ctx(c, path, src, len, base, base_len, true, false, 0, base_lines, ret_lines,
                         reuse, ret, ret_len, err);
 }
 
 static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t len,
                         const void *base, size_t base_len, bool text, bool plain_literals,
+                        int level,
                         const struct store_lines *base_lines, struct store_lines *ret_lines,
                         struct store_zbuf *reuse, void **ret, size_t *ret_len,
                         struct hp_buf *err)
@@ -164,7 +166,7 @@ static int compress_ctx(ZSTD_CCtx *c, const char *path, const void *src, size_t 
      * each hour) and standalone keyframes: level 3 (a 65 KB rest against
      * the previous one: 30.8 KB at level 1, 25.2 KB at level 3). */
     bool big = base && base_len && base_len + len >= STORE_ZSTD_FAST_BYTES;
-    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, big ? 1 : 3);
+    size_t zr = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level ? level : big ? 1 : 3);
     /* Blobs read on hot paths (store_zstd_compress_hot): literals stored
      * as they are, not Huffman-coded, about a tenth more bytes for the
      * leaks bench's stack series (13.9 -> 15.6 MB) and views (18.6 -> 20.5

@@ -108,7 +108,7 @@ static size_t both_ways(struct fx *f, const char *src, size_t len, const char *b
      * prefix (rows written before line deltas). */
     for (int text = 1; text >= 0; text--) {
         assert_int_equal(store_zstd_compress_with(f->c, "test.db", src, len, base, base_len,
-                                                  text, NULL, &z, &zlen, NULL),
+                                                  text, 0, NULL, &z, &zlen, NULL),
                          0);
         assert_reads_back(f, z, zlen, text && r == 1, src, len, base, base_len);
     }
@@ -251,7 +251,7 @@ static void test_ldelta_heap_dumps(void **state)
     void *z;
     size_t zlen;
     assert_int_equal(store_zstd_compress_with(f->c, "test.db", raw[1], len[1], raw[0], len[0],
-                                              false, NULL, &z, &zlen, NULL),
+                                              false, 0, NULL, &z, &zlen, NULL),
                      0);
     free(z);
     assert_true(ld > 0);
