@@ -746,8 +746,9 @@ struct store_write_counts {
     uint64_t stacks_cached, stacks_by_node, stacks_by_hash, stacks_inserted;
     /* Of those cached, the locations and stacks taken from the same place
      * in the node's previous snapshot (its key there the same) without a
-     * cache lookup. */
-    uint64_t locations_by_place, stacks_by_place;
+     * cache lookup; and the names (of functions and files) whose ids came
+     * from the same place in its previous profile. */
+    uint64_t locations_by_place, stacks_by_place, names_by_place;
     /* Stack series of a completed group or a closing span taken from what
      * the writer built as it stored their snapshots, stored rows read back
      * and replayed into a span's (the writer had not built it: another

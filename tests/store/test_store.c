@@ -2950,6 +2950,82 @@ static void test_store_writer_places_after_shift(void **state)
     assert_true(found * 4 >= nlocs * 3);
 }
 
+struct ft_list {
+    char *text;
+    size_t len, cap;
+};
+
+static int ft_line_cb(const struct store_function_total *row, void *ctx)
+{
+    struct ft_list *l = ctx;
+    char line[600];
+    int n = snprintf(line, sizeof(line), "%s %lld %lld %lld %lld\n", row->name,
+                     (long long)row->flat_space, (long long)row->cum_space,
+                     (long long)row->flat_objects, (long long)row->cum_objects);
+    l->text = hp_xgrow(l->text, &l->cap, l->len + (size_t)n + 1, 1);
+    memcpy(l->text + l->len, line, (size_t)n + 1);
+    l->len += (size_t)n;
+    return 0;
+}
+
+/* A snapshot's function totals as text, one function a line (by name). */
+static char *ft_text(struct store *s, int64_t id)
+{
+    struct ft_list l = { 0 };
+    assert_int_equal(store_function_totals(s, id, ft_line_cb, &l, NULL), 0);
+    return l.text ? l.text : hp_xstrdup("");
+}
+
+/* A node's next profile takes its names' ids from the same place in its
+ * previous one (node_names): most of them on a steady node's next hour;
+ * none wrong where another binary's profile names other functions at the
+ * same places. Each snapshot's function totals are those a writer that
+ * never saw the node stores for the same profile. */
+static void test_store_writer_names_by_place(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-names");
+    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
+    struct gen_params gps[] = {
+        { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = 0, .symbolize = true },
+        { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = 1, .symbolize = true },
+        { .seed = 10, .nstacks = 400, .nfuncs = 150, .symbolize = true }, /* another binary */
+        { .seed = 9, .nstacks = 400, .nfuncs = 170, .hour = 2, .symbolize = true },
+    };
+    for (size_t k = 0; k < sizeof(gps) / sizeof(gps[0]); k++) {
+        struct profile *p = gen_profile(&gps[k], NULL, NULL);
+        struct store_write_counts c0, c1;
+        store_write_counts_get(f->s, &c0);
+        int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
+        store_write_counts_get(f->s, &c1);
+        uint64_t by_place = c1.names_by_place - c0.names_by_place;
+        if (k == 0)
+            assert_int_equal(by_place, 0);
+        else if (k == 1)
+            assert_true(by_place * 10 >= p->strings.len * 9); /* most */
+        /* A fresh store and writer for the same profile. */
+        (void)unlink(fresh_db);
+        struct store *o;
+        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
+        int64_t on = node(o, "be-names");
+        int64_t oid = put(o, on, T0, p, NULL, 0);
+        char *want = ft_text(o, oid), *got = ft_text(f->s, id);
+        assert_true(strlen(want) > 100);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        store_close(o);
+        profile_free(p);
+    }
+    (void)unlink(fresh_db);
+    char *wal = hp_xasprintf("%s-wal", fresh_db), *shm = hp_xasprintf("%s-shm", fresh_db);
+    (void)unlink(wal);
+    (void)unlink(shm);
+    free(wal);
+    free(shm);
+    free(fresh_db);
+}
+
 static uint64_t test_varint(const unsigned char **p, const unsigned char *end)
 {
     uint64_t v = 0;
@@ -3211,6 +3287,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_places_after_shift, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_names_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
         cmocka_unit_test(test_hp_i64_add_sat),
