@@ -752,18 +752,15 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
 /* A snapshot's layout as store_snapshots_samples gives it (struct
  * store_samples): a hash of its mappings with their objects (mobj). */
 uint64_t store_layout_hash(const struct profile *p, const int64_t *mobj);
-/* The stack series builders the writer feeds each snapshot of a node it
- * has cached as it stores it (write.c), for series.c: one for the open
- * span's group, one for the span. With 1, *out holds the series of
- * exactly snapshots ids[0..n) of node_id, as built from their sample sets
- * (release it), and that builder starts over; 0 when neither holds just
- * those (series.c drops the group's at every group's end, both at the
- * span's). */
+/* The stack series builder the writer feeds each snapshot of a node it has
+ * cached as it stores it (write.c), for series.c: with 1, *out holds the
+ * series of exactly snapshots ids[0..n) of node_id, as built from their
+ * sample sets (release it), and the builder starts over; 0 when it holds
+ * other snapshots or none (series.c drops it at every group's end). */
 int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
                             struct store_sseries *out);
-/* Drop node_id's group builder, and with `span` its span builder (every
- * node's with 0): their members changed, or they were taken. */
-void store_writer_group_drop(struct store *s, int64_t node_id, bool span);
+/* Drop node_id's builder (every node's with 0): its members changed. */
+void store_writer_group_drop(struct store *s, int64_t node_id);
 /* A node's stack view (view.c) holds the stacks of its newest this many
  * closed spans: 768 hourly snapshots, 32 days, what `query leaks` reads
  * by default and more. */

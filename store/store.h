@@ -749,11 +749,10 @@ struct store_write_counts {
      * cache lookup; and the names (of functions and files) whose ids came
      * from the same place in its previous profile. */
     uint64_t locations_by_place, stacks_by_place, names_by_place;
-    /* Stack series of a completed group or a closing span taken from what
-     * the writer built as it stored their snapshots, stored rows read back
-     * and replayed into a span's (the writer had not built it: another
-     * writer stored some of its snapshots), and snapshots whose sample
-     * sets were read back to build series. */
+    /* Stack series of a completed group (or a closing span's last one)
+     * taken from what the writer built as it stored their snapshots, rows
+     * of a closing span's groups read back and replayed into its row, and
+     * snapshots whose sample sets were read back to build series. */
     uint64_t sseries_groups_kept, sseries_rows_replayed, sseries_sets_read;
     /* Raw dumps also looked up by the hash stores wrote before version 2
      * of the content key (store_content_hash): only while such rows remain. */

@@ -180,11 +180,7 @@ struct node_base {
     uint64_t used;
     struct blob_base blob[3]; /* by enum store_blob_kind */
     struct node_memo memo;
-    /* Stack series builders fed each snapshot as it is stored: one for the
-     * open span's group (taken when the group completes), one for the
-     * whole span (taken when it closes, instead of its groups' rows read
-     * back and replayed: 38% of closing a 20k-stack node's span). */
-    struct node_group group, span;
+    struct node_group group;
 };
 
 struct store_writer {
@@ -264,7 +260,6 @@ void store_writer_free(struct store_writer *w)
             blob_base_clear(&w->bases[i].blob[k]);
         node_memo_clear(&w->bases[i].memo);
         node_group_drop(&w->bases[i].group);
-        node_group_drop(&w->bases[i].span);
     }
     free(w);
 }
@@ -1375,7 +1370,6 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
         nb->loaded = false;
         node_memo_clear(&nb->memo);
         node_group_drop(&nb->group);
-        node_group_drop(&nb->span);
     }
     nb->used = ++w->tick;
     for (size_t k = 0; nb->loaded && k < HP_ARRAY_SIZE(nb->blob); k++) {
@@ -1929,24 +1923,16 @@ static void node_memo_take(struct node_memo *m, const struct profile *p, struct 
     }
 }
 
-/* x into builder g; a builder that outgrew a span (never taken) starts
- * over. */
-static void node_group_add(struct node_group *g, const struct store_samples *x)
+/* Snapshot snap_id (profile p as stored: d) into its node's group builder,
+ * as store_snapshots_samples would give it from its sample set. A builder
+ * that outgrew a span (its groups were never taken) starts over. */
+static void node_group_feed(struct node_group *g, int64_t snap_id, const struct profile *p,
+                            const struct derived *d)
 {
     if (g->n >= STORE_SPAN_SNAPSHOTS)
         node_group_drop(g);
     if (!g->b)
         g->b = store_ssb_new(&g->out);
-    store_ssb_add(g->b, x);
-    g->ids = hp_xgrow(g->ids, &g->cap, g->n + 1, sizeof(*g->ids));
-    g->ids[g->n++] = x->snapshot_id;
-}
-
-/* Snapshot snap_id (profile p as stored: d) into its node's group and span
- * builders, as store_snapshots_samples would give it from its sample set. */
-static void node_group_feed(struct node_base *nb, int64_t snap_id, const struct profile *p,
-                            const struct derived *d)
-{
     struct store_sample *sm = hp_xmalloc((p->nsamples + 1) * sizeof(*sm));
     for (size_t i = 0; i < p->nsamples; i++) {
         sm[i] = (struct store_sample){ .stack = d->sid[p->samples[i].stack] };
@@ -1954,15 +1940,18 @@ static void node_group_feed(struct node_base *nb, int64_t snap_id, const struct 
     }
     struct store_samples x = { .snapshot_id = snap_id, .profile = p, .samples = sm,
                                .n = p->nsamples, .layout = store_layout_hash(p, d->mobj) };
-    node_group_add(&nb->group, &x);
-    node_group_add(&nb->span, &x);
+    store_ssb_add(g->b, &x);
     free(sm);
+    g->ids = hp_xgrow(g->ids, &g->cap, g->n + 1, sizeof(*g->ids));
+    g->ids[g->n++] = snap_id;
 }
 
-static int group_take(struct node_group *g, const int64_t *ids, size_t n,
-                      struct store_sseries *out)
+int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
+                            struct store_sseries *out)
 {
-    if (!g->b || g->n != n || memcmp(g->ids, ids, n * sizeof(*ids)) != 0)
+    struct node_base *nb = node_cached(s->w, node_id);
+    struct node_group *g = nb ? &nb->group : NULL;
+    if (!g || !g->b || g->n != n || memcmp(g->ids, ids, n * sizeof(*ids)) != 0)
         return 0;
     store_ssb_finish(g->b);
     *out = g->out;
@@ -1972,23 +1961,11 @@ static int group_take(struct node_group *g, const int64_t *ids, size_t n,
     return 1;
 }
 
-int store_writer_group_take(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
-                            struct store_sseries *out)
-{
-    struct node_base *nb = node_cached(s->w, node_id);
-    /* The group's first: the span's builder holds the same snapshots when
-     * its first group completes, and goes on to the span's end. */
-    return nb && (group_take(&nb->group, ids, n, out) || group_take(&nb->span, ids, n, out));
-}
-
-void store_writer_group_drop(struct store *s, int64_t node_id, bool span)
+void store_writer_group_drop(struct store *s, int64_t node_id)
 {
     for (int i = 0; s->w && i < NODE_BASES; i++)
-        if (!node_id || s->w->bases[i].node_id == node_id) {
+        if (!node_id || s->w->bases[i].node_id == node_id)
             node_group_drop(&s->w->bases[i].group);
-            if (span)
-                node_group_drop(&s->w->bases[i].span);
-        }
 }
 
 /* Locations, stacks and the sample set of a profile. */
@@ -2180,7 +2157,7 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
                           store_ms, &snap_id, err)) < 0)
         goto fail;
     if (p)
-        node_group_feed(nb, snap_id, p, &d);
+        node_group_feed(&nb->group, snap_id, p, &d);
     if (p &&
         ((r = function_totals_insert(s, snap_id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
          (r = store_fseries_add(s, node_id, snap_id, err)) < 0))

@@ -1899,11 +1899,11 @@ static void test_store_sseries_builder_replay(void **state)
     profile_free(p);
 }
 
-/* A writer that reopens in the middle of a span built neither that span
- * nor the group it reopened in: the group's row comes from its sample sets,
- * and the span's from its groups' rows replayed and its last group as the
- * writer built it; both read as their sample sets, and the next span is
- * the writer's own again. */
+/* A writer that reopens in the middle of a span did not build the group
+ * it reopened in: that group's row comes from its sample sets, and the
+ * span's from its groups' rows replayed and its last group as the writer
+ * built it; every row reads as its sample sets, and the next span's groups
+ * are the writer's own again. */
 static void test_store_span_after_reopen(void **state)
 {
     struct fx *f = *state;
@@ -1922,10 +1922,11 @@ static void test_store_span_after_reopen(void **state)
     }
     struct store_write_counts wc;
     store_write_counts_get(f->s, &wc);
-    /* First span: groups 3 and 4 as built, the rows of groups 1-3 replayed,
-     * group 2's 32 sample sets read; second span: 3 groups, itself. */
-    assert_int_equal(wc.sseries_groups_kept, 2 + SPAN / 32);
-    assert_int_equal(wc.sseries_rows_replayed, 3);
+    /* Since the reopen (the handle's counts): the groups as the writer
+     * built them but the second, whose 32 sample sets were read; each
+     * span's close replays its first three groups' rows. */
+    assert_int_equal(wc.sseries_groups_kept, 2 * (SPAN / 32) - 2);
+    assert_int_equal(wc.sseries_rows_replayed, 2 * (SPAN / 32 - 1));
     assert_int_equal(wc.sseries_sets_read, 32);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM function_series_spans"
                                        " WHERE closed = 1"), 2);
@@ -1949,13 +1950,13 @@ static void test_store_function_series_spans_read_as_tables(void **state)
                                        " WHERE closed = 0 AND n = 40"), 1);
     /* Stack series: one row per closed span, and the open span's one
      * complete group of 32; each reads as its sample sets. The writer
-     * built every group and every span as it stored their snapshots: no
-     * sample set was read back for them, and no group's row replayed into
-     * its span's. */
+     * built every group as it stored its snapshots (a span's last group
+     * too, at its close): no sample set was read back for them; a closing
+     * span replays its first three groups' rows. */
     struct store_write_counts wc;
     store_write_counts_get(f->s, &wc);
-    assert_int_equal(wc.sseries_groups_kept, 2 * (SPAN / 32 - 1 + 1) + 1); /* a span: 3 groups, itself */
-    assert_int_equal(wc.sseries_rows_replayed, 0);
+    assert_int_equal(wc.sseries_groups_kept, 2 * (SPAN / 32) + 1);
+    assert_int_equal(wc.sseries_rows_replayed, 2 * (SPAN / 32 - 1));
     assert_int_equal(wc.sseries_sets_read, 0);
     assert_int_equal(assert_sseries_as_sample_sets(f->s, f->db, n), 2 + 1);
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM stack_series s"
