@@ -754,6 +754,9 @@ struct store_write_counts {
      * of a closing span's groups read back and replayed into its row, and
      * snapshots whose sample sets were read back to build series. */
     uint64_t sseries_groups_kept, sseries_rows_replayed, sseries_sets_read;
+    /* Nodes whose bases (their previous snapshot's blobs, memo and group
+     * builder) the writer did not hold and read back from the database. */
+    uint64_t bases_loaded;
     /* Raw dumps also looked up by the hash stores wrote before version 2
      * of the content key (store_content_hash): only while such rows remain. */
     uint64_t raw_v1_lookups;

@@ -3027,6 +3027,59 @@ static void test_store_writer_names_by_place(void **state)
     free(fresh_db);
 }
 
+/* A collector's round stores a snapshot of every node of its fleet in
+ * turn. With more nodes than the writer keeps bases for (8), giving up the
+ * least recently used one gave up each node just before its turn came
+ * again, and every snapshot read its node's bases back. The writer keeps
+ * the nodes it has while they are in use, and the others take turns in
+ * its spare slot: 4 of 12 nodes a round are read back, not 12. */
+static void test_store_writer_keeps_bases_for_a_larger_fleet(void **state)
+{
+    struct fx *f = *state;
+    enum { NODES = 12, ROUNDS = 4, KEPT = 8 };
+    int64_t nodes[NODES], last[NODES];
+    for (int k = 0; k < NODES; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "be-fleet-%d", k);
+        nodes[k] = node(f->s, name);
+    }
+    struct store_write_counts c0, c1;
+    for (int r = 0; r < ROUNDS; r++) {
+        store_write_counts_get(f->s, &c0);
+        for (int k = 0; k < NODES; k++) {
+            struct gen_params gp = { .seed = 30 + (uint32_t)k, .nstacks = 60, .nfuncs = 40,
+                                     .hour = (uint32_t)r, .symbolize = true };
+            char *raw;
+            size_t rl;
+            struct profile *p = gen_profile(&gp, &raw, &rl);
+            last[k] = put(f->s, nodes[k], T0 + r * HOUR_MS, p, raw, rl);
+            profile_free(p);
+            free(raw);
+        }
+        store_write_counts_get(f->s, &c1);
+        assert_int_equal(c1.bases_loaded - c0.bases_loaded, r == 0 ? NODES : NODES - KEPT);
+    }
+    /* Every node's last snapshot reads back, raw dump and all. */
+    for (int k = 0; k < NODES; k++) {
+        struct gen_params gp = { .seed = 30 + (uint32_t)k, .nstacks = 60, .nfuncs = 40,
+                                 .hour = ROUNDS - 1, .symbolize = true };
+        char *raw;
+        size_t rl;
+        struct profile *p = gen_profile(&gp, &raw, &rl);
+        struct profile *out = load(f->s, last[k]);
+        assert_same_profile(p, out);
+        void *got;
+        size_t gl;
+        assert_int_equal(store_snapshot_raw(f->s, last[k], &got, &gl, NULL), 0);
+        assert_int_equal(gl, rl);
+        assert_memory_equal(got, raw, rl);
+        free(got);
+        profile_free(out);
+        profile_free(p);
+        free(raw);
+    }
+}
+
 static uint64_t test_varint(const unsigned char **p, const unsigned char *end)
 {
     uint64_t v = 0;
@@ -3288,6 +3341,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_places_after_shift, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_keeps_bases_for_a_larger_fleet, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_names_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
