@@ -351,6 +351,13 @@ void store_ssb_finish(struct store_ssb *b)
     if (!b)
         return;
     chunk_close(b);
+    store_ssb_free(b);
+}
+
+void store_ssb_free(struct store_ssb *b)
+{
+    if (!b)
+        return;
     hp_map64_release(&b->first_slot);
     free(b->slots);
     free(b->runs);

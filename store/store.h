@@ -361,6 +361,9 @@ void store_ssb_add_chunk(struct store_ssb *b, const struct store_ss_chunk *c);
  * others): a few times per chunk at most, whatever its size. */
 uint64_t store_ssb_relabels(const struct store_ssb *b);
 void store_ssb_finish(struct store_ssb *b);
+/* Free b without closing its chunk (a builder given up: *out keeps the
+ * chunks closed before, for store_sseries_release). */
+void store_ssb_free(struct store_ssb *b);
 /* The packed form (version, then chunks; varints; store_sseries_pack in
  * store-internal.h) is what stack_series rows hold, zstd-compressed. unpack
  * checks every count and run against the bytes and the members:

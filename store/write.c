@@ -173,7 +173,7 @@ struct node_group {
 static void node_group_drop(struct node_group *g)
 {
     if (g->b) {
-        store_ssb_finish(g->b);
+        store_ssb_free(g->b); /* not closed: its chunk would only be thrown away */
         store_sseries_release(&g->out);
     }
     free(g->ids);
