@@ -11,6 +11,10 @@
  *     dump (target <= 2%) and of gzip -6 of the dump, and the ingest rate
  *     (target >= 50 snapshots/s on one core; profiles are generated before
  *     the clock starts, symbols come with them, as from a warm cache).
+ *     Then a fleet of 12 such nodes (each its own binary) stored in turn
+ *     for 5 rounds, as a collector's rounds store it: more nodes than the
+ *     writer keeps bases for, so some are read back each round; prints the
+ *     rate beside the single node's.
  *  2. `query top NODE@T` on a 20k-stack snapshot: resolve, load, fold and
  *     render the text table (target < 30 ms), beside `query top FILE`:
  *     parsing the same dump from its .heap file and the same fold/render.
@@ -410,6 +414,77 @@ static int top_child(const char *db, const char *heap, int runs, const char *out
     return 0;
 }
 
+/* 1b. A fleet stored in turn, as a collector's round stores it: more
+ * nodes than the writer keeps bases for (8), each its own binary. Prints
+ * the CPU of a snapshot after the first round against the single node's
+ * steady figure above, and how many nodes a round had their bases read
+ * back. Returns the median, or < 0 on failure. */
+static double bench_fleet(const char *dir, uint32_t nstacks, int nodes, int rounds,
+                          double one_node_rate, struct hp_buf *err)
+{
+    char db[512];
+    snprintf(db, sizeof(db), "%s/store-bench-fleet-%d.db", dir, (int)getpid());
+    struct store *s;
+    if (store_open(db, STORE_OPEN_WRITE, &s, err) < 0)
+        die("open fleet db", err);
+    int64_t *ids = hp_xcalloc((size_t)nodes, sizeof(*ids));
+    for (int k = 0; k < nodes; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "be-fleet-%d", k);
+        struct store_node_info ni = { .name = name, .kind = "doris" };
+        if (store_node_upsert(s, &ni, &ids[k], err) < 0)
+            die("fleet node", err);
+    }
+    double *cpu = hp_xcalloc((size_t)(nodes * rounds) + 1, sizeof(*cpu));
+    size_t n = 0;
+    struct store_write_counts c0, c1;
+    for (int r = 0; r < rounds; r++) {
+        if (r == 1)
+            store_write_counts_get(s, &c0);
+        for (int k = 0; k < nodes; k++) {
+            struct gen_params gp = { .seed = 1000 + (uint32_t)k, .nstacks = nstacks,
+                                     .nfuncs = 4000, .hour = (uint32_t)r, .symbolize = true };
+            char *raw;
+            size_t raw_len;
+            struct profile *p = gen_profile(&gp, &raw, &raw_len);
+            double c = cpu_ms();
+            int64_t id;
+            if (store_snapshot_insert(s, ids[k], T0 + r * HOUR_MS, p, raw, raw_len, NULL, NULL,
+                                      0, &id, err) < 0)
+                die("fleet insert", err);
+            if (r > 0)
+                cpu[n++] = cpu_ms() - c;
+            profile_free(p);
+            free(raw);
+        }
+    }
+    store_write_counts_get(s, &c1);
+    qsort(cpu, n, sizeof(*cpu), cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += cpu[i];
+    double median = n ? cpu[n / 2] : -1;
+    printf("== a fleet of %d nodes of %u stacks stored in turn, %d rounds ==\n", nodes, nstacks,
+           rounds);
+    printf("a snapshot after the first round: %.1f ms CPU median, %.1f mean = %.1f snapshots/s;"
+           " bases read back: %.1f nodes a round (the writer keeps 8)\n",
+           median, n ? sum / (double)n : 0, n ? 1000.0 * (double)n / sum : 0,
+           rounds > 1 ? (double)(c1.bases_loaded - c0.bases_loaded) / (rounds - 1) : 0);
+    printf("RESULT\tingest, a fleet of %d nodes in turn, snapshots per CPU second\t%.1f\t/s\t"
+           "-\tone node, /s\t%.1f\n",
+           nodes, n ? 1000.0 * (double)n / sum : 0, one_node_rate);
+    free(cpu);
+    free(ids);
+    store_close(s);
+    if (!getenv("STORE_BENCH_KEEP"))
+        for (int k = 0; k < 3; k++) {
+            char *f = hp_xasprintf("%s%s", db, k == 0 ? "" : k == 1 ? "-wal" : "-shm");
+            unlink(f);
+            free(f);
+        }
+    return median;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "/tmp";
@@ -541,6 +616,8 @@ int main(int argc, char **argv)
     printf("RESULT\tingest, %u-stack snapshots per CPU second\t%.1f\t/s\t>= 50/s\t-\t-\n",
            nstacks, 1000.0 * hours / ingest_cpu);
     printf("RESULT\ta year of one node (8,760 snapshots)\t%.1f\tMB\t-\t-\t-\n", year / 1e6);
+    double fleet_median = bench_fleet(dir, nstacks, smoke_dir[0] ? 10 : 12, smoke_dir[0] ? 3 : 5,
+                                      1000.0 * hours / ingest_cpu, &err);
 
     /* 2. query top NODE@T against query top FILE: in a process of its own
      * (top_child), as `query top` runs, with its heap settings
@@ -698,7 +775,7 @@ int main(int argc, char **argv)
     if (smoke_dir[0]) {
         /* The smoke run checks that every part produced its figure. */
         int bad = npts != trend_hours || fpts != trend_hours || out_len == 0 || per_snap <= 0 ||
-                  retention_bad ||
+                  retention_bad || !(fleet_median > 0) ||
                   (query && (cli_month <= 0 || cli_month_prof <= 0 || cli_year <= 0));
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", smoke_dir);
