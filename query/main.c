@@ -56,7 +56,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < HP_ARRAY_SIZE(commands); i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (commands[i].run == query_cmd_top || commands[i].run == query_cmd_export ||
-                commands[i].run == query_cmd_leaks)
+                commands[i].run == query_cmd_leaks || commands[i].run == query_cmd_diff ||
+                commands[i].run == query_cmd_fleet)
                 hp_heap_prepare(); /* hp.h says why */
             return commands[i].run(argc - 1, argv + 1);
         }

@@ -550,6 +550,9 @@ static int bench_stored_leaks(const char *query, const char *db, const struct db
 
 int main(int argc, char **argv)
 {
+    /* The heap the query commands measured here run with (query/main.c:
+     * diff, fleet, leaks), first thing. */
+    hp_heap_prepare();
     const char *heapdir = NULL, *only = NULL, *query = "build/query/query", *db = NULL;
     bool smoke = false;
     for (int i = 1; i < argc; i++) {
