@@ -111,15 +111,6 @@ static void prefetch_release(struct prefetch *pf)
     *pf = (struct prefetch){ 0 };
 }
 
-/* A node's previous snapshot as the writer resolved it, by position:
- * successive dumps of one process list mostly the same locations and
- * stacks in the same order, so stacks_prefetch takes a location's id (and
- * whether its frames are stored) and a stack's id from the same place in
- * the previous snapshot when its key there is the same, where it looked up
- * three cache maps, most lookups a cache miss (a sixth of the writer's
- * thread on a steady 20k-stack node). It is that snapshot's prefetch, with
- * the ids it stored (node_memo_take); it lives in the writer, which a
- * reset drops, so its ids are those the caches hold. */
 /* The names of a node's previous profile (copies), by their number there,
  * with the function and file ids they had, 0 where a name was not one: a
  * dump's next one names mostly the same functions and files in the same
@@ -144,6 +135,15 @@ static void node_names_clear(struct node_names *m)
     *m = (struct node_names){ 0 };
 }
 
+/* A node's previous snapshot as the writer resolved it, by position:
+ * successive dumps of one process list mostly the same locations and
+ * stacks in the same order, so stacks_prefetch takes a location's id (and
+ * whether its frames are stored) and a stack's id from the same place in
+ * the previous snapshot when its key there is the same, where it looked up
+ * three cache maps, most lookups a cache miss (a sixth of the writer's
+ * thread on a steady 20k-stack node). It is that snapshot's prefetch, with
+ * the ids it stored (node_memo_take); it lives in the writer, which a
+ * reset drops, so its ids are those the caches hold. */
 struct node_memo {
     struct prefetch pf; /* lid: every location's id; sid with hash: the stack's id */
     size_t nlocs, nstacks;
