@@ -138,21 +138,6 @@ static int row_replay(struct store *s, int64_t node_id, const int64_t *ids, size
     return r;
 }
 
-/* b's chunks from what the writer built of exactly snapshots ids[0..n) as
- * it stored them: 1, or 0 when it holds other snapshots. */
-static int feed_built(struct store *s, int64_t node_id, const int64_t *ids, size_t n,
-                      struct store_ssb *b)
-{
-    struct store_sseries built;
-    if (!store_writer_group_take(s, node_id, ids, n, &built))
-        return 0;
-    for (size_t c = 0; c < built.nchunks; c++)
-        store_ssb_add_chunk(b, &built.chunks[c]);
-    store_sseries_release(&built);
-    s->counts.sseries_groups_kept++;
-    return 1;
-}
-
 /* Feed b the samples of ids[0..n), in order: the members of a stored row
  * that holds exactly the next of them (a group of the span being closed)
  * replayed from it, the others as the writer built them (the group just
@@ -189,8 +174,14 @@ static int sseries_feed(struct store *s, int64_t node_id, const int64_t *ids, si
         }
         /* Built as the writer stored them (the group just completed), or
          * from their sample sets. */
-        if (feed_built(s, node_id, ids + k, z - k, b))
+        struct store_sseries built;
+        if (store_writer_group_take(s, node_id, ids + k, z - k, &built)) {
+            for (size_t c = 0; c < built.nchunks; c++)
+                store_ssb_add_chunk(b, &built.chunks[c]);
+            store_sseries_release(&built);
+            s->counts.sseries_groups_kept++;
             continue;
+        }
         r = store_snapshots_samples(s, ids + k, z - k, ssb_cb, b, err);
         s->counts.sseries_sets_read += z - k;
     }

@@ -2294,6 +2294,17 @@ static char *totals_text(struct store *s, int64_t id)
     return out;
 }
 
+/* An SQLite database's file and its sides. */
+static void unlink_db(const char *path)
+{
+    char side[512];
+    (void)unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    (void)unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    (void)unlink(side);
+}
+
 /* The totals of hour h's profile as a database holding only it stores them
  * (its packed rest standalone, no chain): what every chained copy must
  * read back. */
@@ -2311,12 +2322,7 @@ static char *totals_alone(const struct fx *f, uint32_t h)
     profile_free(p);
     free(raw);
     store_close(s);
-    char side[224];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
+    unlink_db(path);
     return out;
 }
 
@@ -2951,32 +2957,6 @@ static void test_store_writer_places_after_shift(void **state)
     assert_true(found * 4 >= nlocs * 3);
 }
 
-struct ft_list {
-    char *text;
-    size_t len, cap;
-};
-
-static int ft_line_cb(const struct store_function_total *row, void *ctx)
-{
-    struct ft_list *l = ctx;
-    char line[600];
-    int n = snprintf(line, sizeof(line), "%s %lld %lld %lld %lld\n", row->name,
-                     (long long)row->flat_space, (long long)row->cum_space,
-                     (long long)row->flat_objects, (long long)row->cum_objects);
-    l->text = hp_xgrow(l->text, &l->cap, l->len + (size_t)n + 1, 1);
-    memcpy(l->text + l->len, line, (size_t)n + 1);
-    l->len += (size_t)n;
-    return 0;
-}
-
-/* A snapshot's function totals as text, one function a line (by name). */
-static char *ft_text(struct store *s, int64_t id)
-{
-    struct ft_list l = { 0 };
-    assert_int_equal(store_function_totals(s, id, ft_line_cb, &l, NULL), 0);
-    return l.text ? l.text : hp_xstrdup("");
-}
-
 /* A node's next profile takes its names' ids from the same place in its
  * previous one (node_names): most of them on a steady node's next hour;
  * none wrong where another binary's profile names other functions at the
@@ -3005,12 +2985,12 @@ static void test_store_writer_names_by_place(void **state)
         else if (k == 1)
             assert_true(by_place * 10 >= p->strings.len * 9); /* most */
         /* A fresh store and writer for the same profile. */
-        (void)unlink(fresh_db);
+        unlink_db(fresh_db);
         struct store *o;
         assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
         int64_t on = node(o, "be-names");
         int64_t oid = put(o, on, T0, p, NULL, 0);
-        char *want = ft_text(o, oid), *got = ft_text(f->s, id);
+        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
         assert_true(strlen(want) > 100);
         assert_string_equal(got, want);
         free(want);
@@ -3018,12 +2998,7 @@ static void test_store_writer_names_by_place(void **state)
         store_close(o);
         profile_free(p);
     }
-    (void)unlink(fresh_db);
-    char *wal = hp_xasprintf("%s-wal", fresh_db), *shm = hp_xasprintf("%s-shm", fresh_db);
-    (void)unlink(wal);
-    (void)unlink(shm);
-    free(wal);
-    free(shm);
+    unlink_db(fresh_db);
     free(fresh_db);
 }
 
