@@ -760,6 +760,9 @@ struct store_write_counts {
     /* Nodes whose bases (their previous snapshot's blobs, memo and group
      * builder) the writer did not hold and read back from the database. */
     uint64_t bases_loaded;
+    /* Stacks whose function totals plan (which functions their samples
+     * add to) came from the node's previous snapshot, not their frames. */
+    uint64_t ft_plans_kept;
     /* Raw dumps also looked up by the hash stores wrote before version 2
      * of the content key (store_content_hash): only while such rows remain. */
     uint64_t raw_v1_lookups;

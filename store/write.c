@@ -180,12 +180,68 @@ static void node_group_drop(struct node_group *g)
     *g = (struct node_group){ 0 };
 }
 
+/* What function_totals_insert computed for a node's previous snapshot,
+ * so that the next one does not walk every frame of every stack again: a
+ * stack lists its functions in the same frames from one dump to the next,
+ * and that walk (a location, then its frames, then whether the function
+ * counted for this stack already, at random places of a 20k-stack
+ * profile) was the largest part of a steady snapshot's function totals.
+ * Per stack, its plan: the accumulator its sample's flat value goes to,
+ * then each of its functions once. A plan holds while every location of
+ * the stack has the function ids (and allocator flag) it had: each
+ * location's are hashed into a signature and compared with what the node
+ * had at the same place, or for that location id (sig_of: every location
+ * the node listed since the writer has it); one that differs drops every
+ * plan. Accumulators are numbered by function id for the node's life in
+ * the writer. */
+struct ft_memo {
+    struct hp_map64 slot_of; /* function id -> accumulator */
+    int64_t *slot_fid;       /* per accumulator: its function id */
+    size_t nslots, slots_cap;
+    struct hp_map64 sig_of; /* location id -> index into sig */
+    uint64_t *sig;
+    size_t nsig, sig_cap;
+    /* The previous snapshot's, by place (nstacks 0: no plans). */
+    int64_t *lid;
+    uint64_t *lsig;
+    size_t nlocs;
+    int64_t *sid;   /* per stack: its stored id */
+    size_t *poff;   /* per stack: its plan, plan[poff[i] .. poff[i + 1]) */
+    uint32_t *plan; /* a plan: the flat accumulator (UINT32_MAX: none), then the cumulative ones */
+    size_t nstacks;
+};
+
+static void ft_memo_plans_clear(struct ft_memo *m)
+{
+    free(m->lid);
+    free(m->lsig);
+    free(m->sid);
+    free(m->poff);
+    free(m->plan);
+    m->lid = m->sid = NULL;
+    m->lsig = NULL;
+    m->poff = NULL;
+    m->plan = NULL;
+    m->nlocs = m->nstacks = 0;
+}
+
+static void ft_memo_clear(struct ft_memo *m)
+{
+    ft_memo_plans_clear(m);
+    hp_map64_release(&m->slot_of);
+    hp_map64_release(&m->sig_of);
+    free(m->slot_fid);
+    free(m->sig);
+    *m = (struct ft_memo){ 0 };
+}
+
 struct node_base {
     int64_t node_id; /* 0: free slot */
     bool loaded;
     uint64_t used;
     struct blob_base blob[3]; /* by enum store_blob_kind */
     struct node_memo memo;
+    struct ft_memo ft;
     struct node_group group;
 };
 
@@ -265,6 +321,7 @@ void store_writer_free(struct store_writer *w)
         for (size_t k = 0; k < HP_ARRAY_SIZE(w->bases[i].blob); k++)
             blob_base_clear(&w->bases[i].blob[k]);
         node_memo_clear(&w->bases[i].memo);
+        ft_memo_clear(&w->bases[i].ft);
         node_group_drop(&w->bases[i].group);
     }
     free(w);
@@ -1379,6 +1436,7 @@ static int node_base(struct store *s, int64_t node_id, struct node_base **ret,
         nb->node_id = node_id;
         nb->loaded = false;
         node_memo_clear(&nb->memo);
+        ft_memo_clear(&nb->ft);
         node_group_drop(&nb->group);
     }
     nb->used = ++w->tick;
@@ -1784,86 +1842,211 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
     return r < 0 ? r : 0;
 }
 
+/* Accumulator of function id fid in m, a new one at the end. */
+static uint32_t ft_slot(struct ft_memo *m, int64_t fid)
+{
+    uint32_t a;
+    if (!hp_map64_put(&m->slot_of, (uint64_t)fid, (uint32_t)m->nslots, &a)) {
+        m->slot_fid = hp_xgrow(m->slot_fid, &m->slots_cap, m->nslots + 1, sizeof(*m->slot_fid));
+        m->slot_fid[m->nslots++] = fid;
+    }
+    return a;
+}
+
+/* Location lid's signature sig, where m does not have the location at its
+ * place: recorded; false when m had another one for it. */
+static bool ft_sig_same(struct ft_memo *m, int64_t lid, uint64_t sig)
+{
+    uint32_t k;
+    if (hp_map64_put(&m->sig_of, (uint64_t)lid, (uint32_t)m->nsig, &k)) {
+        bool same = m->sig[k] == sig;
+        m->sig[k] = sig;
+        return same;
+    }
+    m->sig = hp_xgrow(m->sig, &m->sig_cap, m->nsig + 1, sizeof(*m->sig));
+    m->sig[m->nsig++] = sig;
+    return true;
+}
+
+/* Whether every location of p has the function ids (and allocator flag)
+ * that m's plans were made with; lsig: each one's signature. */
+static bool ft_locations_same(struct ft_memo *m, const struct profile *p,
+                              const struct derived *d, uint64_t *lsig)
+{
+    bool same = true;
+    for (size_t i = 0, j = 0; i < p->nlocs; i++) {
+        const struct profile_location *l = &p->locs[i];
+        uint64_t h = hp_hash_word(hp_hash_begin((l->flags & PROFILE_LOC_ALLOCATOR) != 0),
+                                  l->nframes);
+        for (uint32_t k = 0; k < l->nframes; k++)
+            h = hp_hash_word(h, (uint64_t)d->fids[l->frame_off + k]);
+        lsig[i] = hp_hash_end(h);
+        int64_t lid = d->lid[i];
+        if (lid <= 0) {
+            same = false;
+            continue;
+        }
+        /* At its place in the previous snapshot, as stacks_prefetch finds
+         * it; else by its id. */
+        size_t k = j, end = HP_MIN(m->nlocs, j + LOC_RESYNC);
+        while (k < end && m->lid[k] != lid)
+            k++;
+        if (k < end) {
+            j = k + 1;
+            if (m->lsig[k] == lsig[i])
+                continue;
+        }
+        same &= ft_sig_same(m, lid, lsig[i]);
+    }
+    return same;
+}
+
+/* Making plans: per location, its frames' accumulators (looked up once a
+ * location, when a stack being planned first lists it; the first one
+ * UINT32_MAX when the innermost frame has no function); per accumulator,
+ * 1 + the stack that listed it last. */
+struct ft_build {
+    struct ft_memo *m;
+    struct ft_loc {
+        uint32_t off, n; /* into la; n UINT32_MAX: not looked up yet */
+    } *loc;
+    uint32_t *la;
+    size_t nla, la_cap;
+    uint32_t *last;
+    size_t nlast, last_cap;
+    uint32_t *plan;
+    size_t nplan, plan_cap;
+};
+
+static const struct ft_loc *ft_loc(struct ft_build *b, const struct profile *p,
+                                   const struct derived *d, uint32_t li)
+{
+    struct ft_loc *fl = &b->loc[li];
+    if (fl->n != UINT32_MAX)
+        return fl;
+    const struct profile_location *l = &p->locs[li];
+    b->la = hp_xgrow(b->la, &b->la_cap, b->nla + l->nframes + 1, sizeof(*b->la));
+    fl->off = (uint32_t)b->nla;
+    for (uint32_t k = 0; k < l->nframes; k++) {
+        int64_t fid = d->fids[l->frame_off + k];
+        if (fid > 0)
+            b->la[b->nla++] = ft_slot(b->m, fid);
+        else if (k == 0)
+            b->la[b->nla++] = UINT32_MAX;
+    }
+    fl->n = (uint32_t)(b->nla - fl->off);
+    if (b->m->nslots > b->nlast) {
+        b->last = hp_xgrow(b->last, &b->last_cap, b->m->nslots, sizeof(*b->last));
+        memset(b->last + b->nlast, 0, (b->m->nslots - b->nlast) * sizeof(*b->last));
+        b->nlast = b->m->nslots;
+    }
+    return fl;
+}
+
+/* Stack si's plan, appended to b->plan: its flat accumulator (the
+ * innermost frame of its first location that is not the allocator's, when
+ * that frame has a function), then each accumulator of its frames from
+ * there on, once. */
+static void ft_plan(struct ft_build *b, const struct profile *p, const struct derived *d,
+                    uint32_t si)
+{
+    const uint32_t *locs = profile_stack_locs(p, si);
+    uint32_t nl = p->stacks[si].n, j = 0;
+    while (j < nl && (p->locs[locs[j]].flags & PROFILE_LOC_ALLOCATOR))
+        j++;
+    b->plan = hp_xgrow(b->plan, &b->plan_cap, b->nplan + 1, sizeof(*b->plan));
+    size_t flat = b->nplan++;
+    b->plan[flat] = UINT32_MAX;
+    for (uint32_t first = j; j < nl; j++) {
+        const struct ft_loc *fl = ft_loc(b, p, d, locs[j]);
+        b->plan = hp_xgrow(b->plan, &b->plan_cap, b->nplan + fl->n, sizeof(*b->plan));
+        for (uint32_t k = 0; k < fl->n; k++) {
+            uint32_t a = b->la[fl->off + k];
+            if (a == UINT32_MAX)
+                continue;
+            if (j == first && k == 0)
+                b->plan[flat] = a;
+            if (b->last[a] != si + 1) {
+                b->last[a] = si + 1;
+                b->plan[b->nplan++] = a;
+            }
+        }
+    }
+}
+
 /* Per-function flat and cumulative totals of the all-threads samples.
  * Allocator frames (trimmed from leaves) and unsymbolized addresses do not
- * count; flat goes to the innermost frame of the first remaining location. */
+ * count; flat goes to the innermost frame of the first remaining location.
+ * m: the node's plans (ft_memo), taken from the previous snapshot where
+ * they hold and left for the next; NULL: none kept. */
 static int function_totals_insert(struct store *s, int64_t snap_id, const struct profile *p,
-                                  const struct derived *d, struct blob_base *rest_base,
-                                  struct hp_buf *err)
+                                  const struct derived *d, struct ft_memo *keep,
+                                  struct blob_base *rest_base, struct hp_buf *err)
 {
-    struct hp_map64 idx;
-    hp_map64_init(&idx);
-    hp_map64_reserve(&idx, p->strings.len); /* a function a name, at most */
-    size_t n = 0, cap = 0;
-    struct acc {
-        int64_t fid;
-        double flat_space, flat_objects;
-    } *acc = NULL;
+    struct ft_memo own = { 0 };
+    struct ft_memo *m = keep ? keep : &own;
     int r = 0;
-    /* Accumulator index of every frame, found once per frame rather than
-     * once per frame per stack through it, and packed per location: the
-     * loop over samples reads a location's entry and its run of indexes
-     * (la[off .. off + n)) where it read the location and then each frame,
-     * every read a cache miss on a 20k-stack profile. flat: the
-     * accumulator of the location's innermost frame (or UINT32_MAX). */
-    struct loc_acc {
-        uint32_t off, n, flat;
-        bool allocator;
-    } *lacc = hp_xmalloc((p->nlocs + 1) * sizeof(*lacc));
-    uint32_t *la = hp_xmalloc((p->nframes + 1) * sizeof(*la));
-    uint32_t nla = 0;
-    for (size_t li = 0; li < p->nlocs; li++) {
-        const struct profile_location *l = &p->locs[li];
-        lacc[li] = (struct loc_acc){ .off = nla, .flat = UINT32_MAX,
-                                     .allocator = (l->flags & PROFILE_LOC_ALLOCATOR) != 0 };
-        for (uint32_t k = 0; k < l->nframes; k++) {
-            int64_t fid = d->fids[l->frame_off + k];
-            if (fid <= 0)
-                continue;
-            uint32_t ai;
-            if (!hp_map64_get(&idx, (uint64_t)fid, &ai)) {
-                acc = hp_xgrow(acc, &cap, n + 1, sizeof(*acc));
-                acc[n] = (struct acc){ .fid = fid };
-                ai = (uint32_t)n++;
-                (void)hp_map64_put(&idx, (uint64_t)fid, ai, &ai);
-            }
-            if (k == 0)
-                lacc[li].flat = ai;
-            la[nla++] = ai;
+    /* A node that restarts lists new locations (its binaries mapped
+     * elsewhere) and, upgraded, new functions: what it no longer lists is
+     * let go when it is more than what it does. */
+    if (m->nsig > 2 * (size_t)p->nlocs + 4096 || m->nslots > 2 * p->strings.len + 4096)
+        ft_memo_clear(m);
+    if (!m->nsig)
+        hp_map64_reserve(&m->sig_of, p->nlocs);
+    uint64_t *lsig = hp_xmalloc((p->nlocs + 1) * sizeof(*lsig));
+    if (!ft_locations_same(m, p, d, lsig))
+        ft_memo_plans_clear(m);
+    /* Each stack's plan: the previous snapshot's where the stack is at its
+     * place there (as its locations, within LOC_RESYNC places), else made
+     * from its locations. */
+    struct ft_build b = { .m = m };
+    /* Room for about as many plans as the previous snapshot's (growing
+     * the array by copies cost a tenth of the plans' instructions). */
+    size_t before = m->nstacks ? m->poff[m->nstacks] : 0;
+    b.plan_cap = before + before / 8 + 4 * (size_t)p->nstacks + 64;
+    b.plan = hp_xmalloc(b.plan_cap * sizeof(*b.plan));
+    b.loc = hp_xmalloc((p->nlocs + 1) * sizeof(*b.loc));
+    for (size_t i = 0; i < p->nlocs; i++)
+        b.loc[i].n = UINT32_MAX;
+    size_t *poff = hp_xmalloc((p->nstacks + 1) * sizeof(*poff));
+    for (size_t i = 0, j = 0; i < p->nstacks; i++) {
+        poff[i] = b.nplan;
+        size_t k = j, end = HP_MIN(m->nstacks, j + LOC_RESYNC);
+        while (k < end && m->sid[k] != d->sid[i])
+            k++;
+        if (k < end && d->sid[i] > 0) {
+            j = k + 1;
+            size_t n = m->poff[k + 1] - m->poff[k];
+            b.plan = hp_xgrow(b.plan, &b.plan_cap, b.nplan + n, sizeof(*b.plan));
+            memcpy(b.plan + b.nplan, m->plan + m->poff[k], n * sizeof(*b.plan));
+            b.nplan += n;
+            s->counts.ft_plans_kept++;
+            continue;
         }
-        lacc[li].n = nla - lacc[li].off;
+        ft_plan(&b, p, d, (uint32_t)i);
     }
-    /* Cumulative sums apart from the flat ones (fewer, leaves only): the
-     * entries every frame of every sample touches stay small. last: the
-     * sample that added to it last (a function counts once per stack). */
+    poff[p->nstacks] = b.nplan;
+    /* The sums, in sample order as before plans (the same doubles): each
+     * accumulator's flat values apart from the cumulative ones, which
+     * every function of every sample adds to. */
+    size_t n = m->nslots;
+    struct acc {
+        double flat_space, flat_objects;
+    } *acc = hp_xcalloc(n + 1, sizeof(*acc));
     struct cum {
-        size_t last;
         double space, objects;
-    } *cum = hp_xmalloc((n + 1) * sizeof(*cum));
-    for (size_t a = 0; a < n; a++)
-        cum[a] = (struct cum){ .last = SIZE_MAX };
+    } *cum = hp_xcalloc(n + 1, sizeof(*cum));
     for (size_t i = 0; i < p->nsamples; i++) {
         const struct profile_sample *sm = &p->samples[i];
-        const uint32_t *locs = profile_stack_locs(p, sm->stack);
-        uint32_t nl = p->stacks[sm->stack].n;
+        const uint32_t *pl = b.plan + poff[sm->stack], *pe = b.plan + poff[sm->stack + 1];
         double vs = sm->value[PV_INUSE_SPACE], vo = sm->value[PV_INUSE_OBJECTS];
-        uint32_t j = 0;
-        while (j < nl && lacc[locs[j]].allocator)
-            j++;
-        if (j < nl && lacc[locs[j]].flat != UINT32_MAX) {
-            acc[lacc[locs[j]].flat].flat_space += vs;
-            acc[lacc[locs[j]].flat].flat_objects += vo;
+        if (pl[0] != UINT32_MAX) {
+            acc[pl[0]].flat_space += vs;
+            acc[pl[0]].flat_objects += vo;
         }
-        for (; j < nl; j++) {
-            const struct loc_acc *l = &lacc[locs[j]];
-            for (uint32_t k = 0; k < l->n; k++) {
-                struct cum *c = &cum[la[l->off + k]];
-                if (c->last != i) {
-                    c->last = i;
-                    c->space += vs;
-                    c->objects += vo;
-                }
-            }
+        for (pl++; pl < pe; pl++) {
+            cum[*pl].space += vs;
+            cum[*pl].objects += vo;
         }
     }
     /* Rows for the functions a top list or a trend reads (at least
@@ -1876,12 +2059,13 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
         rest = hp_xmalloc(n * sizeof(*rest));
     for (size_t i = 0; i < n; i++) {
         const struct acc *a = &acc[i];
+        int64_t fid = m->slot_fid[i];
         int64_t cs = total_i64(cum[i].space), co = total_i64(cum[i].objects);
         if (cs == 0 && co == 0)
             continue;
         if (fabs(cum[i].space) * FT_ROW_SHARE < tot_s &&
             fabs(cum[i].objects) * FT_ROW_SHARE < tot_o) {
-            rest[nrest++] = (struct store_ft_entry){ a->fid, total_i64(a->flat_space), cs,
+            rest[nrest++] = (struct store_ft_entry){ fid, total_i64(a->flat_space), cs,
                                                      total_i64(a->flat_objects), co };
             continue;
         }
@@ -1889,7 +2073,7 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
         if ((r = store_stmt(s, STMT_FT_INSERT, &st, err)) < 0)
             goto out;
         sqlite3_bind_int64(st, 1, snap_id);
-        sqlite3_bind_int64(st, 2, a->fid);
+        sqlite3_bind_int64(st, 2, fid);
         sqlite3_bind_int64(st, 3, total_i64(a->flat_space));
         sqlite3_bind_int64(st, 4, cs);
         sqlite3_bind_int64(st, 5, total_i64(a->flat_objects));
@@ -1902,10 +2086,24 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
 out:
     free(rest);
     free(cum);
-    free(la);
-    free(lacc);
     free(acc);
-    hp_map64_release(&idx);
+    free(b.loc);
+    free(b.la);
+    free(b.last);
+    /* This snapshot's plans for the next one (a failed snapshot resets
+     * the writer, and m with it). */
+    ft_memo_plans_clear(m);
+    m->lid = hp_xmalloc((p->nlocs + 1) * sizeof(*m->lid));
+    memcpy(m->lid, d->lid, p->nlocs * sizeof(*m->lid));
+    m->lsig = lsig;
+    m->nlocs = p->nlocs;
+    m->sid = hp_xmalloc((p->nstacks + 1) * sizeof(*m->sid));
+    memcpy(m->sid, d->sid, p->nstacks * sizeof(*m->sid));
+    m->poff = poff;
+    m->plan = b.plan;
+    m->nstacks = p->nstacks;
+    if (!keep)
+        ft_memo_clear(&own);
     return r;
 }
 
@@ -2169,7 +2367,7 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     if (p)
         node_group_feed(&nb->group, snap_id, p, &d);
     if (p &&
-        ((r = function_totals_insert(s, snap_id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
+        ((r = function_totals_insert(s, snap_id, p, &d, &nb->ft, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
          (r = store_fseries_add(s, node_id, snap_id, err)) < 0))
         goto fail;
     if ((r = stats_insert(s, snap_id, stats, nstats, err)) < 0)
@@ -2321,7 +2519,7 @@ int store_snapshot_reindex(struct store *s, int64_t id, const struct profile *p,
     snapshot_bind_profile(st, p, &d);
     if ((r = store_step_done(s, st, "updating the snapshot", err)) < 0)
         goto fail;
-    if ((r = function_totals_insert(s, id, p, &d, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
+    if ((r = function_totals_insert(s, id, p, &d, NULL, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
         (r = store_fseries_reindexed(s, id, err)) < 0)
         goto fail;
     if (old_ss && (r = store_blob_release(s, STORE_BLOB_SS, old_ss, false, err)) < 0)

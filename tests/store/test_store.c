@@ -3002,6 +3002,78 @@ static void test_store_writer_names_by_place(void **state)
     free(fresh_db);
 }
 
+/* A steady node's function totals reuse each stack's plan (which
+ * functions its sample adds to) from its previous snapshot while the
+ * stack's locations name the same functions. Here the same locations
+ * change their names: a function renamed, then the dump unsymbolized (its
+ * binary not found), then symbolized again, and a location that becomes
+ * the allocator's. Each snapshot's totals are a fresh writer's for the
+ * same profile; the steady hours take most plans from the previous one. */
+static void test_store_writer_ft_plans_follow_names(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-plans");
+    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
+    enum { STEADY, RENAMED, UNSYMBOLIZED, ALLOCATOR };
+    struct step {
+        uint32_t hour;
+        int change;
+    } steps[] = { { 0, STEADY },       { 1, STEADY },       { 1, RENAMED }, { 2, STEADY },
+                  { 2, UNSYMBOLIZED }, { 3, STEADY },       { 3, ALLOCATOR }, { 4, STEADY } };
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        struct gen_params gp = { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = steps[k].hour,
+                                 .symbolize = steps[k].change != UNSYMBOLIZED };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        if (steps[k].change == RENAMED) {
+            /* Every frame of the function most locations name, renamed. */
+            const char *was = p->frames[p->locs[p->stacks[0].n ? profile_stack_locs(p, 0)[0] : 0]
+                                            .frame_off]
+                                  .function;
+            const char *to = profile_intern(p, "renamed_by_its_build", 20);
+            size_t renamed = 0;
+            for (size_t i = 0; i < p->nframes; i++)
+                if (p->frames[i].function == was) {
+                    p->frames[i].function = to;
+                    renamed++;
+                }
+            assert_true(renamed > 0);
+        } else if (steps[k].change == ALLOCATOR) {
+            /* The first stack's innermost location past the allocator's
+             * becomes the allocator's too. */
+            const uint32_t *locs = profile_stack_locs(p, 0);
+            uint32_t j = 0;
+            while (j < p->stacks[0].n && (p->locs[locs[j]].flags & PROFILE_LOC_ALLOCATOR))
+                j++;
+            assert_true(j + 1 < p->stacks[0].n);
+            p->locs[locs[j]].flags |= PROFILE_LOC_ALLOCATOR;
+        }
+        struct store_write_counts c0, c1;
+        store_write_counts_get(f->s, &c0);
+        int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
+        store_write_counts_get(f->s, &c1);
+        uint64_t kept = c1.ft_plans_kept - c0.ft_plans_kept;
+        if (steps[k].change != STEADY || k == 0 || steps[k - 1].change != STEADY)
+            assert_int_equal(kept, 0); /* names changed, or from a changed one */
+        else
+            assert_true(kept * 2 >= p->nstacks); /* most */
+        unlink_db(fresh_db);
+        struct store *o;
+        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
+        int64_t on = node(o, "be-plans");
+        int64_t oid = put(o, on, T0, p, NULL, 0);
+        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
+        if (steps[k].change != UNSYMBOLIZED)
+            assert_true(strlen(want) > 100);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        store_close(o);
+        profile_free(p);
+    }
+    unlink_db(fresh_db);
+    free(fresh_db);
+}
+
 /* A collector's round stores a snapshot of every node of its fleet in
  * turn. With more nodes than the writer keeps bases for (8), giving up the
  * least recently used one gave up each node just before its turn came
@@ -3319,6 +3391,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_writer_keeps_bases_for_a_larger_fleet, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_names_by_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_ft_plans_follow_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
         cmocka_unit_test(test_hp_i64_add_sat),
