@@ -1989,8 +1989,10 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
     /* A node that restarts lists new locations (its binaries mapped
      * elsewhere) and, upgraded, new functions: what it no longer lists is
      * let go when it is more than what it does. */
-    if (m->nsig > 2 * (size_t)p->nlocs + 4096 || m->nslots > 2 * p->strings.len + 4096)
+    if (m->nsig > 2 * (size_t)p->nlocs + 4096 || m->nslots > 2 * p->strings.len + 4096) {
         ft_memo_clear(m);
+        s->counts.ft_memos_dropped++;
+    }
     if (!m->nsig)
         hp_map64_reserve(&m->sig_of, p->nlocs);
     uint64_t *lsig = hp_xmalloc((p->nlocs + 1) * sizeof(*lsig));

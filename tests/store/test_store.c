@@ -3074,6 +3074,39 @@ static void test_store_writer_ft_plans_follow_names(void **state)
     free(fresh_db);
 }
 
+/* A node upgraded again and again lists new locations each time: the
+ * writer's record of them (for its function totals' plans) is let go once
+ * it holds more than twice what the node lists, and every snapshot's
+ * totals stay a fresh writer's. */
+static void test_store_writer_ft_memo_bounded(void **state)
+{
+    struct fx *f = *state;
+    int64_t n = node(f->s, "be-upgrades");
+    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
+    struct store_write_counts c0, c1;
+    store_write_counts_get(f->s, &c0);
+    for (uint32_t k = 0; k < 12; k++) {
+        struct gen_params gp = { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = k,
+                                 .symbolize = true, .build = k + 1 };
+        struct profile *p = gen_profile(&gp, NULL, NULL);
+        int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
+        unlink_db(fresh_db);
+        struct store *o;
+        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
+        int64_t oid = put(o, node(o, "be-upgrades"), T0, p, NULL, 0);
+        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        store_close(o);
+        profile_free(p);
+    }
+    store_write_counts_get(f->s, &c1);
+    assert_in_range(c1.ft_memos_dropped - c0.ft_memos_dropped, 1, 3);
+    unlink_db(fresh_db);
+    free(fresh_db);
+}
+
 /* A collector's round stores a snapshot of every node of its fleet in
  * turn. With more nodes than the writer keeps bases for (8), giving up the
  * least recently used one gave up each node just before its turn came
@@ -3392,6 +3425,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_names_by_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_writer_ft_plans_follow_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_writer_ft_memo_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_refuses_bad_files, setup, teardown),
         cmocka_unit_test(test_store_time_parse_forms),
         cmocka_unit_test(test_hp_i64_add_sat),
