@@ -189,18 +189,15 @@ static void node_group_drop(struct node_group *g)
  * Per stack, its plan: the accumulator its sample's flat value goes to,
  * then each of its functions once. A plan holds while every location of
  * the stack has the function ids (and allocator flag) it had: each
- * location's are hashed into a signature and compared with what the node
- * had at the same place, or for that location id (sig_of: every location
- * the node listed since the writer has it); one that differs drops every
- * plan. Accumulators are numbered by function id for the node's life in
- * the writer. */
+ * location's are hashed into a signature and compared with the previous
+ * snapshot's for the same location id (found at its place, as
+ * stacks_prefetch finds it, else by id among the rest); one that differs
+ * drops every plan. Accumulators are numbered by function id for the
+ * node's life in the writer. */
 struct ft_memo {
     struct hp_map64 slot_of; /* function id -> accumulator */
     int64_t *slot_fid;       /* per accumulator: its function id */
     size_t nslots, slots_cap;
-    struct hp_map64 sig_of; /* location id -> index into sig */
-    uint64_t *sig;
-    size_t nsig, sig_cap;
     /* The previous snapshot's, by place (nstacks 0: no plans). */
     int64_t *lid;
     uint64_t *lsig;
@@ -229,9 +226,7 @@ static void ft_memo_clear(struct ft_memo *m)
 {
     ft_memo_plans_clear(m);
     hp_map64_release(&m->slot_of);
-    hp_map64_release(&m->sig_of);
     free(m->slot_fid);
-    free(m->sig);
     *m = (struct ft_memo){ 0 };
 }
 
@@ -1853,27 +1848,16 @@ static uint32_t ft_slot(struct ft_memo *m, int64_t fid)
     return a;
 }
 
-/* Location lid's signature sig, where m does not have the location at its
- * place: recorded; false when m had another one for it. */
-static bool ft_sig_same(struct ft_memo *m, int64_t lid, uint64_t sig)
-{
-    uint32_t k;
-    if (hp_map64_put(&m->sig_of, (uint64_t)lid, (uint32_t)m->nsig, &k)) {
-        bool same = m->sig[k] == sig;
-        m->sig[k] = sig;
-        return same;
-    }
-    m->sig = hp_xgrow(m->sig, &m->sig_cap, m->nsig + 1, sizeof(*m->sig));
-    m->sig[m->nsig++] = sig;
-    return true;
-}
-
-/* Whether every location of p has the function ids (and allocator flag)
- * that m's plans were made with; lsig: each one's signature. */
-static bool ft_locations_same(struct ft_memo *m, const struct profile *p,
+/* Whether every location of p that m's previous snapshot listed has the
+ * function ids (and allocator flag) it had there, which its plans were
+ * made with; lsig: each location's signature. */
+static bool ft_locations_same(const struct ft_memo *m, const struct profile *p,
                               const struct derived *d, uint64_t *lsig)
 {
     bool same = true;
+    bool *seen = m->nstacks ? hp_xcalloc(m->nlocs + 1, sizeof(*seen)) : NULL;
+    uint32_t *other = m->nstacks ? hp_xmalloc((p->nlocs + 1) * sizeof(*other)) : NULL;
+    size_t nother = 0;
     for (size_t i = 0, j = 0; i < p->nlocs; i++) {
         const struct profile_location *l = &p->locs[i];
         uint64_t h = hp_hash_word(hp_hash_begin((l->flags & PROFILE_LOC_ALLOCATOR) != 0),
@@ -1881,23 +1865,43 @@ static bool ft_locations_same(struct ft_memo *m, const struct profile *p,
         for (uint32_t k = 0; k < l->nframes; k++)
             h = hp_hash_word(h, (uint64_t)d->fids[l->frame_off + k]);
         lsig[i] = hp_hash_end(h);
-        int64_t lid = d->lid[i];
-        if (lid <= 0) {
+        if (!m->nstacks)
+            continue; /* no plans to keep */
+        if (d->lid[i] <= 0) {
             same = false;
             continue;
         }
         /* At its place in the previous snapshot, as stacks_prefetch finds
-         * it; else by its id. */
+         * it (most of a steady node's); the others by id below. */
         size_t k = j, end = HP_MIN(m->nlocs, j + LOC_RESYNC);
-        while (k < end && m->lid[k] != lid)
+        while (k < end && m->lid[k] != d->lid[i])
             k++;
-        if (k < end) {
-            j = k + 1;
-            if (m->lsig[k] == lsig[i])
-                continue;
+        if (k == end) {
+            other[nother++] = (uint32_t)i;
+            continue;
         }
-        same &= ft_sig_same(m, lid, lsig[i]);
+        j = k + 1;
+        seen[k] = true;
+        same &= m->lsig[k] == lsig[i];
     }
+    if (same && nother) {
+        struct hp_map64 at; /* location id -> place, of those not seen at theirs */
+        hp_map64_init(&at);
+        hp_map64_reserve(&at, nother);
+        for (size_t k = 0; k < m->nlocs; k++) {
+            uint32_t old;
+            if (!seen[k] && m->lid[k] > 0)
+                (void)hp_map64_put(&at, (uint64_t)m->lid[k], (uint32_t)k, &old);
+        }
+        for (size_t q = 0; same && q < nother; q++) {
+            uint32_t k;
+            if (hp_map64_get(&at, (uint64_t)d->lid[other[q]], &k))
+                same = m->lsig[k] == lsig[other[q]];
+        }
+        hp_map64_release(&at);
+    }
+    free(seen);
+    free(other);
     return same;
 }
 
@@ -1986,15 +1990,13 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
     struct ft_memo own = { 0 };
     struct ft_memo *m = keep ? keep : &own;
     int r = 0;
-    /* A node that restarts lists new locations (its binaries mapped
-     * elsewhere) and, upgraded, new functions: what it no longer lists is
-     * let go when it is more than what it does. */
-    if (m->nsig > 2 * (size_t)p->nlocs + 4096 || m->nslots > 2 * p->strings.len + 4096) {
+    /* A node upgraded again and again names new functions: the
+     * accumulators of those it no longer names are let go when they are
+     * more than those it does. */
+    if (m->nslots > 2 * p->strings.len + 4096) {
         ft_memo_clear(m);
         s->counts.ft_memos_dropped++;
     }
-    if (!m->nsig)
-        hp_map64_reserve(&m->sig_of, p->nlocs);
     uint64_t *lsig = hp_xmalloc((p->nlocs + 1) * sizeof(*lsig));
     if (!ft_locations_same(m, p, d, lsig))
         ft_memo_plans_clear(m);

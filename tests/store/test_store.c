@@ -3002,29 +3002,50 @@ static void test_store_writer_names_by_place(void **state)
     free(fresh_db);
 }
 
+/* Profile p's locations in the reverse order (the stacks listing the
+ * same ones): none of them at its place in a dump of the usual order. */
+static void reverse_locations(struct profile *p)
+{
+    size_t n = p->nlocs;
+    for (size_t i = 0; i < n / 2; i++) {
+        struct profile_location t = p->locs[i];
+        p->locs[i] = p->locs[n - 1 - i];
+        p->locs[n - 1 - i] = t;
+    }
+    for (size_t i = 0; i < p->nstack_locs; i++)
+        p->stack_locs[i] = (uint32_t)(n - 1 - p->stack_locs[i]);
+    for (size_t i = 0; i < p->loc_index.cap; i++)
+        if (p->loc_index.slots[i].val != UINT32_MAX)
+            p->loc_index.slots[i].val = (uint32_t)(n - 1 - p->loc_index.slots[i].val);
+}
+
 /* A steady node's function totals reuse each stack's plan (which
  * functions its sample adds to) from its previous snapshot while the
- * stack's locations name the same functions. Here the same locations
- * change their names: a function renamed, then the dump unsymbolized (its
- * binary not found), then symbolized again, and a location that becomes
- * the allocator's. Each snapshot's totals are a fresh writer's for the
+ * stack's locations name the same functions: checked for each location at
+ * its place, or by its id when the dump lists it elsewhere. Here the same
+ * locations change their names: a function renamed, then the dump
+ * unsymbolized (its binary not found), then symbolized again, a location
+ * that becomes the allocator's, and a function renamed where no location
+ * is at its place. Each snapshot's totals are a fresh writer's for the
  * same profile; the steady hours take most plans from the previous one. */
 static void test_store_writer_ft_plans_follow_names(void **state)
 {
     struct fx *f = *state;
     int64_t n = node(f->s, "be-plans");
     char *fresh_db = hp_xasprintf("%s.fresh", f->db);
-    enum { STEADY, RENAMED, UNSYMBOLIZED, ALLOCATOR };
+    enum { STEADY, RENAMED, UNSYMBOLIZED, ALLOCATOR, REVERSED, REVERSED_RENAMED };
     struct step {
         uint32_t hour;
         int change;
-    } steps[] = { { 0, STEADY },       { 1, STEADY },       { 1, RENAMED }, { 2, STEADY },
-                  { 2, UNSYMBOLIZED }, { 3, STEADY },       { 3, ALLOCATOR }, { 4, STEADY } };
+    } steps[] = { { 0, STEADY },   { 1, STEADY },       { 1, RENAMED },  { 2, STEADY },
+                  { 2, UNSYMBOLIZED }, { 3, STEADY },   { 3, ALLOCATOR }, { 4, STEADY },
+                  { 4, REVERSED }, { 4, STEADY },       { 4, REVERSED_RENAMED }, { 5, STEADY } };
     for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        int change = steps[k].change;
         struct gen_params gp = { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = steps[k].hour,
-                                 .symbolize = steps[k].change != UNSYMBOLIZED };
+                                 .symbolize = change != UNSYMBOLIZED };
         struct profile *p = gen_profile(&gp, NULL, NULL);
-        if (steps[k].change == RENAMED) {
+        if (change == RENAMED || change == REVERSED_RENAMED) {
             /* Every frame of the function most locations name, renamed. */
             const char *was = p->frames[p->locs[p->stacks[0].n ? profile_stack_locs(p, 0)[0] : 0]
                                             .frame_off]
@@ -3037,7 +3058,7 @@ static void test_store_writer_ft_plans_follow_names(void **state)
                     renamed++;
                 }
             assert_true(renamed > 0);
-        } else if (steps[k].change == ALLOCATOR) {
+        } else if (change == ALLOCATOR) {
             /* The first stack's innermost location past the allocator's
              * becomes the allocator's too. */
             const uint32_t *locs = profile_stack_locs(p, 0);
@@ -3047,12 +3068,15 @@ static void test_store_writer_ft_plans_follow_names(void **state)
             assert_true(j + 1 < p->stacks[0].n);
             p->locs[locs[j]].flags |= PROFILE_LOC_ALLOCATOR;
         }
+        if (change == REVERSED || change == REVERSED_RENAMED)
+            reverse_locations(p);
         struct store_write_counts c0, c1;
         store_write_counts_get(f->s, &c0);
         int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
         store_write_counts_get(f->s, &c1);
         uint64_t kept = c1.ft_plans_kept - c0.ft_plans_kept;
-        if (steps[k].change != STEADY || k == 0 || steps[k - 1].change != STEADY)
+        bool named = change == STEADY || change == REVERSED;
+        if (k == 0 || !named || !(steps[k - 1].change == STEADY || steps[k - 1].change == REVERSED))
             assert_int_equal(kept, 0); /* names changed, or from a changed one */
         else
             assert_true(kept * 2 >= p->nstacks); /* most */
@@ -3062,7 +3086,7 @@ static void test_store_writer_ft_plans_follow_names(void **state)
         int64_t on = node(o, "be-plans");
         int64_t oid = put(o, on, T0, p, NULL, 0);
         char *want = totals_text(o, oid), *got = totals_text(f->s, id);
-        if (steps[k].change != UNSYMBOLIZED)
+        if (change != UNSYMBOLIZED)
             assert_true(strlen(want) > 100);
         assert_string_equal(got, want);
         free(want);
@@ -3074,10 +3098,11 @@ static void test_store_writer_ft_plans_follow_names(void **state)
     free(fresh_db);
 }
 
-/* A node upgraded again and again lists new locations each time: the
- * writer's record of them (for its function totals' plans) is let go once
- * it holds more than twice what the node lists, and every snapshot's
- * totals stay a fresh writer's. */
+/* A node upgraded again and again names new functions each time (here
+ * every name gets its version): the writer's accumulators for its
+ * function totals are let go once there are more than twice the names the
+ * node lists (and 4,096), and every snapshot's totals stay a fresh
+ * writer's. */
 static void test_store_writer_ft_memo_bounded(void **state)
 {
     struct fx *f = *state;
@@ -3086,9 +3111,16 @@ static void test_store_writer_ft_memo_bounded(void **state)
     struct store_write_counts c0, c1;
     store_write_counts_get(f->s, &c0);
     for (uint32_t k = 0; k < 12; k++) {
-        struct gen_params gp = { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = k,
+        struct gen_params gp = { .seed = 9, .nstacks = 1500, .nfuncs = 1000, .hour = k,
                                  .symbolize = true, .build = k + 1 };
         struct profile *p = gen_profile(&gp, NULL, NULL);
+        for (size_t i = 0; i < p->nframes; i++) {
+            if (!p->frames[i].function)
+                continue;
+            char v[600];
+            int len = snprintf(v, sizeof(v), "%s~v%u", p->frames[i].function, k);
+            p->frames[i].function = profile_intern(p, v, (size_t)HP_MIN(len, 599));
+        }
         int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
         unlink_db(fresh_db);
         struct store *o;
