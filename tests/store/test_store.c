@@ -2326,6 +2326,22 @@ static char *totals_alone(const struct fx *f, uint32_t h)
     return out;
 }
 
+/* The totals of profile p as a writer that never saw its node stores
+ * them (a fresh database, removed after). */
+static char *totals_fresh(const struct fx *f, const char *node_name, const struct profile *p)
+{
+    char path[192];
+    snprintf(path, sizeof(path), "%s/fresh.db", f->dir);
+    unlink_db(path);
+    struct store *s;
+    assert_int_equal(store_open(path, STORE_OPEN_WRITE, &s, NULL), 0);
+    int64_t id = put(s, node(s, node_name), T0, p, NULL, 0);
+    char *out = totals_text(s, id);
+    store_close(s);
+    unlink_db(path);
+    return out;
+}
+
 static void assert_totals_are(struct store *s, int64_t id, char *const *want)
 {
     char *got = totals_text(s, id);
@@ -2966,7 +2982,6 @@ static void test_store_writer_names_by_place(void **state)
 {
     struct fx *f = *state;
     int64_t n = node(f->s, "be-names");
-    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
     struct gen_params gps[] = {
         { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = 0, .symbolize = true },
         { .seed = 9, .nstacks = 400, .nfuncs = 150, .hour = 1, .symbolize = true },
@@ -2984,22 +2999,13 @@ static void test_store_writer_names_by_place(void **state)
             assert_int_equal(by_place, 0);
         else if (k == 1)
             assert_true(by_place * 10 >= p->strings.len * 9); /* most */
-        /* A fresh store and writer for the same profile. */
-        unlink_db(fresh_db);
-        struct store *o;
-        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
-        int64_t on = node(o, "be-names");
-        int64_t oid = put(o, on, T0, p, NULL, 0);
-        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
+        char *want = totals_fresh(f, "be-names", p), *got = totals_text(f->s, id);
         assert_true(strlen(want) > 100);
         assert_string_equal(got, want);
         free(want);
         free(got);
-        store_close(o);
         profile_free(p);
     }
-    unlink_db(fresh_db);
-    free(fresh_db);
 }
 
 /* Profile p's locations in the reverse order (the stacks listing the
@@ -3032,7 +3038,6 @@ static void test_store_writer_ft_plans_follow_names(void **state)
 {
     struct fx *f = *state;
     int64_t n = node(f->s, "be-plans");
-    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
     enum { STEADY, RENAMED, UNSYMBOLIZED, ALLOCATOR, REVERSED, REVERSED_RENAMED };
     struct step {
         uint32_t hour;
@@ -3080,22 +3085,14 @@ static void test_store_writer_ft_plans_follow_names(void **state)
             assert_int_equal(kept, 0); /* names changed, or from a changed one */
         else
             assert_true(kept * 2 >= p->nstacks); /* most */
-        unlink_db(fresh_db);
-        struct store *o;
-        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
-        int64_t on = node(o, "be-plans");
-        int64_t oid = put(o, on, T0, p, NULL, 0);
-        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
+        char *want = totals_fresh(f, "be-plans", p), *got = totals_text(f->s, id);
         if (change != UNSYMBOLIZED)
             assert_true(strlen(want) > 100);
         assert_string_equal(got, want);
         free(want);
         free(got);
-        store_close(o);
         profile_free(p);
     }
-    unlink_db(fresh_db);
-    free(fresh_db);
 }
 
 /* A node upgraded again and again names new functions each time (here
@@ -3107,7 +3104,6 @@ static void test_store_writer_ft_memo_bounded(void **state)
 {
     struct fx *f = *state;
     int64_t n = node(f->s, "be-upgrades");
-    char *fresh_db = hp_xasprintf("%s.fresh", f->db);
     struct store_write_counts c0, c1;
     store_write_counts_get(f->s, &c0);
     for (uint32_t k = 0; k < 12; k++) {
@@ -3122,21 +3118,14 @@ static void test_store_writer_ft_memo_bounded(void **state)
             p->frames[i].function = profile_intern(p, v, (size_t)HP_MIN(len, 599));
         }
         int64_t id = put(f->s, n, T0 + (int64_t)k * HOUR_MS, p, NULL, 0);
-        unlink_db(fresh_db);
-        struct store *o;
-        assert_int_equal(store_open(fresh_db, STORE_OPEN_WRITE, &o, NULL), 0);
-        int64_t oid = put(o, node(o, "be-upgrades"), T0, p, NULL, 0);
-        char *want = totals_text(o, oid), *got = totals_text(f->s, id);
+        char *want = totals_fresh(f, "be-upgrades", p), *got = totals_text(f->s, id);
         assert_string_equal(got, want);
         free(want);
         free(got);
-        store_close(o);
         profile_free(p);
     }
     store_write_counts_get(f->s, &c1);
     assert_in_range(c1.ft_memos_dropped - c0.ft_memos_dropped, 1, 3);
-    unlink_db(fresh_db);
-    free(fresh_db);
 }
 
 /* A collector's round stores a snapshot of every node of its fleet in
