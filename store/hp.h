@@ -582,9 +582,9 @@ uint64_t hp_now_ns(void);
 int64_t hp_wall_ms(void);
 
 /* Heap settings for a short process that builds one profile's tables and
- * exits (`query top`, `export`, `diff`, `fleet`, `leaks`): one brk heap grown 64 MB at a
- * time, transparent huge pages asked for, nothing handed back before exit.
- * Call first thing. hp.c says why. */
+ * exits (`query top`, `export`, `diff`, `fleet`, `leaks`): one brk heap
+ * grown 64 MB at a time, transparent huge pages asked for, nothing handed
+ * back before exit. Call first thing. hp.c says why. */
 void hp_heap_prepare(void);
 
 #endif

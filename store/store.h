@@ -763,8 +763,8 @@ struct store_write_counts {
     /* Stacks whose function totals plan (which functions their samples
      * add to) came from the node's previous snapshot, not their frames. */
     uint64_t ft_plans_kept;
-    /* Nodes whose plans and location records were let go because the
-     * node's earlier binaries left more of them than it lists now. */
+    /* Nodes whose function accumulators (and plans) were let go because
+     * the functions their earlier builds named outnumbered those named now. */
     uint64_t ft_memos_dropped;
     /* Raw dumps also looked up by the hash stores wrote before version 2
      * of the content key (store_content_hash): only while such rows remain. */

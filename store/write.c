@@ -194,37 +194,40 @@ static void node_group_drop(struct node_group *g)
  * stacks_prefetch finds it, else by id among the rest); one that differs
  * drops every plan. Accumulators are numbered by function id for the
  * node's life in the writer. */
-struct ft_memo {
-    struct hp_map64 slot_of; /* function id -> accumulator */
-    int64_t *slot_fid;       /* per accumulator: its function id */
-    size_t nslots, slots_cap;
-    /* The previous snapshot's, by place (nstacks 0: no plans). */
-    int64_t *lid;
-    uint64_t *lsig;
+/* A snapshot's plans with what they were made from. Its own copies of the
+ * location and stack ids: the node memo's (node_memo_take) exists only when
+ * the snapshot's prefetch held, and keeps a stack's id only where its hash
+ * was known. */
+struct ft_plans {
+    int64_t *lid;   /* per location: its id */
+    uint64_t *lsig; /* per location: its signature */
     size_t nlocs;
     int64_t *sid;   /* per stack: its stored id */
     size_t *poff;   /* per stack: its plan, plan[poff[i] .. poff[i + 1]) */
     uint32_t *plan; /* a plan: the flat accumulator (UINT32_MAX: none), then the cumulative ones */
-    size_t nstacks;
+    size_t nstacks; /* 0: no plans */
 };
 
-static void ft_memo_plans_clear(struct ft_memo *m)
+struct ft_memo {
+    struct hp_map64 slot_of; /* function id -> accumulator */
+    int64_t *slot_fid;       /* per accumulator: its function id */
+    size_t nslots, slots_cap;
+    struct ft_plans prev; /* the previous snapshot's, by place */
+};
+
+static void ft_plans_release(struct ft_plans *pl)
 {
-    free(m->lid);
-    free(m->lsig);
-    free(m->sid);
-    free(m->poff);
-    free(m->plan);
-    m->lid = m->sid = NULL;
-    m->lsig = NULL;
-    m->poff = NULL;
-    m->plan = NULL;
-    m->nlocs = m->nstacks = 0;
+    free(pl->lid);
+    free(pl->lsig);
+    free(pl->sid);
+    free(pl->poff);
+    free(pl->plan);
+    *pl = (struct ft_plans){ 0 };
 }
 
 static void ft_memo_clear(struct ft_memo *m)
 {
-    ft_memo_plans_clear(m);
+    ft_plans_release(&m->prev);
     hp_map64_release(&m->slot_of);
     free(m->slot_fid);
     *m = (struct ft_memo){ 0 };
@@ -1837,6 +1840,20 @@ int store_function_totals_delete(struct store *s, int64_t snap_id, bool replace,
     return r < 0 ? r : 0;
 }
 
+/* Where id is among prev[*j .. *j + LOC_RESYNC) (the next place of a list
+ * walked beside the previous snapshot's, as stacks_prefetch walks its
+ * locations; *j moves past it), or SIZE_MAX. */
+static size_t at_place(const int64_t *prev, size_t n, size_t *j, int64_t id)
+{
+    size_t k = *j, end = HP_MIN(n, *j + LOC_RESYNC);
+    while (k < end && prev[k] != id)
+        k++;
+    if (k == end)
+        return SIZE_MAX;
+    *j = k + 1;
+    return k;
+}
+
 /* Accumulator of function id fid in m, a new one at the end. */
 static uint32_t ft_slot(struct ft_memo *m, int64_t fid)
 {
@@ -1848,15 +1865,15 @@ static uint32_t ft_slot(struct ft_memo *m, int64_t fid)
     return a;
 }
 
-/* Whether every location of p that m's previous snapshot listed has the
- * function ids (and allocator flag) it had there, which its plans were
- * made with; lsig: each location's signature. */
-static bool ft_locations_same(const struct ft_memo *m, const struct profile *p,
+/* Whether every location of p that the previous snapshot (prev) listed
+ * has the function ids (and allocator flag) it had there, which its plans
+ * were made with; lsig: each location's signature. */
+static bool ft_locations_same(const struct ft_plans *prev, const struct profile *p,
                               const struct derived *d, uint64_t *lsig)
 {
     bool same = true;
-    bool *seen = m->nstacks ? hp_xcalloc(m->nlocs + 1, sizeof(*seen)) : NULL;
-    uint32_t *other = m->nstacks ? hp_xmalloc((p->nlocs + 1) * sizeof(*other)) : NULL;
+    bool *seen = prev->nstacks ? hp_xcalloc(prev->nlocs + 1, sizeof(*seen)) : NULL;
+    uint32_t *other = prev->nstacks ? hp_xmalloc((p->nlocs + 1) * sizeof(*other)) : NULL;
     size_t nother = 0;
     for (size_t i = 0, j = 0; i < p->nlocs; i++) {
         const struct profile_location *l = &p->locs[i];
@@ -1865,38 +1882,35 @@ static bool ft_locations_same(const struct ft_memo *m, const struct profile *p,
         for (uint32_t k = 0; k < l->nframes; k++)
             h = hp_hash_word(h, (uint64_t)d->fids[l->frame_off + k]);
         lsig[i] = hp_hash_end(h);
-        if (!m->nstacks)
+        if (!prev->nstacks)
             continue; /* no plans to keep */
         if (d->lid[i] <= 0) {
             same = false;
             continue;
         }
-        /* At its place in the previous snapshot, as stacks_prefetch finds
-         * it (most of a steady node's); the others by id below. */
-        size_t k = j, end = HP_MIN(m->nlocs, j + LOC_RESYNC);
-        while (k < end && m->lid[k] != d->lid[i])
-            k++;
-        if (k == end) {
+        /* At its place in the previous snapshot (most of a steady node's);
+         * the others by id below. */
+        size_t k = at_place(prev->lid, prev->nlocs, &j, d->lid[i]);
+        if (k == SIZE_MAX) {
             other[nother++] = (uint32_t)i;
             continue;
         }
-        j = k + 1;
         seen[k] = true;
-        same &= m->lsig[k] == lsig[i];
+        same &= prev->lsig[k] == lsig[i];
     }
     if (same && nother) {
         struct hp_map64 at; /* location id -> place, of those not seen at theirs */
         hp_map64_init(&at);
         hp_map64_reserve(&at, nother);
-        for (size_t k = 0; k < m->nlocs; k++) {
+        for (size_t k = 0; k < prev->nlocs; k++) {
             uint32_t old;
-            if (!seen[k] && m->lid[k] > 0)
-                (void)hp_map64_put(&at, (uint64_t)m->lid[k], (uint32_t)k, &old);
+            if (!seen[k] && prev->lid[k] > 0)
+                (void)hp_map64_put(&at, (uint64_t)prev->lid[k], (uint32_t)k, &old);
         }
         for (size_t q = 0; same && q < nother; q++) {
             uint32_t k;
             if (hp_map64_get(&at, (uint64_t)d->lid[other[q]], &k))
-                same = m->lsig[k] == lsig[other[q]];
+                same = prev->lsig[k] == lsig[other[q]];
         }
         hp_map64_release(&at);
     }
@@ -1997,16 +2011,17 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
         ft_memo_clear(m);
         s->counts.ft_memos_dropped++;
     }
+    const struct ft_plans *prev = &m->prev;
     uint64_t *lsig = hp_xmalloc((p->nlocs + 1) * sizeof(*lsig));
-    if (!ft_locations_same(m, p, d, lsig))
-        ft_memo_plans_clear(m);
+    if (!ft_locations_same(prev, p, d, lsig))
+        ft_plans_release(&m->prev);
     /* Each stack's plan: the previous snapshot's where the stack is at its
      * place there (as its locations, within LOC_RESYNC places), else made
      * from its locations. */
     struct ft_build b = { .m = m };
     /* Room for about as many plans as the previous snapshot's (growing
      * the array by copies cost a tenth of the plans' instructions). */
-    size_t before = m->nstacks ? m->poff[m->nstacks] : 0;
+    size_t before = prev->nstacks ? prev->poff[prev->nstacks] : 0;
     b.plan_cap = before + before / 8 + 4 * (size_t)p->nstacks + 64;
     b.plan = hp_xmalloc(b.plan_cap * sizeof(*b.plan));
     b.loc = hp_xmalloc((p->nlocs + 1) * sizeof(*b.loc));
@@ -2015,14 +2030,11 @@ static int function_totals_insert(struct store *s, int64_t snap_id, const struct
     size_t *poff = hp_xmalloc((p->nstacks + 1) * sizeof(*poff));
     for (size_t i = 0, j = 0; i < p->nstacks; i++) {
         poff[i] = b.nplan;
-        size_t k = j, end = HP_MIN(m->nstacks, j + LOC_RESYNC);
-        while (k < end && m->sid[k] != d->sid[i])
-            k++;
-        if (k < end && d->sid[i] > 0) {
-            j = k + 1;
-            size_t n = m->poff[k + 1] - m->poff[k];
+        size_t k = d->sid[i] > 0 ? at_place(prev->sid, prev->nstacks, &j, d->sid[i]) : SIZE_MAX;
+        if (k != SIZE_MAX) {
+            size_t n = prev->poff[k + 1] - prev->poff[k];
             b.plan = hp_xgrow(b.plan, &b.plan_cap, b.nplan + n, sizeof(*b.plan));
-            memcpy(b.plan + b.nplan, m->plan + m->poff[k], n * sizeof(*b.plan));
+            memcpy(b.plan + b.nplan, prev->plan + prev->poff[k], n * sizeof(*b.plan));
             b.nplan += n;
             s->counts.ft_plans_kept++;
             continue;
@@ -2095,19 +2107,20 @@ out:
     free(b.la);
     free(b.last);
     /* This snapshot's plans for the next one (a failed snapshot resets
-     * the writer, and m with it). */
-    ft_memo_plans_clear(m);
-    m->lid = hp_xmalloc((p->nlocs + 1) * sizeof(*m->lid));
-    memcpy(m->lid, d->lid, p->nlocs * sizeof(*m->lid));
-    m->lsig = lsig;
-    m->nlocs = p->nlocs;
-    m->sid = hp_xmalloc((p->nstacks + 1) * sizeof(*m->sid));
-    memcpy(m->sid, d->sid, p->nstacks * sizeof(*m->sid));
-    m->poff = poff;
-    m->plan = b.plan;
-    m->nstacks = p->nstacks;
-    if (!keep)
+     * the writer, and its memo with it). */
+    struct ft_plans now = { .lsig = lsig, .nlocs = p->nlocs, .poff = poff, .plan = b.plan,
+                            .nstacks = p->nstacks };
+    if (keep) {
+        now.lid = hp_xmalloc((p->nlocs + 1) * sizeof(*now.lid));
+        memcpy(now.lid, d->lid, p->nlocs * sizeof(*now.lid));
+        now.sid = hp_xmalloc((p->nstacks + 1) * sizeof(*now.sid));
+        memcpy(now.sid, d->sid, p->nstacks * sizeof(*now.sid));
+        ft_plans_release(&keep->prev);
+        keep->prev = now;
+    } else {
+        ft_plans_release(&now);
         ft_memo_clear(&own);
+    }
     return r;
 }
 
@@ -2371,7 +2384,8 @@ static int insert_common(struct store *s, int64_t node_id, int64_t taken_at,
     if (p)
         node_group_feed(&nb->group, snap_id, p, &d);
     if (p &&
-        ((r = function_totals_insert(s, snap_id, p, &d, &nb->ft, &nb->blob[STORE_BLOB_FTR], err)) < 0 ||
+        ((r = function_totals_insert(s, snap_id, p, &d, &nb->ft, &nb->blob[STORE_BLOB_FTR],
+                                     err)) < 0 ||
          (r = store_fseries_add(s, node_id, snap_id, err)) < 0))
         goto fail;
     if ((r = stats_insert(s, snap_id, stats, nstats, err)) < 0)
